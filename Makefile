@@ -1,0 +1,49 @@
+# Strom: the two commands are `make up` (a local cluster) and `make test` (the whole suite).
+# Both create .venv at the repository root when it is missing and install every dependency,
+# an etcd server binary included, from the pins in constraints.txt.
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+PIP := $(BIN)/python -m pip --disable-pip-version-check -q
+SOURCES := constraints.txt requirements-dev.txt clients/pyproject.toml clients/setup.py \
+	services/common/pyproject.toml $(wildcard services/*/pyproject.toml) \
+	$(wildcard clients/src/strom/records/_native/*.c)
+
+.PHONY: up test lint bench bench-quick proto chaos clean
+
+$(STAMP): $(SOURCES)
+	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Strom needs Python >= 3.11, found " + sys.version' 
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(PIP) install -c constraints.txt pip setuptools wheel
+	$(PIP) install --no-build-isolation -c constraints.txt -r requirements-dev.txt
+	@$(BIN)/python -m strom_server.etcd_binary --check
+	@touch $(STAMP)
+
+up: $(STAMP)
+	$(BIN)/strom cluster up
+
+test: $(STAMP)
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports
+
+bench: $(STAMP)
+	@for b in bench/*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
+
+bench-quick: $(STAMP)
+	@for b in bench/*.py; do echo "== $$b"; $(BIN)/python $$b --quick || exit 1; done
+
+# Regenerate the protocol stubs from proto/ into clients/src/strom/protocol/v1.
+proto: $(STAMP)
+	$(BIN)/python proto/generate.py
+
+chaos: $(STAMP)
+	$(BIN)/python -m pytest -m slow tests/chaos $(PYTEST_ARGS)
+
+clean:
+	rm -rf $(VENV) build clients/build .strom

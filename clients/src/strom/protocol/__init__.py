@@ -1,0 +1,1 @@
+"""Versioned protocol packages (generated stubs live in v1)."""
