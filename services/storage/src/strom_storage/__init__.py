@@ -1,0 +1,1 @@
+"""Strom storage node: partition logs on local disks, served over gRPC."""
