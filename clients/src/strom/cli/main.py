@@ -1,10 +1,51 @@
-"""Entry point of the ``strom`` command."""
+"""Entry point of the ``strom`` command line.
+
+Every command reports failure as one line on stderr and a non-zero exit status, never a
+traceback (set STROM_DEBUG=1 to see one). Subcommands live in their own modules and register
+themselves through ``add_parser``.
+"""
 
 from __future__ import annotations
 
+import argparse
+import os
 import sys
+
+from strom import __version__
+from strom.cli import cluster
+from strom.errors import StromError
+
+EXIT_ERROR = 1
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+
+
+class CommandError(Exception):
+    """A failure to report to the user as one line."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="strom", description="Strom event streaming: "
+                                     "run a local cluster and administer it.")
+    parser.add_argument("--version", action="version", version=f"strom {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    cluster.add_parser(commands)
+    return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    print("strom: not yet wired", file=sys.stderr)
-    return 1
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.handler(args) or 0)
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
+    except (CommandError, StromError, OSError, RuntimeError) as exc:
+        if os.environ.get("STROM_DEBUG"):
+            raise
+        print(f"strom: error: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,79 @@
+"""``strom cluster up|status``: the embedded local cluster (needs the server packages)."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+DEFAULT_DATA_DIR = Path(".strom")
+
+
+def _server_module(name: str) -> ModuleType:
+    # Imported by name so that the client distribution never depends on server code.
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as exc:
+        raise RuntimeError(
+            "`strom cluster` needs the server packages: pip install 'strom[server]' "
+            "(or run `make up` in a Strom checkout)"
+        ) from exc
+
+
+def add_parser(commands: Any) -> None:
+    cluster = commands.add_parser("cluster", help="run a local cluster (etcd and services)")
+    actions = cluster.add_subparsers(dest="action", metavar="ACTION", required=True)
+
+    up = actions.add_parser("up", help="start the local cluster in the foreground; Ctrl-C stops it")
+    up.add_argument("--data-dir", type=Path, default=DEFAULT_DATA_DIR,
+                    help="where every process keeps its data and logs (default: %(default)s)")
+    up.add_argument("--host", default="127.0.0.1", help="address to bind (default: %(default)s)")
+    up.add_argument("--etcd-client-port", type=int, default=2379, help="default: %(default)s")
+    up.add_argument("--etcd-peer-port", type=int, default=2380, help="default: %(default)s")
+    up.add_argument("--ready-timeout", type=float, default=60.0,
+                    help="seconds to wait for each process to be healthy (default: %(default)s)")
+    up.set_defaults(handler=cluster_up)
+
+    status = actions.add_parser("status", help="show what a running local cluster consists of")
+    status.add_argument("--data-dir", type=Path, default=DEFAULT_DATA_DIR,
+                        help="the data directory given to `up` (default: %(default)s)")
+    status.add_argument("--json", action="store_true", help="print the state as JSON")
+    status.set_defaults(handler=cluster_status)
+
+
+def cluster_up(args: argparse.Namespace) -> int:
+    local = _server_module("strom_server.local_cluster")
+    for option in ("etcd_client_port", "etcd_peer_port"):
+        port = getattr(args, option)
+        if not 1 <= port <= 65535:
+            raise RuntimeError(f"--{option.replace('_', '-')} {port} is not a TCP port (1-65535)")
+    spec = local.LocalClusterSpec(
+        data_dir=args.data_dir.resolve(),
+        host=args.host,
+        etcd_client_port=args.etcd_client_port,
+        etcd_peer_port=args.etcd_peer_port,
+    )
+    print(f"Starting the Strom cluster in {spec.data_dir} ...", flush=True)
+    return int(local.run_cluster(spec, ready_timeout_s=args.ready_timeout,
+                                 announce=lambda line: print(line, flush=True)))
+
+
+def cluster_status(args: argparse.Namespace) -> int:
+    local = _server_module("strom_server.local_cluster")
+    data_dir = args.data_dir.resolve()
+    state = local.read_state(data_dir)
+    alive = local.running_processes(data_dir)
+    if args.json:
+        print(json.dumps({"state": state, "alive": sorted(alive)}, indent=2))
+        return 0 if state and alive else 1
+    if not state:
+        print(f"No cluster is running from {data_dir}.")
+        return 1
+    print(f"Cluster in {data_dir} (etcd: {', '.join(state.get('etcd_endpoints', []))}):")
+    for name, info in state.get("processes", {}).items():
+        mark = "running" if name in alive else "NOT RUNNING"
+        print(f"  {name:<12} {mark:<12} pid {info['pid']:<8} {info['address']}")
+    return 0 if len(alive) == len(state.get("processes", {})) else 1
