@@ -24,7 +24,7 @@ INIT_TEXT = '"""Generated protocol stubs of strom.protocol.v1 (from proto/; do n
 
 
 def _run_protoc(args: list[str]) -> None:
-    from grpc_tools import protoc  # noqa: PLC0415 - a dev-time dependency only
+    from grpc_tools import protoc
 
     include = str(Path(protoc.__file__).parent / "_proto")
     code = protoc.main(["grpc_tools.protoc", f"-I{PROTO_ROOT}", f"-I{include}", *args])

@@ -41,8 +41,13 @@ def start_cluster(tmp_path: Path) -> Iterator[Callable[..., subprocess.Popen[str
     started: list[subprocess.Popen[str]] = []
 
     def start(*args: str) -> subprocess.Popen[str]:
-        process = subprocess.Popen([STROM, "cluster", "up", *args], stdout=subprocess.PIPE,
-                                   stderr=subprocess.STDOUT, text=True, start_new_session=True)
+        process = subprocess.Popen(
+            [STROM, "cluster", "up", *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,
+        )
         started.append(process)
         return process
 
@@ -58,24 +63,34 @@ def start_cluster(tmp_path: Path) -> Iterator[Callable[..., subprocess.Popen[str
 
 
 def _etcd_pids(data_dir: Path) -> list[int]:
-    out = subprocess.run(["pgrep", "-f", f"--data-dir {data_dir}/etcd"], capture_output=True,
-                         text=True)
+    out = subprocess.run(
+        ["pgrep", "-f", f"--data-dir {data_dir}/etcd"], capture_output=True, text=True
+    )
     return [int(pid) for pid in out.stdout.split()]
 
 
 def test_up_serves_until_ctrl_c_and_keeps_its_data(
-    tmp_path: Path, free_port: Callable[[], int], start_cluster: Callable[..., subprocess.Popen[str]]
+    tmp_path: Path,
+    free_port: Callable[[], int],
+    start_cluster: Callable[..., subprocess.Popen[str]],
 ) -> None:
     data_dir = tmp_path / "cluster"
     client_port, peer_port = free_port(), free_port()
-    args = ("--data-dir", str(data_dir), "--etcd-client-port", str(client_port),
-            "--etcd-peer-port", str(peer_port))
+    args = (
+        "--data-dir",
+        str(data_dir),
+        "--etcd-client-port",
+        str(client_port),
+        "--etcd-peer-port",
+        str(peer_port),
+    )
 
     first = start_cluster(*args)
     output = _wait_for_line(first, "Press Ctrl-C", 60)
     assert any(f"127.0.0.1:{client_port}" in line for line in output)
-    status = subprocess.run([STROM, "cluster", "status", "--data-dir", str(data_dir)],
-                            capture_output=True, text=True)
+    status = subprocess.run(
+        [STROM, "cluster", "status", "--data-dir", str(data_dir)], capture_output=True, text=True
+    )
     assert status.returncode == 0, status.stdout + status.stderr
     assert "running" in status.stdout
     client = etcd3.client(host="127.0.0.1", port=client_port)
@@ -86,8 +101,9 @@ def test_up_serves_until_ctrl_c_and_keeps_its_data(
     assert first.wait(30) == 0
     assert _etcd_pids(data_dir) == []
     assert "Stopped: etcd (stopped)" in first.stdout.read()  # type: ignore[union-attr]
-    after = subprocess.run([STROM, "cluster", "status", "--data-dir", str(data_dir)],
-                           capture_output=True, text=True)
+    after = subprocess.run(
+        [STROM, "cluster", "status", "--data-dir", str(data_dir)], capture_output=True, text=True
+    )
     assert after.returncode == 1 and "No cluster is running" in after.stdout
 
     second = start_cluster(*args)
@@ -110,9 +126,20 @@ def test_up_refuses_a_busy_port_with_one_clear_line(
         busy.listen()
         port = busy.getsockname()[1]
         result = subprocess.run(
-            [STROM, "cluster", "up", "--data-dir", str(tmp_path / "c"), "--etcd-client-port",
-             str(port), "--etcd-peer-port", str(free_port())],
-            capture_output=True, text=True, timeout=30,
+            [
+                STROM,
+                "cluster",
+                "up",
+                "--data-dir",
+                str(tmp_path / "c"),
+                "--etcd-client-port",
+                str(port),
+                "--etcd-peer-port",
+                str(free_port()),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=30,
         )
     assert result.returncode == 1
     assert result.stderr.strip().count("\n") == 0, result.stderr
@@ -120,23 +147,45 @@ def test_up_refuses_a_busy_port_with_one_clear_line(
 
 
 def test_up_refuses_a_second_cluster_on_the_same_data_dir(
-    tmp_path: Path, free_port: Callable[[], int], start_cluster: Callable[..., subprocess.Popen[str]]
+    tmp_path: Path,
+    free_port: Callable[[], int],
+    start_cluster: Callable[..., subprocess.Popen[str]],
 ) -> None:
     data_dir = tmp_path / "cluster"
-    first = start_cluster("--data-dir", str(data_dir), "--etcd-client-port", str(free_port()),
-                          "--etcd-peer-port", str(free_port()))
+    first = start_cluster(
+        "--data-dir",
+        str(data_dir),
+        "--etcd-client-port",
+        str(free_port()),
+        "--etcd-peer-port",
+        str(free_port()),
+    )
     _wait_for_line(first, "Press Ctrl-C", 60)
     result = subprocess.run(
-        [STROM, "cluster", "up", "--data-dir", str(data_dir), "--etcd-client-port",
-         str(free_port()), "--etcd-peer-port", str(free_port())],
-        capture_output=True, text=True, timeout=30,
+        [
+            STROM,
+            "cluster",
+            "up",
+            "--data-dir",
+            str(data_dir),
+            "--etcd-client-port",
+            str(free_port()),
+            "--etcd-peer-port",
+            str(free_port()),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=30,
     )
     assert result.returncode == 1
     assert "already running" in result.stderr
 
 
 def test_invalid_port_is_named(tmp_path: Path) -> None:
-    result = subprocess.run([STROM, "cluster", "up", "--data-dir", str(tmp_path),
-                             "--etcd-client-port", "70000"], capture_output=True, text=True)
+    result = subprocess.run(
+        [STROM, "cluster", "up", "--data-dir", str(tmp_path), "--etcd-client-port", "70000"],
+        capture_output=True,
+        text=True,
+    )
     assert result.returncode == 1
     assert "--etcd-client-port 70000 is not a TCP port" in result.stderr

@@ -28,7 +28,8 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from strom.protocol.v1.common_pb2 import ErrorCode, retriable as _retriable_option
+from strom.protocol.v1.common_pb2 import ErrorCode
+from strom.protocol.v1.common_pb2 import retriable as _retriable_option
 
 __all__ = [
     "BrokerNotAvailableError",
@@ -284,7 +285,7 @@ class NotEnoughReplicasError(BrokerResponseError):
 
 
 class NotEnoughReplicasAfterAppendError(BrokerResponseError):
-    """The batch was appended, but the ISR shrank below min.insync.replicas before it was replicated."""
+    """Appended, but the ISR shrank below min.insync.replicas before it was replicated."""
 
     code = ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
 
@@ -570,6 +571,7 @@ class TopicDeletionInProgressError(BrokerResponseError):
 
     code = ErrorCode.TOPIC_DELETION_IN_PROGRESS
 
+
 # Record-format rejections: all CORRUPT_MESSAGE on the wire, distinct types for callers and tests.
 
 
@@ -620,5 +622,7 @@ def for_code(code: int, message: str = "") -> BrokerResponseError:
     """The exception for a wire error ``code``; unknown codes become ``UnknownServerError``."""
     cls = _BY_CODE.get(code)
     if cls is None:
-        return UnknownServerError(f"error code {code}: {message}" if message else f"error code {code}")
+        return UnknownServerError(
+            f"error code {code}: {message}" if message else f"error code {code}"
+        )
     return cls(message)

@@ -10,8 +10,11 @@ import tomllib
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[3]
-DISTRIBUTION_DIRS = [REPO / "clients", *sorted((REPO / "services").glob("*/")),
-                     REPO / "spark_connector"]
+DISTRIBUTION_DIRS = [
+    REPO / "clients",
+    *sorted((REPO / "services").glob("*/")),
+    REPO / "spark_connector",
+]
 
 
 def _with_pyproject() -> list[Path]:
@@ -22,8 +25,11 @@ def test_every_distribution_ships_only_strom_prefixed_packages() -> None:
     dists = _with_pyproject()
     assert REPO / "clients" in dists and REPO / "services" / "common" in dists
     for dist in dists:
-        packages = [p.name for p in (dist / "src").iterdir() if p.is_dir()
-                    and not p.name.endswith(".egg-info") and p.name != "__pycache__"]
+        packages = [
+            p.name
+            for p in (dist / "src").iterdir()
+            if p.is_dir() and not p.name.endswith(".egg-info") and p.name != "__pycache__"
+        ]
         assert packages, dist
         assert all(name == "strom" or name.startswith("strom_") for name in packages), packages
 
@@ -38,8 +44,9 @@ def test_distribution_names_match_import_names() -> None:
     expected = {"clients": ("strom", "strom"), "common": ("strom-server", "strom_server")}
     for dist in _with_pyproject():
         name = tomllib.loads((dist / "pyproject.toml").read_text())["project"]["name"]
-        dist_name, import_name = expected.get(dist.name, (f"strom-{dist.name}",
-                                                          f"strom_{dist.name}"))
+        dist_name, import_name = expected.get(
+            dist.name, (f"strom-{dist.name}", f"strom_{dist.name}")
+        )
         assert name == dist_name
         assert (dist / "src" / import_name / "__init__.py").is_file()
         assert importlib.metadata.version(name)  # installed by make's set-up
@@ -48,12 +55,17 @@ def test_distribution_names_match_import_names() -> None:
 def test_client_distribution_does_not_depend_on_server_packages() -> None:
     requires = importlib.metadata.requires("strom") or []
     base = [r for r in requires if "extra ==" not in r]
-    assert not any(r.startswith(("strom-server", "etcd", "python3-etcd3", "opentelemetry"))
-                   for r in base), base
+    assert not any(
+        r.startswith(("strom-server", "etcd", "python3-etcd3", "opentelemetry")) for r in base
+    ), base
 
 
 def test_import_linter_contracts_hold() -> None:
     """The contracts in the root pyproject.toml (one-way layers, pure domain code)."""
-    result = subprocess.run([str(Path(sys.executable).parent / "lint-imports")], cwd=REPO,
-                            capture_output=True, text=True)
+    result = subprocess.run(
+        [str(Path(sys.executable).parent / "lint-imports")],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+    )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-import strom.errors as errors
+from strom import errors
 from strom.errors import BrokerResponseError, ErrorCode, for_code, is_retriable
 
 ALL_CODES = [v.number for v in ErrorCode.DESCRIPTOR.values if v.number != ErrorCode.NONE]
@@ -14,8 +14,12 @@ def test_every_code_has_exactly_one_owning_class() -> None:
     owners: dict[int, list[str]] = {}
     for name in errors.__all__:
         obj = getattr(errors, name)
-        if (isinstance(obj, type) and issubclass(obj, BrokerResponseError)
-                and obj is not BrokerResponseError and "code" in vars(obj)):
+        if (
+            isinstance(obj, type)
+            and issubclass(obj, BrokerResponseError)
+            and obj is not BrokerResponseError
+            and "code" in vars(obj)
+        ):
             owners.setdefault(obj.code, []).append(name)
     assert sorted(owners) == sorted(ALL_CODES)
     assert {code: names for code, names in owners.items() if len(names) > 1} == {}
@@ -32,8 +36,11 @@ def test_for_code_round_trips_and_carries_the_proto_retriable_flag(code: int) ->
 def test_every_code_declares_retriable_explicitly_in_proto() -> None:
     from strom.protocol.v1.common_pb2 import retriable
 
-    missing = [v.name for v in ErrorCode.DESCRIPTOR.values
-               if v.number != 0 and not v.GetOptions().HasExtension(retriable)]
+    missing = [
+        v.name
+        for v in ErrorCode.DESCRIPTOR.values
+        if v.number != 0 and not v.GetOptions().HasExtension(retriable)
+    ]
     assert missing == []
 
 
@@ -48,9 +55,15 @@ def test_kafka_semantics_of_well_known_codes() -> None:
 
 
 def test_record_format_errors_are_corrupt_message_on_the_wire() -> None:
-    for cls in (errors.InvalidCrcError, errors.TruncatedBatchError, errors.UnsupportedMagicError,
-                errors.RecordCountMismatchError, errors.VarintOverflowError,
-                errors.InvalidBatchLengthError, errors.InvalidRecordLayoutError):
+    for cls in (
+        errors.InvalidCrcError,
+        errors.TruncatedBatchError,
+        errors.UnsupportedMagicError,
+        errors.RecordCountMismatchError,
+        errors.VarintOverflowError,
+        errors.InvalidBatchLengthError,
+        errors.InvalidRecordLayoutError,
+    ):
         assert issubclass(cls, errors.CorruptRecordError)
         assert cls("x").code == ErrorCode.CORRUPT_MESSAGE
     assert for_code(ErrorCode.CORRUPT_MESSAGE).__class__ is errors.CorruptRecordError

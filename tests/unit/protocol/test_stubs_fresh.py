@@ -20,8 +20,9 @@ def test_committed_stubs_match_a_fresh_generation(tmp_path: Path) -> None:
     fresh_dir = tmp_path / "strom" / "protocol" / "v1"
     fresh = {p.name: p.read_bytes() for p in fresh_dir.iterdir() if p.is_file()}
     committed = {p.name: p.read_bytes() for p in COMMITTED.iterdir() if p.is_file()}
-    stale = sorted(name for name in fresh.keys() | committed.keys()
-                   if fresh.get(name) != committed.get(name))
+    stale = sorted(
+        name for name in fresh.keys() | committed.keys() if fresh.get(name) != committed.get(name)
+    )
     assert not stale, f"stubs differ from proto/ (run `make proto` and commit): {stale}"
 
 
@@ -47,14 +48,33 @@ def test_services_expose_the_rpcs_later_issues_build_on() -> None:
         return set(module.DESCRIPTOR.services_by_name[service].methods_by_name)  # type: ignore[attr-defined]
 
     storage = methods(storage_pb2, "StorageNode")
-    assert {"Produce", "ProduceStream", "Fetch", "FetchStream", "ListOffsets",
-            "OffsetForLeaderEpoch"} <= storage
+    assert {
+        "Produce",
+        "ProduceStream",
+        "Fetch",
+        "FetchStream",
+        "ListOffsets",
+        "OffsetForLeaderEpoch",
+    } <= storage
     controller = methods(controller_pb2, "Controller")
-    assert {"Metadata", "CreateTopics", "DeleteTopics", "AlterPartition",
-            "ElectLeaders", "AlterPartitionReassignments"} <= controller
+    assert {
+        "Metadata",
+        "CreateTopics",
+        "DeleteTopics",
+        "AlterPartition",
+        "ElectLeaders",
+        "AlterPartitionReassignments",
+    } <= controller
     groups = methods(coordinator_pb2, "GroupCoordinator")
-    assert {"FindCoordinator", "JoinGroup", "SyncGroup", "Heartbeat", "LeaveGroup",
-            "OffsetCommit", "OffsetFetch"} <= groups
+    assert {
+        "FindCoordinator",
+        "JoinGroup",
+        "SyncGroup",
+        "Heartbeat",
+        "LeaveGroup",
+        "OffsetCommit",
+        "OffsetFetch",
+    } <= groups
     gateway = methods(gateway_pb2, "Gateway")
     # The gateway is the whole public API: every client-facing RPC of the other services.
     assert (storage - {"FetchStream", "OffsetForLeaderEpoch"}) <= gateway

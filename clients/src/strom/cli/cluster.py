@@ -28,18 +28,30 @@ def add_parser(commands: Any) -> None:
     actions = cluster.add_subparsers(dest="action", metavar="ACTION", required=True)
 
     up = actions.add_parser("up", help="start the local cluster in the foreground; Ctrl-C stops it")
-    up.add_argument("--data-dir", type=Path, default=DEFAULT_DATA_DIR,
-                    help="where every process keeps its data and logs (default: %(default)s)")
+    up.add_argument(
+        "--data-dir",
+        type=Path,
+        default=DEFAULT_DATA_DIR,
+        help="where every process keeps its data and logs (default: %(default)s)",
+    )
     up.add_argument("--host", default="127.0.0.1", help="address to bind (default: %(default)s)")
     up.add_argument("--etcd-client-port", type=int, default=2379, help="default: %(default)s")
     up.add_argument("--etcd-peer-port", type=int, default=2380, help="default: %(default)s")
-    up.add_argument("--ready-timeout", type=float, default=60.0,
-                    help="seconds to wait for each process to be healthy (default: %(default)s)")
+    up.add_argument(
+        "--ready-timeout",
+        type=float,
+        default=60.0,
+        help="seconds to wait for each process to be healthy (default: %(default)s)",
+    )
     up.set_defaults(handler=cluster_up)
 
     status = actions.add_parser("status", help="show what a running local cluster consists of")
-    status.add_argument("--data-dir", type=Path, default=DEFAULT_DATA_DIR,
-                        help="the data directory given to `up` (default: %(default)s)")
+    status.add_argument(
+        "--data-dir",
+        type=Path,
+        default=DEFAULT_DATA_DIR,
+        help="the data directory given to `up` (default: %(default)s)",
+    )
     status.add_argument("--json", action="store_true", help="print the state as JSON")
     status.set_defaults(handler=cluster_status)
 
@@ -57,8 +69,11 @@ def cluster_up(args: argparse.Namespace) -> int:
         etcd_peer_port=args.etcd_peer_port,
     )
     print(f"Starting the Strom cluster in {spec.data_dir} ...", flush=True)
-    return int(local.run_cluster(spec, ready_timeout_s=args.ready_timeout,
-                                 announce=lambda line: print(line, flush=True)))
+    return int(
+        local.run_cluster(
+            spec, ready_timeout_s=args.ready_timeout, announce=lambda line: print(line, flush=True)
+        )
+    )
 
 
 def cluster_status(args: argparse.Namespace) -> int:

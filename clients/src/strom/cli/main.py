@@ -25,8 +25,9 @@ class CommandError(Exception):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="strom", description="Strom event streaming: "
-                                     "run a local cluster and administer it.")
+    parser = argparse.ArgumentParser(
+        prog="strom", description="Strom event streaming: run a local cluster and administer it."
+    )
     parser.add_argument("--version", action="version", version=f"strom {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     cluster.add_parser(commands)

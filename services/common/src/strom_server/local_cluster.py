@@ -60,14 +60,22 @@ class LocalClusterSpec:
         peer = f"http://{self.host}:{self.etcd_peer_port}"
         argv = [
             str(find_etcd()),
-            "--name", "strom-etcd",
-            "--data-dir", str(self.data_dir / "etcd"),
-            "--listen-client-urls", self.etcd_endpoint,
-            "--advertise-client-urls", self.etcd_endpoint,
-            "--listen-peer-urls", peer,
-            "--initial-advertise-peer-urls", peer,
-            "--initial-cluster", f"strom-etcd={peer}",
-            "--log-level", "warn",
+            "--name",
+            "strom-etcd",
+            "--data-dir",
+            str(self.data_dir / "etcd"),
+            "--listen-client-urls",
+            self.etcd_endpoint,
+            "--advertise-client-urls",
+            self.etcd_endpoint,
+            "--listen-peer-urls",
+            peer,
+            "--initial-advertise-peer-urls",
+            peer,
+            "--initial-cluster",
+            f"strom-etcd={peer}",
+            "--log-level",
+            "warn",
         ]
         return ManagedProcess(
             name="etcd",
@@ -133,8 +141,9 @@ def _check_startable(spec: LocalClusterSpec) -> None:
         raise ClusterAlreadyRunningError(
             f"a cluster is already running from {spec.data_dir} ({pids}); stop it first"
         )
-    busy = [f"{what} port {port}" for what, port in spec.ports().items()
-            if port_in_use(spec.host, port)]
+    busy = [
+        f"{what} port {port}" for what, port in spec.ports().items() if port_in_use(spec.host, port)
+    ]
     if busy:
         raise ProcessFailedError(
             f"{', '.join(busy)} on {spec.host} already in use; pick other ports "
@@ -147,8 +156,9 @@ def _write_state(spec: LocalClusterSpec, processes: list[ManagedProcess]) -> Non
         "started_at": time.time(),
         "supervisor_pid": os.getpid(),
         "etcd_endpoints": [spec.etcd_endpoint],
-        "processes": {p.name: {"pid": p.pid, "address": p.address, "log": str(p.log_path)}
-                      for p in processes},
+        "processes": {
+            p.name: {"pid": p.pid, "address": p.address, "log": str(p.log_path)} for p in processes
+        },
     }
     tmp = spec.data_dir / (STATE_FILE + ".tmp")
     tmp.write_text(json.dumps(state, indent=2))
@@ -161,8 +171,12 @@ def _describe_exit(code: int | None) -> str:
     return f"exit {code}" if code is None or code >= 0 else f"killed by signal {-code}"
 
 
-def run_cluster(spec: LocalClusterSpec, *, ready_timeout_s: float = 60.0,
-                announce: Callable[[str], object] = print) -> int:
+def run_cluster(
+    spec: LocalClusterSpec,
+    *,
+    ready_timeout_s: float = 60.0,
+    announce: Callable[[str], object] = print,
+) -> int:
     """Start the cluster, announce it, block until SIGINT/SIGTERM or a process dies, stop all.
 
     Returns the exit status for the CLI: 0 after a requested stop, 1 when a process died.
@@ -191,15 +205,19 @@ def run_cluster(spec: LocalClusterSpec, *, ready_timeout_s: float = 60.0,
         while not stop_requested:
             dead = supervisor.first_exited()
             if dead is not None:
-                announce(f"{dead.name} exited with code {dead.exit_code()}; stopping the cluster."
-                         f" Last lines of {dead.log_path}:\n{dead.tail()}")
+                announce(
+                    f"{dead.name} exited with code {dead.exit_code()}; stopping the cluster."
+                    f" Last lines of {dead.log_path}:\n{dead.tail()}"
+                )
                 status = 1
                 break
             time.sleep(0.2)
         announce("Stopping...")
         codes = supervisor.stop_all()
-        announce("Stopped: " + ", ".join(f"{name} ({_describe_exit(code)})"
-                                         for name, code in codes.items()))
+        announce(
+            "Stopped: "
+            + ", ".join(f"{name} ({_describe_exit(code)})" for name, code in codes.items())
+        )
         return status
     finally:
         supervisor.stop_all()

@@ -105,8 +105,11 @@ class Supervisor:
         self.processes = list(processes)
         self.grace_s = grace_s
 
-    def start_all(self, ready_timeout_s: float = 30.0,
-                  on_ready: Callable[[ManagedProcess], None] | None = None) -> None:
+    def start_all(
+        self,
+        ready_timeout_s: float = 30.0,
+        on_ready: Callable[[ManagedProcess], None] | None = None,
+    ) -> None:
         """Start every process; on any failure stop those already started and re-raise."""
         try:
             for process in self.processes:
