@@ -41,6 +41,7 @@ __all__ = [
     "CorruptRecordError",
     "DuplicateBrokerRegistrationError",
     "DuplicateSequenceNumberError",
+    "ERROR_CODE_METADATA_KEY",
     "ElectionNotNeededError",
     "EligibleLeadersNotAvailableError",
     "ErrorCode",
@@ -115,6 +116,11 @@ __all__ = [
     "for_code",
     "is_retriable",
 ]
+
+
+#: gRPC trailing-metadata key carrying the ErrorCode of a whole-request failure, so a client can
+#: rebuild the exact ``strom.errors`` class from a gRPC status.
+ERROR_CODE_METADATA_KEY = "strom-error-code"
 
 
 def is_retriable(code: int) -> bool:

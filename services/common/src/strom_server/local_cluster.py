@@ -18,7 +18,6 @@ import os
 import signal
 import socket
 import time
-import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +25,7 @@ from pathlib import Path
 import structlog
 
 from strom_server.etcd_binary import find_etcd
+from strom_server.etcd_process import etcd_argv, etcd_is_healthy
 from strom_server.supervisor import ManagedProcess, ProcessFailedError, Supervisor
 
 log = structlog.get_logger(__name__)
@@ -57,45 +57,24 @@ class LocalClusterSpec:
         return [self._etcd()]
 
     def _etcd(self) -> ManagedProcess:
-        peer = f"http://{self.host}:{self.etcd_peer_port}"
-        argv = [
-            str(find_etcd()),
-            "--name",
-            "strom-etcd",
-            "--data-dir",
-            str(self.data_dir / "etcd"),
-            "--listen-client-urls",
-            self.etcd_endpoint,
-            "--advertise-client-urls",
-            self.etcd_endpoint,
-            "--listen-peer-urls",
-            peer,
-            "--initial-advertise-peer-urls",
-            peer,
-            "--initial-cluster",
-            f"strom-etcd={peer}",
-            "--log-level",
-            "warn",
-        ]
+        argv = etcd_argv(
+            find_etcd(),
+            name="strom-etcd",
+            data_dir=self.data_dir / "etcd",
+            host=self.host,
+            client_port=self.etcd_client_port,
+            peer_port=self.etcd_peer_port,
+        )
         return ManagedProcess(
             name="etcd",
             argv=argv,
             log_path=self.data_dir / "logs" / "etcd.log",
-            ready=lambda: etcd_healthy(self.etcd_endpoint),
+            ready=lambda: etcd_is_healthy(self.etcd_endpoint),
             address=self.etcd_endpoint,
         )
 
     def ports(self) -> dict[str, int]:
         return {"etcd client": self.etcd_client_port, "etcd peer": self.etcd_peer_port}
-
-
-def etcd_healthy(endpoint: str, timeout_s: float = 1.0) -> bool:
-    """Whether etcd's /health endpoint answers healthy."""
-    try:
-        with urllib.request.urlopen(f"{endpoint}/health", timeout=timeout_s) as response:
-            return json.loads(response.read()).get("health") == "true"
-    except (OSError, ValueError):
-        return False
 
 
 def port_in_use(host: str, port: int) -> bool:

@@ -1,0 +1,128 @@
+"""How an exception escaping an RPC handler becomes a gRPC status: the one server-side boundary.
+
+Responses report per-partition problems in their ``error_code`` fields; this mapping is for an
+error that fails the whole request. The status carries the ``ErrorCode`` number in the trailing
+metadata key ``strom-error-code`` so that clients can rebuild the exact ``strom.errors`` class
+(``strom.errors.for_code``).
+
+=============================================  ======================  ======================
+exception                                      gRPC status             strom-error-code
+=============================================  ======================  ======================
+``BrokerResponseError``, retriable             UNAVAILABLE             its code
+``BrokerResponseError``, request is malformed  INVALID_ARGUMENT        its code
+  (``REQUEST_ERROR_CODES``: INVALID_REQUEST,
+  MESSAGE_TOO_LARGE, INVALID_CONFIG, ...)
+``UnknownServerError``                         INTERNAL                UNKNOWN_SERVER_ERROR
+other ``BrokerResponseError`` (state: fenced,  FAILED_PRECONDITION     its code
+  out of range, unknown member, ...)
+``ConfigurationError``                         INVALID_ARGUMENT        INVALID_CONFIG
+``StromTimeoutError``                          DEADLINE_EXCEEDED       REQUEST_TIMED_OUT
+other ``StromError``                           UNAVAILABLE if          UNKNOWN_SERVER_ERROR
+                                               retriable, else
+                                               INTERNAL
+anything else (a bug)                          INTERNAL, short text,   UNKNOWN_SERVER_ERROR
+                                               traceback logged
+=============================================  ======================  ======================
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import grpc
+
+from strom.errors import (
+    ERROR_CODE_METADATA_KEY,
+    BrokerResponseError,
+    ConfigurationError,
+    ErrorCode,
+    StromError,
+    StromTimeoutError,
+)
+
+__all__ = ["ERROR_CODE_KEY", "REQUEST_ERROR_CODES", "RpcStatus", "status_for_exception"]
+
+ERROR_CODE_KEY = ERROR_CODE_METADATA_KEY
+"""Trailing-metadata key holding the ``ErrorCode`` number of a failed request."""
+
+REQUEST_ERROR_CODES: frozenset[int] = frozenset(
+    {
+        ErrorCode.INVALID_FETCH_SIZE,
+        ErrorCode.MESSAGE_TOO_LARGE,
+        ErrorCode.OFFSET_METADATA_TOO_LARGE,
+        ErrorCode.INVALID_TOPIC_EXCEPTION,
+        ErrorCode.RECORD_LIST_TOO_LARGE,
+        ErrorCode.INVALID_REQUIRED_ACKS,
+        ErrorCode.INVALID_GROUP_ID,
+        ErrorCode.INVALID_SESSION_TIMEOUT,
+        ErrorCode.INVALID_COMMIT_OFFSET_SIZE,
+        ErrorCode.INVALID_TIMESTAMP,
+        ErrorCode.UNSUPPORTED_VERSION,
+        ErrorCode.INVALID_PARTITIONS,
+        ErrorCode.INVALID_REPLICATION_FACTOR,
+        ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+        ErrorCode.INVALID_CONFIG,
+        ErrorCode.INVALID_REQUEST,
+        ErrorCode.POLICY_VIOLATION,
+        ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
+        ErrorCode.INVALID_RECORD,
+    }
+)
+"""Non-retriable codes meaning "this request is wrong whatever the state": INVALID_ARGUMENT."""
+
+_MAX_DETAILS = 1000
+
+
+@dataclass(frozen=True)
+class RpcStatus:
+    """A gRPC status for a failed RPC, with the Strom error code for the trailer."""
+
+    code: grpc.StatusCode
+    details: str
+    error_code: int
+    unexpected: bool = False
+    """True for exceptions outside ``strom.errors`` (bugs): log them with their traceback."""
+
+    @property
+    def trailing_metadata(self) -> tuple[tuple[str, str], ...]:
+        return ((ERROR_CODE_KEY, str(self.error_code)),)
+
+
+def _details(prefix: str, exc: BaseException) -> str:
+    text = f"{prefix}: {exc}" if str(exc) else prefix
+    return text if len(text) <= _MAX_DETAILS else text[: _MAX_DETAILS - 3] + "..."
+
+
+def status_for_exception(exc: BaseException) -> RpcStatus:
+    """The status an uncaught handler exception is reported with (see the module table)."""
+    if isinstance(exc, BrokerResponseError):
+        if exc.code == ErrorCode.UNKNOWN_SERVER_ERROR:
+            status = grpc.StatusCode.INTERNAL
+        elif exc.retriable:
+            status = grpc.StatusCode.UNAVAILABLE
+        elif exc.code in REQUEST_ERROR_CODES:
+            status = grpc.StatusCode.INVALID_ARGUMENT
+        else:
+            status = grpc.StatusCode.FAILED_PRECONDITION
+        return RpcStatus(status, _details(exc.code_name, exc), exc.code)
+    if isinstance(exc, ConfigurationError):
+        return RpcStatus(
+            grpc.StatusCode.INVALID_ARGUMENT,
+            _details("INVALID_CONFIG", exc),
+            ErrorCode.INVALID_CONFIG,
+        )
+    if isinstance(exc, StromTimeoutError):
+        return RpcStatus(
+            grpc.StatusCode.DEADLINE_EXCEEDED,
+            _details("REQUEST_TIMED_OUT", exc),
+            ErrorCode.REQUEST_TIMED_OUT,
+        )
+    if isinstance(exc, StromError):
+        status = grpc.StatusCode.UNAVAILABLE if exc.retriable else grpc.StatusCode.INTERNAL
+        return RpcStatus(status, _details(type(exc).__name__, exc), ErrorCode.UNKNOWN_SERVER_ERROR)
+    return RpcStatus(
+        grpc.StatusCode.INTERNAL,
+        f"internal server error ({type(exc).__name__}); see the server log",
+        ErrorCode.UNKNOWN_SERVER_ERROR,
+        unexpected=True,
+    )

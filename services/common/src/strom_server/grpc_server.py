@@ -1,0 +1,257 @@
+"""The grpc.aio server every Strom service runs: limits, health, reflection, interceptors,
+signals and graceful shutdown.
+
+::
+
+    server = GrpcServer(config, "strom-storage", telemetry=telemetry)
+    server.add_service(storage_pb2_grpc.add_StorageNodeServicer_to_server, servicer)
+    server.on_shutdown(node.close)          # async hooks, run after RPCs have drained
+    await server.serve()                    # start, wait for SIGTERM/SIGINT, stop gracefully
+
+Start binds ``config.listen`` (port 0 = a free port; ``server.port`` has the real one) and logs
+a ``listening`` event. Messages above ``config.max_message_size`` are refused by gRPC itself
+with RESOURCE_EXHAUSTED. The standard health service (``grpc.health.v1.Health``) reports
+SERVING for the server (``""``) and for each added service once started, and NOT_SERVING from
+the moment shutdown begins; ``set_serving`` changes one service's status. Server reflection
+lists the added services.
+
+Stopping (``stop``, or the first SIGTERM/SIGINT under ``serve``): health goes NOT_SERVING, the
+server stops accepting RPCs, in-flight RPCs get ``config.shutdown_grace`` seconds to finish
+(a second signal cancels them at once), then the shutdown hooks run, last registered first,
+each bounded by the same grace period.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+import grpc
+import grpc.aio
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+from strom_server.config import ServerConfig
+from strom_server.interceptors import default_interceptors
+from strom_server.logs import get_logger
+from strom_server.telemetry import Telemetry
+from strom_server.values import split_host_port
+
+__all__ = ["AddServicerFn", "GrpcServer", "ShutdownHook"]
+
+log = get_logger(__name__)
+
+AddServicerFn = Callable[[Any, grpc.aio.Server], None]
+"""A generated ``add_XServicer_to_server(servicer, server)`` function."""
+
+ShutdownHook = Callable[[], Awaitable[None]]
+
+_SERVING = health_pb2.HealthCheckResponse.SERVING
+_NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
+
+
+class _ServiceNameRecorder:
+    """Stands in for the server while an ``add_*_to_server`` runs, noting the service names."""
+
+    def __init__(self, server: grpc.aio.Server) -> None:
+        self._server = server
+        self.names: list[str] = []
+
+    def add_generic_rpc_handlers(self, handlers: Sequence[grpc.GenericRpcHandler]) -> None:
+        for handler in handlers:
+            service_name = getattr(handler, "service_name", None)
+            if callable(service_name):
+                self.names.append(service_name())
+        self._server.add_generic_rpc_handlers(handlers)
+
+    def add_registered_method_handlers(self, service_name: str, handlers: Any) -> None:
+        self.names.append(service_name)
+        self._server.add_registered_method_handlers(service_name, handlers)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._server, name)
+
+
+class GrpcServer:
+    """One service process's gRPC server (see the module docstring for its life cycle)."""
+
+    def __init__(
+        self,
+        config: ServerConfig,
+        service_name: str,
+        *,
+        telemetry: Telemetry | None = None,
+        interceptors: Sequence[grpc.aio.ServerInterceptor] | None = None,
+        options: Sequence[tuple[str, Any]] = (),
+    ) -> None:
+        """``telemetry`` None uses the global OpenTelemetry providers; ``interceptors`` None
+        installs ``default_interceptors``; ``options`` are extra grpc channel arguments."""
+        self.config = config
+        self.service_name = service_name
+        if interceptors is None:
+            interceptors = default_interceptors(
+                telemetry.tracer_provider if telemetry else None,
+                telemetry.meter_provider if telemetry else None,
+            )
+        self._interceptors = list(interceptors)
+        self._options = list(options)
+        self._pending: list[tuple[AddServicerFn, Any]] = []
+        self._service_names: list[str] = []
+        self._hooks: list[ShutdownHook] = []
+        self._health = health.aio.HealthServicer()
+        self._server: grpc.aio.Server | None = None
+        self._port: int | None = None
+        self._stop_requested = asyncio.Event()
+        self._stopping: asyncio.Future[None] | None = None
+        self._forced: asyncio.Task[None] | None = None
+        self._signals = 0
+
+    # --- building ------------------------------------------------------------------------
+
+    def add_service(self, add_to_server: AddServicerFn, servicer: Any) -> None:
+        """Serve ``servicer`` through its generated ``add_XServicer_to_server`` function."""
+        if self._server is not None:
+            raise RuntimeError("add services before the server starts")
+        self._pending.append((add_to_server, servicer))
+
+    def on_shutdown(self, hook: ShutdownHook) -> None:
+        """Run ``await hook()`` during shutdown, after in-flight RPCs finished or timed out."""
+        self._hooks.append(hook)
+
+    # --- state ---------------------------------------------------------------------------
+
+    @property
+    def port(self) -> int:
+        """The bound port (the real one when ``listen`` asked for port 0)."""
+        if self._port is None:
+            raise RuntimeError("the server has not started")
+        return self._port
+
+    @property
+    def address(self) -> str:
+        """``host:port`` with the bound port; connectable when ``listen`` had a concrete host."""
+        host, _ = split_host_port(self.config.listen)
+        host = host or "0.0.0.0"
+        return f"[{host}]:{self.port}" if ":" in host else f"{host}:{self.port}"
+
+    @property
+    def service_names(self) -> tuple[str, ...]:
+        """Fully qualified names of the added services (known once started)."""
+        return tuple(self._service_names)
+
+    @property
+    def health(self) -> health.aio.HealthServicer:
+        return self._health
+
+    async def set_serving(self, service: str, serving: bool) -> None:
+        """Report ``service`` (``""`` = the whole server) as SERVING or NOT_SERVING."""
+        await self._health.set(service, _SERVING if serving else _NOT_SERVING)
+
+    # --- life cycle ----------------------------------------------------------------------
+
+    async def start(self) -> int:
+        """Build, bind and start the server; returns the bound port."""
+        if self._server is not None:
+            raise RuntimeError("the server was already started")
+        size = self.config.max_message_size
+        server = grpc.aio.server(
+            interceptors=self._interceptors,
+            options=[
+                ("grpc.max_receive_message_length", size),
+                ("grpc.max_send_message_length", size),
+                # Two processes must never share a port silently.
+                ("grpc.so_reuseport", 0),
+                *self._options,
+            ],
+        )
+        self._server = server
+        for add_to_server, servicer in self._pending:
+            recorder = _ServiceNameRecorder(server)
+            add_to_server(servicer, recorder)  # type: ignore[arg-type]
+            self._service_names.extend(n for n in recorder.names if n not in self._service_names)
+        health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
+        reflection.enable_server_reflection(
+            [*self._service_names, health.SERVICE_NAME, reflection.SERVICE_NAME], server
+        )
+        try:
+            self._port = server.add_insecure_port(self.config.listen)
+        except RuntimeError as exc:
+            raise OSError(f"cannot listen on {self.config.listen}: {exc}") from exc
+        for name in ("", *self._service_names):
+            await self._health.set(name, _NOT_SERVING)
+        await server.start()
+        for name in ("", *self._service_names):
+            await self._health.set(name, _SERVING)
+        log.info(
+            "listening",
+            address=self.address,
+            port=self._port,
+            services=list(self._service_names),
+        )
+        return self._port
+
+    def request_stop(self) -> None:
+        """Ask ``serve`` to shut down (what SIGTERM does); call it from the event loop."""
+        self._stop_requested.set()
+
+    async def serve(self, *, handle_signals: bool = True) -> None:
+        """Start (if needed), wait for SIGTERM/SIGINT or ``request_stop``, then ``stop``."""
+        if self._server is None:
+            await self.start()
+        loop = asyncio.get_running_loop()
+        handled: list[signal.Signals] = []
+        if handle_signals:
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                loop.add_signal_handler(sig, self._on_signal, sig)
+                handled.append(sig)
+        try:
+            await self._stop_requested.wait()
+            await self.stop()
+        finally:
+            for sig in handled:
+                loop.remove_signal_handler(sig)
+
+    def _on_signal(self, sig: signal.Signals) -> None:
+        self._signals += 1
+        if self._signals == 1:
+            log.info("signal received, shutting down", signal=sig.name)
+            self.request_stop()
+        elif self._server is not None and self._forced is None:
+            log.warning("second signal, cancelling in-flight RPCs", signal=sig.name)
+            self._forced = asyncio.get_running_loop().create_task(self._server.stop(0))
+
+    async def stop(self, grace: float | None = None) -> None:
+        """Graceful shutdown (see the module docstring); later calls wait for the first one."""
+        if self._stopping is None:
+            self._stopping = asyncio.ensure_future(self._stop(grace))
+        await asyncio.shield(self._stopping)
+
+    async def _stop(self, grace: float | None) -> None:
+        grace = self.config.shutdown_grace if grace is None else grace
+        log.info("stopping", grace_s=grace)
+        await self._health.enter_graceful_shutdown()
+        if self._server is not None:
+            await self._server.stop(grace)
+        for hook in reversed(self._hooks):
+            name = getattr(hook, "__qualname__", repr(hook))
+            try:
+                await asyncio.wait_for(hook(), timeout=max(grace, 1.0))
+            except TimeoutError:
+                log.error("shutdown hook timed out", hook=name)
+            except Exception:
+                log.exception("shutdown hook failed", hook=name)
+        log.info("stopped")
+
+    async def wait_for_termination(self) -> None:
+        """Wait until the underlying gRPC server has terminated."""
+        if self._server is not None:
+            await self._server.wait_for_termination()
+
+    async def __aenter__(self) -> GrpcServer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *_exc: object) -> None:
+        await self.stop()

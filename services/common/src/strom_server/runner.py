@@ -1,0 +1,87 @@
+"""The ``main`` of every service: config, logging, telemetry, server, ``asyncio.run``.
+
+A service's ``__main__.py``::
+
+    from strom_server.runner import run_service
+
+    async def build(config: StorageConfig, server: GrpcServer) -> None:
+        node = await StorageNode.open(config)
+        server.add_service(add_StorageNodeServicer_to_server, StorageServicer(node))
+        server.on_shutdown(node.close)
+
+    def main() -> None:
+        raise SystemExit(run_service(StorageConfig, "strom-storage", build))
+
+Exit codes: 0 after a clean shutdown (SIGTERM/SIGINT included), 1 when start-up or serving
+failed (the error is logged), 2 for a configuration error (printed to stderr), 130 for Ctrl-C
+during start-up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TypeVar
+
+from strom.errors import ConfigurationError
+from strom_server.config import ServerConfig, config_items, load_config
+from strom_server.grpc_server import GrpcServer
+from strom_server.logs import configure_logging, get_logger
+from strom_server.telemetry import Telemetry, setup_telemetry
+
+__all__ = ["BuildFn", "run_service", "serve_config"]
+
+log = get_logger(__name__)
+
+C = TypeVar("C", bound=ServerConfig)
+BuildFn = Callable[[C, GrpcServer], Awaitable[None]]
+"""Adds servicers and shutdown hooks to the server; may open resources (logs, etcd leases)."""
+
+
+async def serve_config(
+    config: C,
+    service_name: str,
+    build: BuildFn[C],
+    *,
+    telemetry: Telemetry | None = None,
+    handle_signals: bool = True,
+) -> None:
+    """Build the server for ``config`` and serve it until a signal (or ``request_stop``)."""
+    server = GrpcServer(config, service_name, telemetry=telemetry)
+    await build(config, server)
+    await server.serve(handle_signals=handle_signals)
+
+
+def run_service(
+    config_cls: type[C],
+    service_name: str,
+    build: BuildFn[C],
+    *,
+    argv: Sequence[str] | None = None,
+    description: str | None = None,
+) -> int:
+    """Parse settings, set up logging and telemetry, serve; returns the process exit code."""
+    try:
+        config = load_config(config_cls, argv, prog=service_name, description=description)
+    except ConfigurationError as exc:
+        print(f"{service_name}: configuration error: {exc}", file=sys.stderr)
+        return 2
+    configure_logging(config.log_level, config.log_format, service=service_name)
+    log.info("starting", config=config_items(config))
+    try:
+        telemetry = setup_telemetry(service_name, config.metrics_listen, config.otlp_endpoint)
+    except OSError:
+        log.exception("cannot set up telemetry")
+        return 1
+    try:
+        asyncio.run(serve_config(config, service_name, build, telemetry=telemetry))
+    except KeyboardInterrupt:  # Ctrl-C before the signal handlers were installed
+        log.info("interrupted during start-up")
+        return 130
+    except Exception:
+        log.exception("service failed")
+        return 1
+    finally:
+        telemetry.shutdown()
+    return 0
