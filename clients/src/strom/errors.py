@@ -32,6 +32,7 @@ from strom.protocol.v1.common_pb2 import ErrorCode
 from strom.protocol.v1.common_pb2 import retriable as _retriable_option
 
 __all__ = [
+    "ERROR_CODE_METADATA_KEY",
     "BrokerNotAvailableError",
     "BrokerResponseError",
     "ConcurrentTransactionsError",
@@ -41,7 +42,6 @@ __all__ = [
     "CorruptRecordError",
     "DuplicateBrokerRegistrationError",
     "DuplicateSequenceNumberError",
-    "ERROR_CODE_METADATA_KEY",
     "ElectionNotNeededError",
     "EligibleLeadersNotAvailableError",
     "ErrorCode",
