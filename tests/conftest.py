@@ -27,3 +27,29 @@ def free_port() -> Iterator[Callable[[], int]]:
                 return port
 
     yield next_port
+
+
+@pytest.fixture
+def free_port_range() -> Callable[[int], int]:
+    """The first of ``n`` consecutive free ports on 127.0.0.1 (for services numbered by port)."""
+
+    def first_of(count: int) -> int:
+        for _ in range(200):
+            base = _free_port()
+            if base + count > 65535:
+                continue
+            socks = []
+            try:
+                for port in range(base, base + count):
+                    sock = socket.socket()
+                    socks.append(sock)
+                    sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            finally:
+                for sock in socks:
+                    sock.close()
+            return base
+        raise RuntimeError(f"no {count} consecutive free ports found")
+
+    return first_of

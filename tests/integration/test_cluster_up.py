@@ -11,7 +11,13 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import etcd3
+import grpc
 import pytest
+
+from strom.protocol.v1 import common_pb2, storage_pb2
+from strom.protocol.v1.storage_pb2_grpc import StorageNodeStub
+from strom.records import encode_batch
+from strom_server.health_probe import grpc_serving
 
 pytestmark = pytest.mark.integration
 
@@ -37,10 +43,15 @@ def _wait_for_line(process: subprocess.Popen[str], text: str, timeout_s: float) 
 
 
 @pytest.fixture
-def start_cluster(tmp_path: Path) -> Iterator[Callable[..., subprocess.Popen[str]]]:
+def start_cluster(
+    free_port_range: Callable[[int], int],
+) -> Iterator[Callable[..., subprocess.Popen[str]]]:
+    """Runs `strom cluster up ARGS` (storage nodes on free ports unless ARGS says otherwise)."""
     started: list[subprocess.Popen[str]] = []
 
     def start(*args: str) -> subprocess.Popen[str]:
+        if "--storage-base-port" not in args:
+            args = (*args, "--storage-base-port", str(free_port_range(3)))
         process = subprocess.Popen(
             [STROM, "cluster", "up", *args],
             stdout=subprocess.PIPE,
@@ -62,20 +73,21 @@ def start_cluster(tmp_path: Path) -> Iterator[Callable[..., subprocess.Popen[str
                 process.wait()
 
 
-def _etcd_pids(data_dir: Path) -> list[int]:
-    out = subprocess.run(
-        ["pgrep", "-f", f"--data-dir {data_dir}/etcd"], capture_output=True, text=True
-    )
+def _pids_using(data_dir: Path) -> list[int]:
+    """Processes whose command line mentions the cluster's data directory."""
+    out = subprocess.run(["pgrep", "-f", str(data_dir)], capture_output=True, text=True)
     return [int(pid) for pid in out.stdout.split()]
 
 
 def test_up_serves_until_ctrl_c_and_keeps_its_data(
     tmp_path: Path,
     free_port: Callable[[], int],
+    free_port_range: Callable[[int], int],
     start_cluster: Callable[..., subprocess.Popen[str]],
 ) -> None:
     data_dir = tmp_path / "cluster"
     client_port, peer_port = free_port(), free_port()
+    storage_port = free_port_range(3)
     args = (
         "--data-dir",
         str(data_dir),
@@ -83,11 +95,34 @@ def test_up_serves_until_ctrl_c_and_keeps_its_data(
         str(client_port),
         "--etcd-peer-port",
         str(peer_port),
+        "--storage-base-port",
+        str(storage_port),
+        "--topics",
+        "demo:2",
     )
 
     first = start_cluster(*args)
-    output = _wait_for_line(first, "Press Ctrl-C", 60)
+    output = _wait_for_line(first, "Press Ctrl-C", 90)
     assert any(f"127.0.0.1:{client_port}" in line for line in output)
+    storage_addresses = [f"127.0.0.1:{storage_port + i}" for i in range(3)]
+    assert all(grpc_serving(address) for address in storage_addresses)
+    with grpc.insecure_channel(storage_addresses[0]) as channel:
+        written = (
+            StorageNodeStub(channel)
+            .Produce(
+                storage_pb2.ProduceRequest(
+                    acks=1,
+                    partitions=[
+                        storage_pb2.ProducePartitionData(
+                            topic="demo", partition=1, records=encode_batch([(1, b"k", b"v", None)])
+                        )
+                    ],
+                ),
+                timeout=10,
+            )
+            .partitions[0]
+        )
+    assert written.error_code == 0 and written.base_offset == 0
     status = subprocess.run(
         [STROM, "cluster", "status", "--data-dir", str(data_dir)], capture_output=True, text=True
     )
@@ -99,15 +134,32 @@ def test_up_serves_until_ctrl_c_and_keeps_its_data(
 
     first.send_signal(signal.SIGINT)  # what Ctrl-C delivers
     assert first.wait(30) == 0
-    assert _etcd_pids(data_dir) == []
-    assert "Stopped: etcd (stopped)" in first.stdout.read()  # type: ignore[union-attr]
+    assert _pids_using(data_dir) == []
+    stopped = first.stdout.read()  # type: ignore[union-attr]
+    assert "etcd (stopped)" in stopped and "storage-3 (stopped)" in stopped, stopped
     after = subprocess.run(
         [STROM, "cluster", "status", "--data-dir", str(data_dir)], capture_output=True, text=True
     )
     assert after.returncode == 1 and "No cluster is running" in after.stdout
 
     second = start_cluster(*args)
-    _wait_for_line(second, "Press Ctrl-C", 60)
+    _wait_for_line(second, "Press Ctrl-C", 90)
+    with grpc.insecure_channel(storage_addresses[0]) as channel:
+        offsets = (
+            StorageNodeStub(channel)
+            .ListOffsets(
+                storage_pb2.ListOffsetsRequest(
+                    partitions=[
+                        storage_pb2.ListOffsetsPartition(
+                            topic="demo", partition=1, spec=common_pb2.LATEST
+                        )
+                    ]
+                ),
+                timeout=10,
+            )
+            .partitions[0]
+        )
+    assert offsets.offset == 1  # the record written before the restart is still there
     client = etcd3.client(host="127.0.0.1", port=client_port)
     value, _ = client.get("/strom-test/kept")
     client.close()

@@ -1,12 +1,15 @@
 """The embedded default cluster behind ``strom cluster up``: local processes, one data directory.
 
-Today it runs etcd (the metadata store every service needs); each service issue adds its
-processes here (three storage nodes, two controllers, a coordinator, a gateway), so that
+Today it runs etcd (the metadata store every service needs) and three storage nodes; each
+service issue adds its processes here (two controllers, a coordinator, a gateway), so that
 ``strom cluster up``, the docker-compose file and the integration tests share one definition.
+Services are started by module name (``python -m strom_storage``): this package never imports
+them. Until the controller assigns partitions, ``topics`` are hosted by the first storage node.
 
 Directory layout under ``data_dir``::
 
     etcd/            etcd's data (kept between runs)
+    storage-<id>/    partition logs of storage node <id>
     logs/<name>.log  each process's output
     cluster.json     what is running (pids, addresses) while the cluster is up
 """
@@ -17,6 +20,7 @@ import json
 import os
 import signal
 import socket
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -26,6 +30,7 @@ import structlog
 
 from strom_server.etcd_binary import find_etcd
 from strom_server.etcd_process import etcd_argv, etcd_is_healthy
+from strom_server.health_probe import grpc_serving
 from strom_server.supervisor import ManagedProcess, ProcessFailedError, Supervisor
 
 log = structlog.get_logger(__name__)
@@ -47,6 +52,10 @@ class LocalClusterSpec:
     host: str = "127.0.0.1"
     etcd_client_port: int = 2379
     etcd_peer_port: int = 2380
+    storage_nodes: int = 3
+    storage_base_port: int = 9093
+    #: Partitions hosted before a controller exists (``name:count``), on the first node.
+    topics: tuple[str, ...] = ()
 
     @property
     def etcd_endpoint(self) -> str:
@@ -54,7 +63,30 @@ class LocalClusterSpec:
 
     def processes(self) -> list[ManagedProcess]:
         """Every process of the cluster, in start order."""
-        return [self._etcd()]
+        return [self._etcd(), *(self._storage_node(i) for i in range(1, self.storage_nodes + 1))]
+
+    def storage_address(self, node_id: int) -> str:
+        return f"{self.host}:{self.storage_base_port + node_id - 1}"
+
+    def _storage_node(self, node_id: int) -> ManagedProcess:
+        address = self.storage_address(node_id)
+        argv = [
+            sys.executable, "-m", "strom_storage",
+            "--node-id", str(node_id),
+            "--rack", f"rack-{node_id}",
+            "--listen", address,
+            "--log-dirs", str(self.data_dir / f"storage-{node_id}"),
+            "--etcd-endpoints", f"{self.host}:{self.etcd_client_port}",
+        ]  # fmt: skip
+        if node_id == 1 and self.topics:
+            argv += ["--topics", ",".join(self.topics)]
+        return ManagedProcess(
+            name=f"storage-{node_id}",
+            argv=argv,
+            log_path=self.data_dir / "logs" / f"storage-{node_id}.log",
+            ready=lambda: grpc_serving(address),
+            address=address,
+        )
 
     def _etcd(self) -> ManagedProcess:
         argv = etcd_argv(
@@ -74,7 +106,10 @@ class LocalClusterSpec:
         )
 
     def ports(self) -> dict[str, int]:
-        return {"etcd client": self.etcd_client_port, "etcd peer": self.etcd_peer_port}
+        ports = {"etcd client": self.etcd_client_port, "etcd peer": self.etcd_peer_port}
+        for node_id in range(1, self.storage_nodes + 1):
+            ports[f"storage node {node_id}"] = self.storage_base_port + node_id - 1
+        return ports
 
 
 def port_in_use(host: str, port: int) -> bool:
@@ -135,6 +170,7 @@ def _write_state(spec: LocalClusterSpec, processes: list[ManagedProcess]) -> Non
         "started_at": time.time(),
         "supervisor_pid": os.getpid(),
         "etcd_endpoints": [spec.etcd_endpoint],
+        "storage_nodes": [spec.storage_address(i) for i in range(1, spec.storage_nodes + 1)],
         "processes": {
             p.name: {"pid": p.pid, "address": p.address, "log": str(p.log_path)} for p in processes
         },
@@ -179,6 +215,9 @@ def run_cluster(
         _write_state(spec, processes)
         announce(f"Strom cluster is up (data in {spec.data_dir}).")
         announce(f"  etcd endpoints: {spec.etcd_endpoint}")
+        storage = [spec.storage_address(i) for i in range(1, spec.storage_nodes + 1)]
+        if storage:
+            announce(f"  storage nodes:  {', '.join(storage)}")
         announce("Press Ctrl-C to stop.")
         status = 0
         while not stop_requested:

@@ -1,0 +1,199 @@
+"""Topic configuration: Kafka's topic config names, types, ranges and defaults, in one place.
+
+Storage nodes turn it into each partition log's settings (``strom_storage`` calls it
+``LogConfig``), the controller validates create/alter requests with it, and clients may check
+settings before sending them.
+
+Usage::
+
+    config = TopicConfig()                                   # Kafka's defaults
+    config = TopicConfig.from_props({"segment.bytes": "1048576", "cleanup.policy": "compact"})
+    config = TopicConfig(segment_bytes=1 << 20, retention_ms=60_000)
+    bigger = config.merged({"retention.bytes": "10000000"})
+
+Values are validated on construction; a bad one raises ``ConfigurationError`` naming the option
+(the service maps it to INVALID_CONFIG). ``TopicConfig`` is a frozen dataclass: immutable, safe
+to share between threads; a config change builds a new one and ``Log.update_config`` swaps it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from strom.errors import ConfigurationError
+
+__all__ = ["LONG_MAX", "TopicConfig"]
+
+#: Java's Long.MAX_VALUE: Kafka's "never" for flush.messages, flush.ms, and friends.
+LONG_MAX = (1 << 63) - 1
+_INT_MAX = (1 << 31) - 1
+
+_POLICIES = ("delete", "compact")
+_TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
+
+
+@dataclass(frozen=True, kw_only=True)
+class TopicConfig:
+    """The topic-level settings a partition log honours (Kafka name in each field's metadata).
+
+    Thread-safety: immutable; share freely.
+    """
+
+    segment_bytes: int = field(default=1073741824, metadata={"name": "segment.bytes"})
+    segment_ms: int = field(default=604800000, metadata={"name": "segment.ms"})
+    segment_index_bytes: int = field(default=10485760, metadata={"name": "segment.index.bytes"})
+    index_interval_bytes: int = field(default=4096, metadata={"name": "index.interval.bytes"})
+    retention_ms: int = field(default=604800000, metadata={"name": "retention.ms"})
+    retention_bytes: int = field(default=-1, metadata={"name": "retention.bytes"})
+    cleanup_policy: tuple[str, ...] = field(
+        default=("delete",), metadata={"name": "cleanup.policy"}
+    )
+    max_message_bytes: int = field(default=1048588, metadata={"name": "max.message.bytes"})
+    message_timestamp_type: str = field(
+        default="CreateTime", metadata={"name": "message.timestamp.type"}
+    )
+    message_timestamp_before_max_ms: int = field(
+        default=LONG_MAX, metadata={"name": "message.timestamp.before.max.ms"}
+    )
+    message_timestamp_after_max_ms: int = field(
+        default=LONG_MAX, metadata={"name": "message.timestamp.after.max.ms"}
+    )
+    flush_messages: int = field(default=LONG_MAX, metadata={"name": "flush.messages"})
+    flush_ms: int = field(default=LONG_MAX, metadata={"name": "flush.ms"})
+    min_cleanable_dirty_ratio: float = field(
+        default=0.5, metadata={"name": "min.cleanable.dirty.ratio"}
+    )
+    delete_retention_ms: int = field(default=86400000, metadata={"name": "delete.retention.ms"})
+    min_compaction_lag_ms: int = field(default=0, metadata={"name": "min.compaction.lag.ms"})
+    max_compaction_lag_ms: int = field(default=LONG_MAX, metadata={"name": "max.compaction.lag.ms"})
+    file_delete_delay_ms: int = field(default=60000, metadata={"name": "file.delete.delay.ms"})
+    producer_id_expiration_ms: int = field(
+        default=86400000, metadata={"name": "producer.id.expiration.ms"}
+    )
+    min_insync_replicas: int = field(default=1, metadata={"name": "min.insync.replicas"})
+    unclean_leader_election_enable: bool = field(
+        default=False, metadata={"name": "unclean.leader.election.enable"}
+    )
+
+    def __post_init__(self) -> None:
+        self._check_range("segment_bytes", 14, _INT_MAX)
+        self._check_range("segment_ms", 1, LONG_MAX)
+        self._check_range("segment_index_bytes", 4, _INT_MAX)
+        self._check_range("index_interval_bytes", 0, _INT_MAX)
+        self._check_range("retention_ms", -1, LONG_MAX)
+        self._check_range("retention_bytes", -1, LONG_MAX)
+        self._check_range("max_message_bytes", 0, _INT_MAX)
+        self._check_range("message_timestamp_before_max_ms", 0, LONG_MAX)
+        self._check_range("message_timestamp_after_max_ms", 0, LONG_MAX)
+        self._check_range("flush_messages", 1, LONG_MAX)
+        self._check_range("flush_ms", 0, LONG_MAX)
+        self._check_range("delete_retention_ms", 0, LONG_MAX)
+        self._check_range("min_compaction_lag_ms", 0, LONG_MAX)
+        self._check_range("max_compaction_lag_ms", 1, LONG_MAX)
+        self._check_range("file_delete_delay_ms", 0, LONG_MAX)
+        self._check_range("producer_id_expiration_ms", 1, LONG_MAX)
+        self._check_range("min_insync_replicas", 1, _INT_MAX)
+        if not isinstance(self.unclean_leader_election_enable, bool):
+            raise ConfigurationError(
+                "unclean.leader.election.enable must be true or false, "
+                f"got {self.unclean_leader_election_enable!r}"
+            )
+        if not 0.0 <= self.min_cleanable_dirty_ratio <= 1.0:
+            raise ConfigurationError(
+                f"min.cleanable.dirty.ratio must be in [0, 1], got {self.min_cleanable_dirty_ratio}"
+            )
+        policy = self.cleanup_policy
+        if not policy or any(p not in _POLICIES for p in policy) or len(set(policy)) != len(policy):
+            raise ConfigurationError(
+                f"cleanup.policy must be a list of {', '.join(_POLICIES)}, got {','.join(policy)!r}"
+            )
+        if self.message_timestamp_type not in _TIMESTAMP_TYPES:
+            raise ConfigurationError(
+                f"message.timestamp.type must be one of {', '.join(_TIMESTAMP_TYPES)}, "
+                f"got {self.message_timestamp_type!r}"
+            )
+
+    def _check_range(self, attr: str, low: int, high: int) -> None:
+        value = getattr(self, attr)
+        if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
+            raise ConfigurationError(
+                f"{_NAMES[attr]} must be an integer in [{low}, {high}], got {value!r}"
+            )
+
+    # -- derived -----------------------------------------------------------------------------
+
+    @property
+    def compact(self) -> bool:
+        """Whether the log cleaner compacts this log (cleanup.policy has ``compact``)."""
+        return "compact" in self.cleanup_policy
+
+    @property
+    def delete(self) -> bool:
+        """Whether retention deletes old segments (cleanup.policy has ``delete``)."""
+        return "delete" in self.cleanup_policy
+
+    @property
+    def log_append_time(self) -> bool:
+        """Whether the leader stamps batches with its own clock (LogAppendTime)."""
+        return self.message_timestamp_type == "LogAppendTime"
+
+    # -- parsing -----------------------------------------------------------------------------
+
+    @classmethod
+    def from_props(
+        cls, props: Mapping[str, str], *, base: TopicConfig | None = None
+    ) -> TopicConfig:
+        """Build from Kafka-named string settings; unknown names and bad values raise."""
+        values: dict[str, Any] = {}
+        for name, raw in props.items():
+            attr = _ATTRS.get(name)
+            if attr is None:
+                raise ConfigurationError(f"unknown topic config {name!r}")
+            values[attr] = _parse(attr, name, str(raw))
+        start = base if base is not None else cls()
+        return dataclasses.replace(start, **values)
+
+    def merged(self, props: Mapping[str, str]) -> TopicConfig:
+        """A copy with ``props`` (Kafka names, string values) applied on top."""
+        return TopicConfig.from_props(props, base=self)
+
+    def to_props(self) -> dict[str, str]:
+        """Every setting as Kafka name -> string value (the inverse of ``from_props``)."""
+        out: dict[str, str] = {}
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, tuple):
+                out[f.metadata["name"]] = ",".join(value)
+            elif isinstance(value, bool):
+                out[f.metadata["name"]] = "true" if value else "false"
+            else:
+                out[f.metadata["name"]] = str(value)
+        return out
+
+
+_NAMES: dict[str, str] = {f.name: f.metadata["name"] for f in dataclasses.fields(TopicConfig)}
+_ATTRS: dict[str, str] = {v: k for k, v in _NAMES.items()}
+
+
+def _parse(attr: str, name: str, raw: str) -> Any:
+    text = raw.strip()
+    if attr == "cleanup_policy":
+        return tuple(p.strip() for p in text.split(",") if p.strip())
+    if attr == "message_timestamp_type":
+        return text
+    if attr == "unclean_leader_election_enable":
+        if text.lower() in ("true", "false"):
+            return text.lower() == "true"
+        raise ConfigurationError(f"{name} must be true or false, got {raw!r}")
+    if attr == "min_cleanable_dirty_ratio":
+        try:
+            return float(text)
+        except ValueError:
+            raise ConfigurationError(f"{name} must be a number, got {raw!r}") from None
+    try:
+        return int(text)
+    except ValueError:
+        raise ConfigurationError(f"{name} must be an integer, got {raw!r}") from None

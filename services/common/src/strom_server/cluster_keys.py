@@ -1,0 +1,122 @@
+"""The etcd key layout of a Strom cluster: the contract between controllers, storage nodes,
+the coordinator and the gateway. Every key lives under a prefix (default ``/strom``) so that
+several clusters can share one etcd. Values are JSON objects, UTF-8.
+
+=================================  ====================================================  =======
+key                                value                                                 writer
+=================================  ====================================================  =======
+P/cluster/id                       {"cluster_id": uuid}                                  ctrl
+P/controller/leader                {"id", "host", "port", "epoch"} on the active         ctrl
+                                   controller's lease (created only if absent)
+P/controller/epoch                 {"epoch": n}, bumped with each election               ctrl
+P/brokers/ids/<id>                 {"id", "host", "port", "rack"} on the node's lease;   node
+                                   broker epoch = the key's create revision
+P/topics/<name>                    {"topic_id", "partitions": {"0": [replicas]},         ctrl
+                                   "configs": {topic overrides}}
+P/partitions/<topic>/<partition>   {"leader", "leader_epoch", "isr", "partition_epoch"}  ctrl
+P/config/brokers                   {topic-config name: value}: cluster-wide defaults     ctrl
+P/reassignments/<topic>/<p>        {"target", "adding", "removing",                      ctrl
+                                   "throttle_bytes_per_sec"}
+P/producer_ids/next_block          {"next": n}                                           ctrl
+=================================  ====================================================  =======
+
+Every controller write is a transaction guarded by the value of ``P/controller/leader``, so a
+deposed controller cannot write (docs/controller.md).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["ClusterKeys", "decode_value", "encode_value"]
+
+
+def encode_value(value: dict[str, Any]) -> bytes:
+    return json.dumps(value, separators=(",", ":"), sort_keys=True).encode()
+
+
+def decode_value(raw: bytes | str) -> dict[str, Any]:
+    value = json.loads(raw)
+    if not isinstance(value, dict):
+        raise ValueError(f"expected a JSON object, got {type(value).__name__}")
+    return value
+
+
+@dataclass(frozen=True)
+class ClusterKeys:
+    """Key names under one prefix."""
+
+    prefix: str = "/strom"
+
+    def _key(self, *parts: object) -> str:
+        return "/".join((self.prefix.rstrip("/"), *map(str, parts)))
+
+    @property
+    def cluster_id(self) -> str:
+        return self._key("cluster", "id")
+
+    @property
+    def controller_leader(self) -> str:
+        return self._key("controller", "leader")
+
+    @property
+    def controller_epoch(self) -> str:
+        return self._key("controller", "epoch")
+
+    @property
+    def brokers(self) -> str:
+        """Prefix of every broker registration (ends with a slash)."""
+        return self._key("brokers", "ids", "")
+
+    def broker(self, node_id: int) -> str:
+        return self._key("brokers", "ids", node_id)
+
+    @property
+    def topics(self) -> str:
+        return self._key("topics", "")
+
+    def topic(self, name: str) -> str:
+        return self._key("topics", name)
+
+    @property
+    def partitions(self) -> str:
+        return self._key("partitions", "")
+
+    def partitions_of(self, topic: str) -> str:
+        return self._key("partitions", topic, "")
+
+    def partition(self, topic: str, partition: int) -> str:
+        return self._key("partitions", topic, partition)
+
+    @property
+    def broker_config(self) -> str:
+        return self._key("config", "brokers")
+
+    @property
+    def reassignments(self) -> str:
+        return self._key("reassignments", "")
+
+    def reassignment(self, topic: str, partition: int) -> str:
+        return self._key("reassignments", topic, partition)
+
+    @property
+    def producer_id_block(self) -> str:
+        return self._key("producer_ids", "next_block")
+
+    def parse_partition_key(self, key: str) -> tuple[str, int] | None:
+        """(topic, partition) of a ``P/partitions/<topic>/<p>`` key, else None."""
+        rest = key.removeprefix(self.partitions)
+        if rest == key:
+            return None
+        topic, _, index = rest.rpartition("/")
+        return (topic, int(index)) if topic and index.isdigit() else None
+
+    def parse_topic_key(self, key: str) -> str | None:
+        name = key.removeprefix(self.topics)
+        return name if name != key and name and "/" not in name else None
+
+    def parse_broker_key(self, key: str) -> int | None:
+        rest = key.removeprefix(self.brokers)
+        return int(rest) if rest != key and rest.isdigit() else None

@@ -1,0 +1,121 @@
+"""Protobuf <-> domain values for the storage node's RPCs (no logic beyond translation)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from strom.errors import BrokerResponseError, InvalidRequestError
+from strom.protocol.v1 import common_pb2, storage_pb2
+from strom_storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP
+from strom_storage.node import (
+    FetchPartitionRequest,
+    FetchPartitionResult,
+    ListOffsetsResult,
+    ProducePartitionResult,
+)
+
+#: Kafka's fetch.max.bytes default, used when a request leaves max_bytes at 0.
+DEFAULT_FETCH_MAX_BYTES = 52428800
+#: Kafka's max.partition.fetch.bytes default, used when a partition leaves its limit at 0.
+DEFAULT_PARTITION_MAX_BYTES = 1048576
+
+_SPEC_TIMESTAMPS = {
+    common_pb2.EARLIEST: EARLIEST_TIMESTAMP,
+    common_pb2.LATEST: LATEST_TIMESTAMP,
+    common_pb2.MAX_TIMESTAMP: MAX_TIMESTAMP,
+}
+
+
+def error_fields(error: BrokerResponseError | None) -> tuple[int, str]:
+    if error is None:
+        return common_pb2.NONE, ""
+    return error.code, str(error)
+
+
+def produce_entries(request: storage_pb2.ProduceRequest) -> list[tuple[str, int, bytes]]:
+    return [(p.topic, p.partition, p.records) for p in request.partitions]
+
+
+def produce_response(
+    correlation_id: int, results: Sequence[ProducePartitionResult]
+) -> storage_pb2.ProduceResponse:
+    response = storage_pb2.ProduceResponse(correlation_id=correlation_id)
+    for r in results:
+        code, message = error_fields(r.error)
+        response.partitions.add(
+            topic=r.topic,
+            partition=r.partition,
+            error_code=code,  # type: ignore[arg-type]
+            error_message=message,
+            base_offset=r.base_offset,
+            log_append_time_ms=r.log_append_time_ms,
+            log_start_offset=r.log_start_offset,
+        )
+    return response
+
+
+def fetch_requests(request: storage_pb2.FetchRequest) -> list[FetchPartitionRequest]:
+    return [
+        FetchPartitionRequest(
+            topic=p.topic,
+            partition=p.partition,
+            fetch_offset=p.fetch_offset,
+            partition_max_bytes=p.partition_max_bytes or DEFAULT_PARTITION_MAX_BYTES,
+            current_leader_epoch=p.current_leader_epoch,
+        )
+        for p in request.partitions
+    ]
+
+
+def fetch_max_bytes(request: storage_pb2.FetchRequest) -> int:
+    return request.max_bytes or DEFAULT_FETCH_MAX_BYTES
+
+
+def fetch_response(
+    correlation_id: int, results: Sequence[FetchPartitionResult]
+) -> storage_pb2.FetchResponse:
+    response = storage_pb2.FetchResponse(correlation_id=correlation_id)
+    for r in results:
+        code, message = error_fields(r.error)
+        response.partitions.add(
+            topic=r.topic,
+            partition=r.partition,
+            error_code=code,  # type: ignore[arg-type]
+            error_message=message,
+            high_watermark=r.high_watermark,
+            last_stable_offset=r.high_watermark,
+            log_start_offset=r.log_start_offset,
+            records=r.records,
+            preferred_read_replica=-1,
+        )
+    return response
+
+
+def list_offsets_timestamp(partition: storage_pb2.ListOffsetsPartition) -> int:
+    """The domain's timestamp for an OffsetSpec (Kafka's -2/-1/-3 or a time in ms)."""
+    if partition.spec == common_pb2.TIMESTAMP:
+        if partition.timestamp_ms < 0:
+            raise InvalidRequestError(
+                f"{partition.topic}-{partition.partition}: timestamp_ms must be >= 0 with spec "
+                f"TIMESTAMP, got {partition.timestamp_ms}"
+            )
+        return partition.timestamp_ms
+    timestamp = _SPEC_TIMESTAMPS.get(partition.spec)
+    if timestamp is None:
+        raise InvalidRequestError(
+            f"{partition.topic}-{partition.partition}: ListOffsets spec is missing or unknown"
+        )
+    return timestamp
+
+
+def list_offsets_partition(result: ListOffsetsResult) -> storage_pb2.ListOffsetsPartitionResult:
+    code, message = error_fields(result.error)
+    return storage_pb2.ListOffsetsPartitionResult(
+        topic=result.topic,
+        partition=result.partition,
+        error_code=code,  # type: ignore[arg-type]
+        error_message=message,
+        timestamp_ms=result.timestamp_ms,
+        offset=result.offset,
+        leader_epoch=result.leader_epoch,
+    )

@@ -1,0 +1,287 @@
+"""The local files of one partition: its segments, log end offset and recovery point.
+
+``LocalLog`` knows files and offsets, nothing of producers, high watermarks or retention
+policy: it appends validated batches to the active segment, rolls, reads raw byte ranges,
+truncates, flushes up to an offset and deletes segments (after ``file.delete.delay.ms``, by
+renaming them ``*.deleted`` first so a concurrent reader's descriptor stays valid).
+
+Thread-safety: mutating methods are *not* thread-safe; the owning ``Log`` calls them under its
+lock. ``read`` and ``end`` may be called from any thread without the lock: the log end is
+published as one immutable ``LogEnd`` after each write, and readers never read past it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import NamedTuple
+
+from strom.errors import StorageError
+from strom.records.header import BatchHeader
+from strom_storage.log.checkpoints import fsync_dir
+from strom_storage.log.config import LogConfig
+from strom_storage.log.files import DELETED_SUFFIX
+from strom_storage.log.segment import LogSegment
+from strom_storage.log.segments import LogSegments
+
+__all__ = ["LocalLog", "LogEnd"]
+
+
+class LogEnd(NamedTuple):
+    """The log end offset with the active segment and the byte position it ends at."""
+
+    offset: int
+    segment_base: int
+    position: int
+
+
+class LocalLog:
+    """Segments on disk plus the log end offset (see module docstring).
+
+    Thread-safety: not thread-safe for writes (the owning ``Log`` holds its lock); ``read`` and
+    ``end`` are safe from any thread.
+    """
+
+    def __init__(
+        self,
+        directory: Path,
+        config: LogConfig,
+        segments: LogSegments,
+        *,
+        recovery_point: int,
+        next_offset: int,
+    ) -> None:
+        self.directory = directory
+        self.config = config
+        self.segments = segments
+        self.recovery_point = recovery_point
+        active = self.active_segment
+        self._end = LogEnd(next_offset, active.base_offset, active.size)
+        self._pending_deletes: list[tuple[int, LogSegment]] = []
+        self.last_flush_ms = 0
+        self._new_files = False  # a segment was created since the directory was last fsynced
+
+    # -- state --------------------------------------------------------------------------------
+
+    @property
+    def active_segment(self) -> LogSegment:
+        segment = self.segments.last()
+        if segment is None:
+            raise StorageError(f"log {self.directory} has no segment")
+        return segment
+
+    @property
+    def end(self) -> LogEnd:
+        return self._end
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._end.offset
+
+    @property
+    def unflushed_messages(self) -> int:
+        return self._end.offset - self.recovery_point
+
+    def new_segment(self, base_offset: int, now_ms: int) -> LogSegment:
+        """A new, empty, writable segment file (not yet in the map)."""
+        return LogSegment(
+            self.directory,
+            base_offset,
+            index_interval_bytes=self.config.index_interval_bytes,
+            max_index_size=self.config.segment_index_bytes,
+            created_ms=now_ms,
+            writable=True,
+        )
+
+    # -- writing ------------------------------------------------------------------------------
+
+    def append(
+        self, data: bytes | bytearray | memoryview, batches: Sequence[tuple[int, BatchHeader]]
+    ) -> None:
+        """Write validated batches (offsets already final) to the active segment."""
+        segment = self.active_segment
+        segment.append(data, batches)
+        self._end = LogEnd(batches[-1][1].next_offset, segment.base_offset, segment.size)
+
+    def maybe_roll(
+        self,
+        batch_bytes: int,
+        first_offset: int,
+        last_offset: int,
+        max_timestamp: int,
+        now_ms: int,
+    ) -> LogSegment | None:
+        """Roll when the append would not fit the active segment's limits.
+
+        The new segment starts at the append's first offset (above the log end only when a
+        follower's batches skip offsets, as compacted data does).
+        """
+        segment = self.active_segment
+        if segment.should_roll(
+            batch_bytes=batch_bytes,
+            last_offset=last_offset,
+            max_timestamp=max_timestamp,
+            now_ms=now_ms,
+            segment_bytes=self.config.segment_bytes,
+            segment_ms=self.config.segment_ms,
+        ):
+            return self.roll(now_ms, base_offset=first_offset)
+        return None
+
+    def roll(self, now_ms: int, base_offset: int | None = None) -> LogSegment:
+        """Start a new active segment at the log end offset (no-op when the active is empty)."""
+        active = self.active_segment
+        next_offset = (
+            self._end.offset if base_offset is None else max(base_offset, self._end.offset)
+        )
+        if active.size == 0 and active.base_offset == next_offset:
+            return active
+        if next_offset in self.segments:
+            raise StorageError(f"segment {next_offset} already exists in {self.directory}")
+        active.on_become_inactive()
+        segment = self.new_segment(next_offset, now_ms)
+        self.segments.add(segment)
+        self._end = LogEnd(self._end.offset, segment.base_offset, 0)
+        self._new_files = True
+        return segment
+
+    def flush(self, up_to_offset: int | None = None) -> None:
+        """fsync every segment holding offsets in [recovery point, ``up_to_offset``)."""
+        target = self.flush_target(up_to_offset)
+        if target is None:
+            return
+        for segment in self.segments_to_flush(target):
+            segment.flush()
+        self.mark_flushed(target)
+
+    def flush_target(self, up_to_offset: int | None) -> int | None:
+        """The offset a flush to ``up_to_offset`` would reach; None when nothing is unflushed."""
+        target = self._end.offset if up_to_offset is None else min(up_to_offset, self._end.offset)
+        return target if target > self.recovery_point else None
+
+    def segments_to_flush(self, target: int) -> list[LogSegment]:
+        """The segments holding offsets in [recovery point, ``target``)."""
+        return [s for s in self.segments.from_floor(self.recovery_point) if s.base_offset < target]
+
+    def mark_flushed(self, target: int) -> None:
+        """After the segments below ``target`` were fsynced: make new file names durable and
+        move the recovery point."""
+        if self._new_files:
+            fsync_dir(self.directory)  # make the new segment files' names durable too
+            self._new_files = False
+        self.recovery_point = max(self.recovery_point, min(target, self._end.offset))
+
+    # -- reading ------------------------------------------------------------------------------
+
+    def read(
+        self,
+        start_offset: int,
+        max_bytes: int,
+        *,
+        max_offset: int | None,
+        min_one_batch: bool,
+        end: LogEnd | None = None,
+    ) -> bytes:
+        """Raw whole batches from one segment, starting with the batch holding ``start_offset``.
+
+        Like Kafka, one call reads from one segment; the next fetch continues in the next.
+        """
+        end = self._end if end is None else end
+        limit = end.offset if max_offset is None else min(max_offset, end.offset)
+        if start_offset >= limit:
+            return b""
+        for segment in self.segments.from_floor(start_offset):
+            if segment.base_offset >= limit:
+                break
+            max_position = end.position if segment.base_offset == end.segment_base else None
+            result = segment.read(
+                start_offset,
+                max_bytes,
+                max_position=max_position,
+                max_offset=limit,
+                min_one_batch=min_one_batch,
+            )
+            if result is not None:
+                return result[1]
+        return b""
+
+    # -- truncation and deletion --------------------------------------------------------------
+
+    def truncate_to(self, offset: int, now_ms: int) -> list[LogSegment]:
+        """Drop every batch whose base offset is >= ``offset``; returns segments removed whole."""
+        if offset >= self._end.offset:
+            return []
+        first = self.segments.first()
+        if first is None or offset <= first.base_offset:
+            removed = self.segments.values()
+            self.truncate_fully_and_start_at(offset, now_ms)
+            return removed
+        removed = self.segments.values(start=offset)
+        for segment in removed:
+            self.segments.remove(segment.base_offset)
+        self._delete_now(removed)
+        active = self.active_segment
+        active.make_active()
+        active.truncate_to(offset)
+        next_offset = active.read_next_offset() if active.size else active.base_offset
+        self._end = LogEnd(next_offset, active.base_offset, active.size)
+        self.recovery_point = min(self.recovery_point, next_offset)
+        return removed
+
+    def truncate_fully_and_start_at(self, offset: int, now_ms: int) -> None:
+        """Delete every segment and start empty at ``offset``."""
+        old = self.segments.values()
+        self.segments.clear()
+        self._delete_now(old)
+        segment = self.new_segment(offset, now_ms)
+        self.segments.add(segment)
+        self._end = LogEnd(offset, offset, 0)
+        self.recovery_point = offset
+
+    def remove_segments(self, segments: Sequence[LogSegment], now_ms: int) -> None:
+        """Take segments out of the map and schedule their files for deletion."""
+        for segment in segments:
+            self.segments.remove(segment.base_offset)
+            try:
+                segment.rename_suffix("", DELETED_SUFFIX)
+            except OSError as exc:
+                raise StorageError(f"cannot rename {segment.log_path}: {exc}") from exc
+            self._pending_deletes.append((now_ms + self.config.file_delete_delay_ms, segment))
+        if segments:
+            self.delete_pending(now_ms)
+
+    def delete_pending(self, now_ms: int, *, force: bool = False) -> int:
+        """Delete the files of removed segments whose delay has passed; returns how many."""
+        keep: list[tuple[int, LogSegment]] = []
+        done = 0
+        for deadline, segment in self._pending_deletes:
+            if force or deadline <= now_ms:
+                segment.delete()
+                done += 1
+            else:
+                keep.append((deadline, segment))
+        self._pending_deletes = keep
+        return done
+
+    def _delete_now(self, segments: Sequence[LogSegment]) -> None:
+        for segment in segments:
+            segment.delete()
+        if segments:
+            fsync_dir(self.directory)
+
+    def close(self) -> None:
+        """Close every segment (trimming indexes) and delete pending files."""
+        self.delete_pending(0, force=True)
+        for segment in self.segments.values():
+            segment.close()
+
+    def delete_all(self) -> None:
+        """Close and remove every file of the partition, and the directory."""
+        self.delete_pending(0, force=True)
+        for segment in self.segments.values():
+            segment.delete()
+        self.segments.clear()
+        for name in os.listdir(self.directory):
+            (self.directory / name).unlink(missing_ok=True)
+        self.directory.rmdir()

@@ -1,0 +1,668 @@
+"""The partition log: offsets, validation, producer state, retention and durability policy.
+
+``Log`` is what the rest of the storage node (the servicer, replication) calls. It builds on
+``LocalLog`` (files and the log end offset) and adds:
+
+* the *log start offset*: records below it are gone for readers (retention, delete-records);
+* the *high watermark*: set by replication (or by the single-replica service after each
+  append); consumers read below it, followers up to the log end;
+* leader appends: validation on headers and CRC, idempotent-producer checks, offsets and leader
+  epoch patched into the request's own bytes, which then become the segment's bytes;
+* follower appends that keep the leader's offsets;
+* roll, retention (``apply_retention``), flush policy (``flush.messages``, ``flush.ms``),
+  checkpoints (recovery point, log start offset, high watermark), the producer-state snapshot
+  and the clean-shutdown marker written by ``close``.
+
+Thread-safety: thread-safe. Appends, truncation, roll, retention, flush and close serialise on
+one ``threading.RLock``; they may run in a worker thread (``asyncio.to_thread``) so that the
+event loop never waits on a write or an fsync. The periodic fsyncs of ``maintenance`` (after a
+roll, per ``flush.ms``) run outside the lock, so appends are not held up by them. ``read``
+and ``offset_for_timestamp`` take no lock: they snapshot the published log end, log start and
+high watermark, then ``pread`` the segment files, so any number of reads run in parallel with
+each other and with an append.
+Append listeners are called in the appending thread, after the write, with the lock held; an
+asyncio caller should hop back with ``loop.call_soon_threadsafe``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from strom.errors import OffsetOutOfRangeError, StorageError
+from strom.records.header import BatchHeader
+from strom_storage.log.checkpoints import OffsetCheckpointFile, fsync_dir, write_atomically
+from strom_storage.log.config import LogConfig
+from strom_storage.log.files import (
+    CLEAN_SHUTDOWN_FILE,
+    CLEANED_SUFFIX,
+    HIGH_WATERMARK_FILE,
+    LOG_START_OFFSET_FILE,
+    RECOVERY_POINT_FILE,
+    SWAP_SUFFIX,
+)
+from strom_storage.log.leader_epochs import LeaderEpochCache
+from strom_storage.log.loader import LoadedLog, load_log, rebuild_producer_state
+from strom_storage.log.local_log import LocalLog
+from strom_storage.log.producer_state import ProducerStateManager
+from strom_storage.log.retention import deletable_segments
+from strom_storage.log.segment import LogSegment
+from strom_storage.log.timestamp_lookup import (
+    OffsetAndTimestamp,
+    find_max_timestamp,
+    find_offset_for_timestamp,
+)
+from strom_storage.log.validator import (
+    assign_offsets,
+    split_by_size,
+    summarize,
+    validate_follower_batches,
+    validate_leader_batches,
+)
+
+if TYPE_CHECKING:
+    from strom_server.clock import Clock
+
+__all__ = [
+    "EARLIEST_TIMESTAMP",
+    "LATEST_TIMESTAMP",
+    "MAX_TIMESTAMP",
+    "AppendInfo",
+    "FetchData",
+    "FetchIsolation",
+    "Log",
+    "OffsetAndTimestamp",
+]
+
+#: ListOffsets' special timestamps (Kafka's): log start, end (HW for consumers), largest.
+EARLIEST_TIMESTAMP = -2
+LATEST_TIMESTAMP = -1
+MAX_TIMESTAMP = -3
+
+
+class FetchIsolation(enum.Enum):
+    """How far a reader may read: consumers to the high watermark, followers to the log end."""
+
+    HIGH_WATERMARK = "high_watermark"
+    LOG_END = "log_end"
+
+
+@dataclass(frozen=True, slots=True)
+class AppendInfo:
+    """The outcome of an append: offsets given, and what a Produce response reports."""
+
+    first_offset: int
+    last_offset: int
+    #: The broker time stamped into the batches (LogAppendTime topics), else -1.
+    log_append_time: int
+    log_start_offset: int
+    max_timestamp: int
+    offset_of_max_timestamp: int
+    record_count: int
+    size_bytes: int
+    #: True when an idempotent retry was answered with the original offsets; nothing written.
+    duplicate: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class FetchData:
+    """Raw bytes of whole batches plus the offsets a Fetch response reports."""
+
+    records: bytes
+    fetch_offset: int
+    high_watermark: int
+    log_start_offset: int
+    log_end_offset: int
+
+
+AppendListener = Callable[["Log", AppendInfo], None]
+
+
+class Log:
+    """One partition's log (see module docstring). Open with ``Log.open``.
+
+    Thread-safety: thread-safe. Writers serialise on an internal lock and may run in worker
+    threads; reads take no lock and run in parallel with writes.
+    """
+
+    def __init__(
+        self,
+        directory: Path,
+        config: LogConfig,
+        clock: Clock,
+        loaded: LoadedLog,
+    ) -> None:
+        self.directory = directory
+        self._config = config
+        self._clock = clock
+        self._lock = threading.RLock()
+        self._local = LocalLog(
+            directory,
+            config,
+            loaded.segments,
+            recovery_point=loaded.recovery_point,
+            next_offset=loaded.next_offset,
+        )
+        self._local.last_flush_ms = clock.time_ms()
+        self._producers: ProducerStateManager = loaded.producer_state
+        self._log_start_offset = loaded.log_start_offset
+        self._high_watermark = loaded.high_watermark
+        self._roll_flush_to: int | None = None
+        self._truncations = 0  # bumped by every truncation: an unlocked flush then aborts
+        self._listeners: list[AppendListener] = []
+        self._closed = False
+        self.had_clean_shutdown = loaded.had_clean_shutdown
+        self.recovered_segments = loaded.recovered_segments
+        self._epochs = LeaderEpochCache(directory)
+        self._epochs.truncate_from_end(loaded.next_offset)
+        self._epochs.truncate_from_start(loaded.log_start_offset)
+        self._checkpointed: dict[str, int] = {}
+        self._checkpoints = {
+            "recovery": OffsetCheckpointFile(directory / RECOVERY_POINT_FILE),
+            "start": OffsetCheckpointFile(directory / LOG_START_OFFSET_FILE),
+            "hw": OffsetCheckpointFile(directory / HIGH_WATERMARK_FILE),
+        }
+
+    @classmethod
+    def open(cls, directory: Path | str, config: LogConfig | None = None, *, clock: Clock) -> Log:
+        """Open or create the partition log in ``directory`` (recovering it if needed)."""
+        path = Path(directory)
+        cfg = config if config is not None else LogConfig()
+        loaded = load_log(path, cfg, now_ms=clock.time_ms())
+        return cls(path, cfg, clock, loaded)
+
+    # -- state --------------------------------------------------------------------------------
+
+    @property
+    def config(self) -> LogConfig:
+        return self._config
+
+    def update_config(self, config: LogConfig) -> None:
+        """Apply new topic settings (takes effect for the next append, roll and retention)."""
+        with self._lock:
+            self._config = config
+            self._local.config = config
+            self._producers.producer_id_expiration_ms = config.producer_id_expiration_ms
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._log_start_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._local.end.offset
+
+    @property
+    def high_watermark(self) -> int:
+        return self._high_watermark
+
+    @property
+    def recovery_point(self) -> int:
+        return self._local.recovery_point
+
+    @property
+    def size_in_bytes(self) -> int:
+        return self._local.segments.size_in_bytes()
+
+    @property
+    def segment_count(self) -> int:
+        return len(self._local.segments)
+
+    def segments(self) -> list[LogSegment]:
+        """A snapshot of the segments, oldest first (the last one is active)."""
+        return self._local.segments.values()
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self._local.active_segment
+
+    @property
+    def latest_epoch(self) -> int:
+        """The newest leader epoch with data in this log (-1 when none)."""
+        return self._epochs.latest_epoch
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        """OffsetsForLeaderEpoch: (largest epoch <= ``epoch``, the offset where it ended).
+
+        The latest epoch ends at the log end; (-1, -1) when no such epoch is known.
+        """
+        with self._lock:
+            return self._epochs.end_offset_for(epoch, self._local.log_end_offset)
+
+    @property
+    def producer_state(self) -> ProducerStateManager:
+        return self._producers
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def add_append_listener(self, listener: AppendListener) -> None:
+        """Call ``listener(log, info)`` after every append (see the thread-safety note)."""
+        self._listeners.append(listener)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StorageError(f"log {self.directory} is closed")
+
+    # -- appends ------------------------------------------------------------------------------
+
+    def append_as_leader(
+        self, data: bytes | bytearray | memoryview, leader_epoch: int = 0
+    ) -> AppendInfo:
+        """Validate, assign offsets and append a producer's batches.
+
+        Raises ``CorruptRecordError`` (CRC, header), ``MessageTooLargeError``,
+        ``RecordListTooLargeError``, ``InvalidTimestampError``, ``InvalidRecordError``,
+        ``OutOfOrderSequenceNumberError``, ``InvalidProducerEpochError`` or ``StorageError``;
+        a rejected append writes nothing. An idempotent retry returns the original offsets
+        with ``duplicate=True``. A ``bytearray`` argument is patched in place (no copy).
+        """
+        with self._lock:
+            self._check_open()
+            now = self._clock.time_ms()
+            batches = validate_leader_batches(data, self._config, now)
+            duplicate = self._producers.check_leader_append(h for _, h in batches)
+            if duplicate is not None:
+                return AppendInfo(
+                    first_offset=duplicate.first_offset,
+                    last_offset=duplicate.last_offset,
+                    log_append_time=duplicate.max_timestamp if self._config.log_append_time else -1,
+                    log_start_offset=self._log_start_offset,
+                    max_timestamp=duplicate.max_timestamp,
+                    offset_of_max_timestamp=duplicate.first_offset,
+                    record_count=duplicate.offset_delta + 1,
+                    size_bytes=0,
+                    duplicate=True,
+                )
+            buf = data if isinstance(data, bytearray) else bytearray(data)
+            append_time = now if self._config.log_append_time else None
+            assigned = assign_offsets(
+                buf,
+                batches,
+                next_offset=self._local.log_end_offset,
+                leader_epoch=leader_epoch,
+                log_append_time_ms=append_time,
+            )
+            return self._append(buf, assigned.batches, now, append_time)
+
+    def append_as_follower(self, data: bytes | bytearray | memoryview) -> AppendInfo:
+        """Append replicated batches with the offsets and epochs the leader gave them."""
+        with self._lock:
+            self._check_open()
+            batches = validate_follower_batches(data, self._config, self._local.log_end_offset)
+            now = self._clock.time_ms()
+            view = memoryview(data)
+            infos = []
+            # Split so that every chunk fits one segment (the leader's segments may be larger).
+            for start, end, chunk in split_by_size(batches, self._config.segment_bytes):
+                infos.append(self._append(view[start:end], chunk, now, None))
+            if len(infos) == 1:
+                return infos[0]
+            return dataclasses.replace(
+                infos[-1],
+                first_offset=infos[0].first_offset,
+                record_count=sum(i.record_count for i in infos),
+                size_bytes=len(view),
+                max_timestamp=max(i.max_timestamp for i in infos),
+            )
+
+    def _append(
+        self,
+        data: bytes | bytearray | memoryview,
+        batches: list[tuple[int, BatchHeader]],
+        now: int,
+        append_time: int | None,
+    ) -> AppendInfo:
+        summary = summarize(batches)
+        rolled = self._local.maybe_roll(
+            len(data), summary.first_offset, summary.last_offset, summary.max_timestamp, now
+        )
+        if rolled is not None:
+            self._on_roll(rolled)
+        self._local.append(data, batches)
+        self._producers.update(h for _, h in batches)
+        for _, header in batches:
+            if header.partition_leader_epoch > self._epochs.latest_epoch:
+                self._epochs.assign(header.partition_leader_epoch, header.base_offset)
+        info = AppendInfo(
+            first_offset=summary.first_offset,
+            last_offset=summary.last_offset,
+            log_append_time=append_time if append_time is not None else -1,
+            log_start_offset=self._log_start_offset,
+            max_timestamp=summary.max_timestamp,
+            offset_of_max_timestamp=summary.offset_of_max_timestamp,
+            record_count=summary.record_count,
+            size_bytes=len(data),
+        )
+        if self._local.unflushed_messages >= self._config.flush_messages:
+            self._flush(None, now)
+        for listener in self._listeners:
+            listener(self, info)
+        return info
+
+    # -- reads --------------------------------------------------------------------------------
+
+    def read(
+        self,
+        fetch_offset: int,
+        max_bytes: int,
+        *,
+        isolation: FetchIsolation = FetchIsolation.HIGH_WATERMARK,
+        max_offset: int | None = None,
+        min_one_batch: bool = True,
+    ) -> FetchData:
+        """Raw whole batches from the one holding ``fetch_offset``, up to ``max_bytes``.
+
+        Consumers (``HIGH_WATERMARK``) stop at the high watermark, followers (``LOG_END``) at
+        the log end; ``max_offset`` caps further. With ``min_one_batch`` the first batch is
+        returned even when larger than ``max_bytes``. Raises ``OffsetOutOfRangeError`` below
+        the log start or above the log end.
+        """
+        end = self._local.end
+        start = self._log_start_offset
+        hw = self._high_watermark
+        if fetch_offset < start or fetch_offset > end.offset:
+            raise OffsetOutOfRangeError(
+                f"offset {fetch_offset} is outside [{start}, {end.offset}] of {self.directory.name}"
+            )
+        limit = hw if isolation is FetchIsolation.HIGH_WATERMARK else end.offset
+        if max_offset is not None:
+            limit = min(limit, max_offset)
+        records = b""
+        if fetch_offset < limit and max_bytes >= 0:
+            records = self._local.read(
+                fetch_offset, max_bytes, max_offset=limit, min_one_batch=min_one_batch, end=end
+            )
+        return FetchData(records, fetch_offset, hw, start, end.offset)
+
+    def offset_for_timestamp(
+        self, timestamp: int, *, isolation: FetchIsolation = FetchIsolation.HIGH_WATERMARK
+    ) -> OffsetAndTimestamp | None:
+        """ListOffsets: the earliest offset whose record timestamp is >= ``timestamp``.
+
+        ``EARLIEST_TIMESTAMP`` gives the log start, ``LATEST_TIMESTAMP`` the high watermark
+        (or log end), ``MAX_TIMESTAMP`` the batch with the largest timestamp. None when no
+        record that readers may see qualifies.
+        """
+        start = self._log_start_offset
+        limit = (
+            self._high_watermark
+            if isolation is FetchIsolation.HIGH_WATERMARK
+            else self._local.log_end_offset
+        )
+        if timestamp == EARLIEST_TIMESTAMP:
+            return OffsetAndTimestamp(start, -1)
+        if timestamp == LATEST_TIMESTAMP:
+            return OffsetAndTimestamp(limit, -1)
+        segments = self._local.segments.values()
+        if timestamp == MAX_TIMESTAMP:
+            return find_max_timestamp(segments, log_start=start, limit=limit)
+        if timestamp < 0:
+            raise OffsetOutOfRangeError(f"unsupported ListOffsets timestamp {timestamp}")
+        return find_offset_for_timestamp(segments, timestamp, log_start=start, limit=limit)
+
+    # -- log start, high watermark, truncation ------------------------------------------------
+
+    def update_high_watermark(self, offset: int) -> int:
+        """Set the high watermark (clamped to [log start, log end]); returns the value set."""
+        with self._lock:
+            value = min(max(offset, self._log_start_offset), self._local.log_end_offset)
+            self._high_watermark = value
+            return value
+
+    def delete_records(self, offset: int) -> int:
+        """Move the log start offset up to ``offset`` (DeleteRecords); returns the new start.
+
+        Raises ``OffsetOutOfRangeError`` above the high watermark. Whole segments below the new
+        start are deleted right away.
+        """
+        with self._lock:
+            self._check_open()
+            if offset > self._high_watermark:
+                raise OffsetOutOfRangeError(
+                    f"cannot delete records up to {offset}: above the high watermark "
+                    f"{self._high_watermark}"
+                )
+            if offset > self._log_start_offset:
+                self._log_start_offset = offset
+                self._epochs.truncate_from_start(offset)
+                self._write_checkpoint("start", offset)
+                self._delete_by_retention(self._clock.time_ms(), policies=False)
+            return self._log_start_offset
+
+    increment_log_start_offset = delete_records
+
+    def truncate_to(self, offset: int) -> bool:
+        """Remove every batch at or above ``offset`` (a follower realigning); True if changed."""
+        with self._lock:
+            self._check_open()
+            if offset >= self._local.log_end_offset:
+                return False
+            now = self._clock.time_ms()
+            if offset < self._log_start_offset:
+                self.truncate_fully_and_start_at(offset)
+                return True
+            self._truncations += 1
+            self._local.truncate_to(offset, now)
+            end = self._local.log_end_offset
+            self._epochs.truncate_from_end(end)
+            self._high_watermark = min(self._high_watermark, end)
+            rebuild_producer_state(
+                self._producers, self._local.segments, self._log_start_offset, end
+            )
+            self.checkpoint()
+            return True
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Delete everything and restart the log empty at ``offset``."""
+        with self._lock:
+            self._check_open()
+            self._truncations += 1
+            self._local.truncate_fully_and_start_at(offset, self._clock.time_ms())
+            self._producers.delete_snapshots_above(-1)
+            self._producers.reset(offset)
+            self._epochs.clear()
+            self._log_start_offset = offset
+            self._high_watermark = offset
+            self._roll_flush_to = None
+            self.checkpoint()
+
+    # -- roll, flush, retention, maintenance --------------------------------------------------
+
+    def roll(self) -> LogSegment:
+        """Start a new active segment at the log end (returns it; no-op when the active is
+        empty)."""
+        with self._lock:
+            self._check_open()
+            before = self._local.active_segment
+            segment = self._local.roll(self._clock.time_ms())
+            if segment is not before:
+                self._on_roll(segment)
+            return segment
+
+    def _on_roll(self, segment: LogSegment) -> None:
+        # The producer state covers everything below the new base: snapshot it there, and
+        # let maintenance fsync the finished segments off the append path.
+        self._producers.map_end_offset = segment.base_offset
+        self._producers.take_snapshot(sync=False)
+        self._roll_flush_to = segment.base_offset
+
+    def flush(self, offset: int | None = None) -> None:
+        """fsync everything below ``offset`` (default: the log end); moves the recovery point."""
+        with self._lock:
+            self._check_open()
+            self._flush(offset, self._clock.time_ms())
+
+    def _flush_unlocked(self, offset: int | None, now: int) -> None:
+        """fsync without holding the log lock (appends go on meanwhile); the recovery point
+        moves only if no truncation happened in between."""
+        with self._lock:
+            if self._closed:
+                return
+            target = self._local.flush_target(offset)
+            if target is None:
+                return
+            segments = self._local.segments_to_flush(target)
+            generation = self._truncations
+        for segment in segments:
+            try:
+                segment.flush()
+            except StorageError:
+                if not segment.closed:  # a segment deleted meanwhile needs no fsync
+                    raise
+        with self._lock:
+            if not self._closed and generation == self._truncations:
+                self._local.mark_flushed(target)
+                self._local.last_flush_ms = now
+
+    def _flush(self, offset: int | None, now: int) -> None:
+        self._local.flush(offset)
+        self._local.last_flush_ms = now
+
+    def apply_retention(self, now_ms: int | None = None) -> int:
+        """Delete whole segments past retention.ms / retention.bytes or below the log start.
+
+        Never the active segment, never data at or above the high watermark. Returns the
+        number of segments deleted; the log start offset moves to the first kept segment.
+        """
+        with self._lock:
+            self._check_open()
+            now = self._clock.time_ms() if now_ms is None else now_ms
+            return self._delete_by_retention(now, policies=True)
+
+    def _delete_by_retention(self, now: int, *, policies: bool) -> int:
+        decision = deletable_segments(
+            self._local.segments.values(),
+            config=self._config,
+            time_and_size=policies,
+            now_ms=now,
+            log_start_offset=self._log_start_offset,
+            high_watermark=self._high_watermark,
+        )
+        if not decision.segments:
+            return 0
+        self._local.remove_segments(decision.segments, now)
+        first = self._local.segments.first()
+        assert first is not None
+        if first.base_offset > self._log_start_offset:
+            self._log_start_offset = first.base_offset
+            self._epochs.truncate_from_start(first.base_offset)
+            self._write_checkpoint("start", self._log_start_offset)
+        return len(decision.segments)
+
+    def replace_segments(self, old: list[LogSegment], cleaned: LogSegment) -> bool:
+        """Swap a cleaned segment (files ``*.cleaned``) in for ``old`` (the cleaner's commit).
+
+        Crash-safe order: the cleaned files are fsynced and renamed ``*.swap``, the old ones
+        renamed ``*.deleted``, then the swap files take the final names (the loader completes
+        an interrupted swap). Returns False, deleting the cleaned files, when ``old`` is no
+        longer a run of inactive segments of this log (retention or truncation got there
+        first).
+        """
+        with self._lock:
+            current = self._local.segments
+            active = self._local.active_segment
+            if self._closed or any(current.get(s.base_offset) is not s or s is active for s in old):
+                cleaned.delete()
+                return False
+            cleaned.on_become_inactive()
+            cleaned.flush()
+            cleaned.close_handles()
+            cleaned.rename_suffix(CLEANED_SUFFIX, SWAP_SUFFIX)
+            fsync_dir(self.directory)
+            now = self._clock.time_ms()
+            self._local.remove_segments(old, now)
+            cleaned.rename_suffix(SWAP_SUFFIX, "")
+            fsync_dir(self.directory)
+            replacement = LogSegment(
+                self.directory,
+                cleaned.base_offset,
+                index_interval_bytes=self._config.index_interval_bytes,
+                max_index_size=self._config.segment_index_bytes,
+                created_ms=now,
+                writable=False,
+            )
+            current.add(replacement)
+            return True
+
+    def maintenance(self, now_ms: int | None = None, *, write_checkpoints: bool = True) -> None:
+        """Periodic upkeep (the log manager's loop calls it).
+
+        fsyncs segments finished by a roll and, per ``flush.ms``, the active one; deletes files
+        of removed segments whose ``file.delete.delay.ms`` has passed; expires idle producers;
+        writes changed checkpoints (unless ``write_checkpoints`` is false: the manager spaces
+        them out, since each costs two fsyncs).
+        """
+        now = self._clock.time_ms() if now_ms is None else now_ms
+        with self._lock:
+            if self._closed:
+                return
+            roll_target, self._roll_flush_to = self._roll_flush_to, None
+            due = (
+                self._local.unflushed_messages > 0
+                and now - self._local.last_flush_ms >= self._config.flush_ms
+            )
+        if roll_target is not None:
+            self._flush_unlocked(roll_target, now)
+        if due:
+            self._flush_unlocked(None, now)
+        with self._lock:
+            if self._closed:
+                return
+            self._local.delete_pending(now)
+            self._producers.remove_expired(now)
+            if write_checkpoints:
+                self.checkpoint()
+
+    def checkpoint(self) -> None:
+        """Write the recovery point, log start and high watermark checkpoints if changed."""
+        with self._lock:
+            self._write_checkpoint("recovery", self._local.recovery_point)
+            self._write_checkpoint("start", self._log_start_offset)
+            self._write_checkpoint("hw", self._high_watermark)
+
+    def _write_checkpoint(self, name: str, value: int) -> None:
+        if self._checkpointed.get(name) != value:
+            self._checkpoints[name].write(value)
+            self._checkpointed[name] = value
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Flush, snapshot producer state, checkpoint, close files, mark the shutdown clean."""
+        with self._lock:
+            if self._closed:
+                return
+            self._flush(None, self._clock.time_ms())
+            self._producers.map_end_offset = self._local.log_end_offset
+            self._producers.take_snapshot()
+            self.checkpoint()
+            self._local.close()
+            self._closed = True
+            write_atomically(self.directory / CLEAN_SHUTDOWN_FILE, b"")
+
+    def close_unclean(self) -> None:
+        """Close the files without flushing or marking (tests simulating a crash use it)."""
+        with self._lock:
+            if not self._closed:
+                for segment in self._local.segments.values():
+                    segment.close_handles()
+                self._closed = True
+
+    def delete(self) -> None:
+        """Close and remove the partition directory with everything in it."""
+        with self._lock:
+            self._local.delete_all()
+            self._closed = True
+
+    def __repr__(self) -> str:
+        return (
+            f"Log({self.directory.name}, start={self._log_start_offset}, "
+            f"end={self.log_end_offset}, hw={self._high_watermark})"
+        )

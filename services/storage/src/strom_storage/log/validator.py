@@ -1,0 +1,191 @@
+"""Validation of appended bytes and offset assignment, on batch headers only (rule 1).
+
+A leader append is checked whole before anything is written, so a rejected request leaves the
+log untouched: every batch's header and CRC-32C (``walk_batches``), its size against
+``max.message.bytes``, its codec, record count and timestamps; the request's total size against
+``segment.bytes``. Offsets (and the leader epoch) are then patched into the headers *in place*:
+the request's buffer becomes the segment's bytes. A LogAppendTime topic also stamps the max
+timestamp, which recomputes the batch CRC.
+
+Thread-safety: pure functions over the caller's buffer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from strom.errors import (
+    CorruptRecordError,
+    InvalidRecordError,
+    InvalidTimestampError,
+    MessageTooLargeError,
+    RecordCountMismatchError,
+    RecordListTooLargeError,
+)
+from strom.records.compression import check_codec
+from strom.records.header import (
+    BatchHeader,
+    patch_base_offset,
+    patch_leader_epoch,
+    read_header,
+    set_log_append_time,
+    walk_batches,
+)
+from strom_storage.log.config import LogConfig
+
+__all__ = [
+    "AssignedBatches",
+    "assign_offsets",
+    "split_by_size",
+    "validate_follower_batches",
+    "validate_leader_batches",
+]
+
+NO_TIMESTAMP = -1
+
+
+@dataclass(frozen=True, slots=True)
+class AssignedBatches:
+    """Batches after offset assignment: their positions and final headers."""
+
+    batches: list[tuple[int, BatchHeader]]
+    first_offset: int
+    last_offset: int
+    max_timestamp: int
+    offset_of_max_timestamp: int
+    record_count: int
+
+
+def _common_checks(
+    data: bytes | bytearray | memoryview, config: LogConfig, *, leader: bool = True
+) -> list[tuple[int, BatchHeader]]:
+    batches = walk_batches(data)
+    if not batches:
+        raise CorruptRecordError("the request holds no record batch")
+    if not leader:
+        return batches  # the leader checked sizes; a follower must not diverge on config
+    for pos, header in batches:
+        if header.size > config.max_message_bytes:
+            raise MessageTooLargeError(
+                f"batch at byte {pos} is {header.size} bytes, above max.message.bytes "
+                f"{config.max_message_bytes}"
+            )
+        check_codec(header.compression)  # UnsupportedCompressionTypeError (snappy, 5-7)
+    if len(data) > config.segment_bytes:
+        raise RecordListTooLargeError(
+            f"{len(data)} bytes in one append, above segment.bytes {config.segment_bytes}"
+        )
+    return batches
+
+
+def validate_leader_batches(
+    data: bytes | bytearray | memoryview, config: LogConfig, now_ms: int
+) -> list[tuple[int, BatchHeader]]:
+    """Check a producer's batches (see module docstring); raises a ``strom.errors`` class."""
+    batches = _common_checks(data, config)
+    for pos, header in batches:
+        if header.is_control or header.is_transactional:
+            raise InvalidRecordError(
+                f"batch at byte {pos}: transactional and control batches are not supported"
+            )
+        if header.record_count != header.last_offset_delta + 1 or header.record_count == 0:
+            raise RecordCountMismatchError(
+                f"batch at byte {pos}: {header.record_count} records but last offset delta "
+                f"{header.last_offset_delta}"
+            )
+        if not config.log_append_time:
+            _check_timestamp(pos, header, config, now_ms)
+    return batches
+
+
+def _check_timestamp(pos: int, header: BatchHeader, config: LogConfig, now_ms: int) -> None:
+    for ts in (header.first_timestamp, header.max_timestamp):
+        if ts == NO_TIMESTAMP:
+            continue
+        if now_ms - ts > config.message_timestamp_before_max_ms:
+            raise InvalidTimestampError(
+                f"batch at byte {pos}: timestamp {ts} is more than "
+                f"message.timestamp.before.max.ms before the broker's time {now_ms}"
+            )
+        if ts - now_ms > config.message_timestamp_after_max_ms:
+            raise InvalidTimestampError(
+                f"batch at byte {pos}: timestamp {ts} is more than "
+                f"message.timestamp.after.max.ms after the broker's time {now_ms}"
+            )
+
+
+def validate_follower_batches(
+    data: bytes | bytearray | memoryview, config: LogConfig, log_end_offset: int
+) -> list[tuple[int, BatchHeader]]:
+    """Check replicated batches: header, CRC, offsets increasing from the log end."""
+    batches = _common_checks(data, config, leader=False)
+    expected = log_end_offset
+    for pos, header in batches:
+        if header.base_offset < expected:
+            raise CorruptRecordError(
+                f"batch at byte {pos}: base offset {header.base_offset} is below the expected "
+                f"next offset {expected}"
+            )
+        expected = header.next_offset
+    return batches
+
+
+def assign_offsets(
+    buf: bytearray,
+    batches: Sequence[tuple[int, BatchHeader]],
+    *,
+    next_offset: int,
+    leader_epoch: int,
+    log_append_time_ms: int | None,
+) -> AssignedBatches:
+    """Patch base offsets and leader epochs in place (and the append time if given)."""
+    out: list[tuple[int, BatchHeader]] = []
+    offset = next_offset
+    max_ts, max_ts_offset, records = NO_TIMESTAMP, next_offset, 0
+    for pos, _ in batches:
+        patch_base_offset(buf, pos, offset)
+        patch_leader_epoch(buf, pos, leader_epoch)
+        if log_append_time_ms is not None:
+            set_log_append_time(buf, pos, log_append_time_ms)
+        header = read_header(buf, pos)
+        out.append((pos, header))
+        if header.max_timestamp > max_ts:
+            max_ts, max_ts_offset = header.max_timestamp, offset
+        records += header.record_count
+        offset = header.next_offset
+    return AssignedBatches(out, next_offset, offset - 1, max_ts, max_ts_offset, records)
+
+
+def summarize(batches: Sequence[tuple[int, BatchHeader]]) -> AssignedBatches:
+    """Offsets and timestamps of batches whose offsets are already set (follower appends)."""
+    max_ts, max_ts_offset, records = NO_TIMESTAMP, batches[0][1].base_offset, 0
+    for _, header in batches:
+        if header.max_timestamp > max_ts:
+            max_ts, max_ts_offset = header.max_timestamp, header.base_offset
+        records += header.record_count
+    return AssignedBatches(
+        list(batches),
+        batches[0][1].base_offset,
+        batches[-1][1].last_offset,
+        max_ts,
+        max_ts_offset,
+        records,
+    )
+
+
+def split_by_size(
+    batches: list[tuple[int, BatchHeader]], max_size: int
+) -> list[tuple[int, int, list[tuple[int, BatchHeader]]]]:
+    """Split batches into runs of at most ``max_size`` bytes (a longer batch alone), each as
+    (start, end, batches with positions relative to start)."""
+    out: list[tuple[int, int, list[tuple[int, BatchHeader]]]] = []
+    start, current = 0, []
+    for pos, header in batches:
+        if current and pos + header.size - start > max_size:
+            out.append((start, pos, current))
+            start, current = pos, []
+        current.append((pos - start, header))
+    end = batches[-1][0] + batches[-1][1].size
+    out.append((start, end, current))
+    return out

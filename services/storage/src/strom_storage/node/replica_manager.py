@@ -1,0 +1,427 @@
+"""Produce, fetch and offset requests over the partitions this node hosts.
+
+Requests reach here as plain Python values from the servicer; every per-partition problem is
+returned as that partition's ``error`` (a ``strom.errors.BrokerResponseError``), so one bad
+partition never fails a whole request, and a rejected append leaves its log untouched.
+
+Data path (design rules 1, 3, 4): produce hands each partition's bytes to ``Log`` which checks
+headers and CRCs and patches offsets in place; fetch returns raw byte ranges of whole batches
+read from segment files. A fetch short of ``min_bytes`` waits, up to ``max_wait_ms``, for an
+append to wake it (``AppendNotifier``), never polling.
+
+Ordering: ``append`` does all its work before its first ``await``, so requests handled in
+arrival order append in that order (what pipelined ProduceStream relies on).
+
+Thread-safety: one event loop drives a ReplicaManager.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import structlog
+
+from strom.errors import (
+    BrokerResponseError,
+    ConfigurationError,
+    InvalidRequestError,
+    InvalidRequiredAcksError,
+    NotLeaderOrFollowerError,
+    OffsetOutOfRangeError,
+    StorageError,
+    UnknownServerError,
+    UnknownTopicOrPartitionError,
+)
+from strom_storage.log import (
+    EARLIEST_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    MAX_TIMESTAMP,
+    FetchIsolation,
+    LogConfig,
+)
+from strom_storage.log.log_manager import LogManager
+from strom_storage.membership.assignment import PartitionAssignment
+from strom_storage.node.notifier import AppendNotifier
+from strom_storage.node.partition import Partition
+from strom_storage.stats import NodeStats
+
+log = structlog.get_logger(__name__)
+
+__all__ = [
+    "FetchPartitionRequest",
+    "FetchPartitionResult",
+    "ListOffsetsResult",
+    "PartitionOutcome",
+    "ProducePartitionResult",
+    "ReplicaManager",
+]
+
+VALID_ACKS = (0, 1, -1)
+CONSUMER_REPLICA_ID = -1
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionOutcome:
+    """Outcome of an operation on one partition: an error, or None for success."""
+
+    topic: str
+    partition: int
+    error: BrokerResponseError | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ProducePartitionResult:
+    topic: str
+    partition: int
+    error: BrokerResponseError | None = None
+    base_offset: int = -1
+    log_append_time_ms: int = -1
+    log_start_offset: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class FetchPartitionRequest:
+    topic: str
+    partition: int
+    fetch_offset: int
+    partition_max_bytes: int
+    current_leader_epoch: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class FetchPartitionResult:
+    topic: str
+    partition: int
+    error: BrokerResponseError | None = None
+    high_watermark: int = -1
+    log_start_offset: int = -1
+    records: bytes = b""
+
+
+@dataclass(frozen=True, slots=True)
+class ListOffsetsResult:
+    topic: str
+    partition: int
+    error: BrokerResponseError | None = None
+    offset: int = -1
+    timestamp_ms: int = -1
+    leader_epoch: int = -1
+
+
+def _as_broker_error(exc: Exception) -> BrokerResponseError:
+    if isinstance(exc, BrokerResponseError):
+        return exc
+    return UnknownServerError(f"{type(exc).__name__}: {exc}")
+
+
+class ReplicaManager:
+    """The partitions of one storage node and the requests served over them."""
+
+    def __init__(self, logs: LogManager, *, node_id: int, stats: NodeStats | None = None) -> None:
+        self.logs = logs
+        self.node_id = node_id
+        self.stats = stats or NodeStats()
+        self._partitions: dict[tuple[str, int], Partition] = {}
+        self._notifier: AppendNotifier | None = None
+
+    # -- hosting ------------------------------------------------------------------------------
+
+    def open_existing(self) -> list[tuple[str, int]]:
+        """Serve every partition found in the log directories."""
+        found = self.logs.startup()
+        for topic, index in found:
+            log_ = self.logs.get_log(topic, index)
+            assert log_ is not None
+            self._partitions[(topic, index)] = Partition(topic, index, log_)
+        return found
+
+    def host(self, topic: str, index: int, config: LogConfig | None = None) -> Partition:
+        """Create (or reconfigure) the partition's log and serve it."""
+        partition = self._partitions.get((topic, index))
+        log_ = self.logs.get_or_create_log(topic, index, config)
+        if partition is None:
+            partition = Partition(topic, index, log_)
+            self._partitions[(topic, index)] = partition
+        return partition
+
+    def apply_assignments(
+        self,
+        desired: Mapping[tuple[str, int], PartitionAssignment],
+        base_config: LogConfig,
+        *,
+        remove_others: bool,
+    ) -> None:
+        """Host what the controller assigned here, in the role it gave; with
+        ``remove_others``, delete the logs of partitions no longer assigned to this node."""
+        for key, assignment in desired.items():
+            try:
+                config = base_config.merged(assignment.configs)
+            except ConfigurationError as exc:
+                log.error(
+                    "invalid topic config; keeping the broker defaults",
+                    topic=assignment.topic,
+                    error=str(exc),
+                )
+                config = base_config
+            partition = self.host(assignment.topic, assignment.partition, config)
+            if assignment.leader == self.node_id:
+                changed = partition.make_leader(assignment.leader_epoch, assignment.isr)
+            else:
+                changed = partition.make_follower(assignment.leader_epoch)
+            if changed:
+                log.info(
+                    "partition role",
+                    topic=assignment.topic,
+                    partition=assignment.partition,
+                    leader=assignment.leader,
+                    leader_epoch=assignment.leader_epoch,
+                )
+                self._wake(key)
+        if remove_others:
+            for key in [k for k in self._partitions if k not in desired]:
+                self.remove(*key)
+
+    def remove(self, topic: str, index: int) -> bool:
+        """Stop serving the partition and delete its log."""
+        if self._partitions.pop((topic, index), None) is None:
+            return False
+        self.logs.delete_log(topic, index)
+        log.info("partition removed", topic=topic, partition=index)
+        self._wake((topic, index))
+        return True
+
+    def _wake(self, key: tuple[str, int]) -> None:
+        if self._notifier is not None:
+            self._notifier.notify(key)
+
+    def partitions(self) -> list[Partition]:
+        return list(self._partitions.values())
+
+    def _partition(self, topic: str, index: int) -> Partition:
+        partition = self._partitions.get((topic, index))
+        if partition is None:
+            raise UnknownTopicOrPartitionError(f"node {self.node_id} does not host {topic}-{index}")
+        return partition
+
+    @property
+    def notifier(self) -> AppendNotifier:
+        if self._notifier is None:
+            self._notifier = AppendNotifier(asyncio.get_running_loop())
+        return self._notifier
+
+    # -- produce ------------------------------------------------------------------------------
+
+    async def append(
+        self, acks: int, timeout_ms: int, entries: Sequence[tuple[str, int, bytes]]
+    ) -> list[ProducePartitionResult]:
+        """Append each (topic, partition, batches) entry; results in the same order."""
+        if acks not in VALID_ACKS:
+            error = InvalidRequiredAcksError(f"acks must be 0, 1 or -1 (all), got {acks}")
+            return [ProducePartitionResult(t, p, error) for t, p, _ in entries]
+        notifier = self.notifier
+        results = []
+        for topic, index, data in entries:
+            try:
+                partition = self._partition(topic, index)
+                info = partition.append_as_leader(data)
+            except Exception as exc:  # per-partition outcome; the others proceed
+                error = _as_broker_error(exc)
+                if not isinstance(exc, BrokerResponseError):
+                    log.exception("append failed", topic=topic, partition=index)
+                results.append(ProducePartitionResult(topic, index, error))
+                continue
+            if not info.duplicate:
+                notifier.notify(partition.key)
+                self.stats.record_in(topic, info.size_bytes, info.record_count)
+            results.append(
+                ProducePartitionResult(
+                    topic,
+                    index,
+                    base_offset=info.first_offset,
+                    log_append_time_ms=info.log_append_time,
+                    log_start_offset=info.log_start_offset,
+                )
+            )
+        # acks=all needs nothing more while every partition is its own in-sync set; the
+        # replication issue adds the delayed produce (waiting on followers) here.
+        return results
+
+    # -- fetch --------------------------------------------------------------------------------
+
+    async def fetch(
+        self,
+        requests: Sequence[FetchPartitionRequest],
+        *,
+        replica_id: int = CONSUMER_REPLICA_ID,
+        max_wait_ms: int = 0,
+        min_bytes: int = 1,
+        max_bytes: int = 50 * 1024 * 1024,
+    ) -> list[FetchPartitionResult]:
+        """Whole batches per partition; waits up to ``max_wait_ms`` for ``min_bytes``."""
+        if max_bytes < 0 or min_bytes < 0 or max_wait_ms < 0:
+            raise InvalidRequestError("fetch max_bytes, min_bytes and max_wait_ms must be >= 0")
+        if any(r.partition_max_bytes < 0 for r in requests):
+            raise InvalidRequestError("fetch partition_max_bytes must be >= 0")
+        isolation = (
+            FetchIsolation.HIGH_WATERMARK
+            if replica_id == CONSUMER_REPLICA_ID
+            else FetchIsolation.LOG_END
+        )
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + max_wait_ms / 1000
+        keys = [(r.topic, r.partition) for r in requests]
+        while True:
+            waiter = self.notifier.watch(keys)
+            try:
+                results = self._read_all(requests, isolation, max_bytes)
+                available = sum(len(r.records) for r in results)
+                remaining = deadline - loop.time()
+                if (
+                    available >= min_bytes
+                    or remaining <= 0
+                    or any(r.error is not None for r in results)
+                ):
+                    break
+                try:
+                    await asyncio.wait_for(waiter.future, remaining)
+                except TimeoutError:
+                    results = self._read_all(requests, isolation, max_bytes)
+                    break
+            finally:
+                self.notifier.unwatch(waiter)
+        for result in results:
+            if result.records:
+                self.stats.record_out(result.topic, result.records)
+        return results
+
+    def _read_all(
+        self,
+        requests: Sequence[FetchPartitionRequest],
+        isolation: FetchIsolation,
+        max_bytes: int,
+    ) -> list[FetchPartitionResult]:
+        results = []
+        budget = max_bytes
+        returned_any = False
+        for request in requests:
+            try:
+                partition = self._partition(request.topic, request.partition)
+                partition.check_epoch(request.current_leader_epoch)
+                if not partition.is_leader and isolation is FetchIsolation.HIGH_WATERMARK:
+                    raise NotLeaderOrFollowerError(
+                        f"node {self.node_id} does not lead {request.topic}-{request.partition}"
+                    )
+                limit = min(request.partition_max_bytes, budget)
+                data = partition.log.read(
+                    request.fetch_offset,
+                    limit,
+                    isolation=isolation,
+                    # The first batch of the first non-empty partition always comes back, so a
+                    # consumer makes progress even past a batch larger than its limits.
+                    min_one_batch=not returned_any,
+                )
+            except Exception as exc:
+                error = _as_broker_error(exc)
+                if not isinstance(exc, BrokerResponseError):
+                    log.exception("read failed", topic=request.topic, partition=request.partition)
+                hw, start = self._offsets_or_unknown(request.topic, request.partition)
+                results.append(
+                    FetchPartitionResult(request.topic, request.partition, error, hw, start)
+                )
+                continue
+            if data.records:
+                returned_any = True
+                budget = max(0, budget - len(data.records))
+            results.append(
+                FetchPartitionResult(
+                    request.topic,
+                    request.partition,
+                    high_watermark=data.high_watermark,
+                    log_start_offset=data.log_start_offset,
+                    records=data.records,
+                )
+            )
+        return results
+
+    def _offsets_or_unknown(self, topic: str, index: int) -> tuple[int, int]:
+        partition = self._partitions.get((topic, index))
+        if partition is None:
+            return -1, -1
+        return partition.log.high_watermark, partition.log.log_start_offset
+
+    # -- offsets ------------------------------------------------------------------------------
+
+    def list_offset(
+        self,
+        topic: str,
+        index: int,
+        timestamp: int,
+        *,
+        replica_id: int = CONSUMER_REPLICA_ID,
+        current_leader_epoch: int = -1,
+    ) -> ListOffsetsResult:
+        """Kafka's ListOffsets for one partition: ``timestamp`` may be EARLIEST_TIMESTAMP (-2),
+        LATEST_TIMESTAMP (-1), MAX_TIMESTAMP (-3) or a time in ms."""
+        try:
+            partition = self._partition(topic, index)
+            partition.check_epoch(current_leader_epoch)
+            if timestamp < 0 and timestamp not in (
+                EARLIEST_TIMESTAMP,
+                LATEST_TIMESTAMP,
+                MAX_TIMESTAMP,
+            ):
+                raise InvalidRequestError(f"ListOffsets timestamp {timestamp} is not valid")
+            isolation = (
+                FetchIsolation.HIGH_WATERMARK
+                if replica_id == CONSUMER_REPLICA_ID
+                else FetchIsolation.LOG_END
+            )
+            found = partition.log.offset_for_timestamp(timestamp, isolation=isolation)
+        except Exception as exc:
+            return ListOffsetsResult(topic, index, _as_broker_error(exc))
+        if found is None:
+            return ListOffsetsResult(topic, index, leader_epoch=partition.leader_epoch)
+        return ListOffsetsResult(
+            topic,
+            index,
+            offset=found.offset,
+            timestamp_ms=found.timestamp,
+            leader_epoch=partition.leader_epoch,
+        )
+
+    def end_offset_for_epoch(
+        self, topic: str, index: int, epoch: int, current_leader_epoch: int = -1
+    ) -> tuple[BrokerResponseError | None, int, int]:
+        """OffsetForLeaderEpoch: (error, largest epoch <= ``epoch``, its end offset)."""
+        try:
+            partition = self._partition(topic, index)
+            partition.check_epoch(current_leader_epoch)
+            found_epoch, end = partition.log.end_offset_for_epoch(epoch)
+        except Exception as exc:
+            return _as_broker_error(exc), -1, -1
+        return None, found_epoch, end
+
+    def delete_records(
+        self, topic: str, index: int, offset: int
+    ) -> tuple[BrokerResponseError | None, int]:
+        """Advance the log start offset to ``offset`` (-1: the high watermark)."""
+        try:
+            partition = self._partition(topic, index)
+            target = partition.log.high_watermark if offset == -1 else offset
+            if target < 0:
+                raise OffsetOutOfRangeError(f"cannot delete records up to offset {offset}")
+            low = partition.log.delete_records(target)
+        except Exception as exc:
+            return _as_broker_error(exc), -1
+        return None, low
+
+    # -- life cycle ---------------------------------------------------------------------------
+
+    def close(self) -> None:
+        try:
+            self.logs.close()
+        except StorageError:
+            log.exception("closing logs failed")
+            raise

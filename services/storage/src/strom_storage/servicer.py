@@ -1,0 +1,136 @@
+"""The StorageNode gRPC service: translate, delegate to ``ReplicaManager``, translate back."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import grpc
+
+from strom.protocol.v1 import storage_pb2, storage_pb2_grpc
+from strom_storage import convert
+from strom_storage.node import ListOffsetsResult, ReplicaManager
+
+__all__ = ["StorageServicer"]
+
+#: Produce requests one ProduceStream may have in flight before the server stops reading more.
+MAX_IN_FLIGHT_PER_STREAM = 32
+
+
+class StorageServicer(storage_pb2_grpc.StorageNodeServicer):
+    """Thin: every RPC converts the request, awaits one domain call and converts the result."""
+
+    def __init__(self, replicas: ReplicaManager) -> None:
+        self.replicas = replicas
+
+    async def Produce(
+        self, request: storage_pb2.ProduceRequest, context: grpc.aio.ServicerContext
+    ) -> storage_pb2.ProduceResponse:
+        results = await self.replicas.append(
+            request.acks, request.timeout_ms, convert.produce_entries(request)
+        )
+        return convert.produce_response(request.correlation_id, results)
+
+    async def ProduceStream(
+        self,
+        request_iterator: AsyncIterator[storage_pb2.ProduceRequest],
+        context: grpc.aio.ServicerContext,
+    ) -> AsyncIterator[storage_pb2.ProduceResponse]:
+        # Each request starts (and appends) in arrival order; responses leave in the same order.
+        in_flight: asyncio.Queue[asyncio.Task[storage_pb2.ProduceResponse] | None] = asyncio.Queue(
+            MAX_IN_FLIGHT_PER_STREAM
+        )
+
+        async def read_requests() -> None:
+            try:
+                async for request in request_iterator:
+                    await in_flight.put(asyncio.ensure_future(self.Produce(request, context)))
+            finally:
+                await in_flight.put(None)
+
+        reader = asyncio.ensure_future(read_requests())
+        try:
+            while (task := await in_flight.get()) is not None:
+                yield await task
+            await reader
+        finally:
+            reader.cancel()
+            while not in_flight.empty():
+                pending = in_flight.get_nowait()
+                if pending is not None:
+                    pending.cancel()
+
+    async def Fetch(
+        self, request: storage_pb2.FetchRequest, context: grpc.aio.ServicerContext
+    ) -> storage_pb2.FetchResponse:
+        results = await self.replicas.fetch(
+            convert.fetch_requests(request),
+            replica_id=request.replica_id,
+            max_wait_ms=request.max_wait_ms,
+            min_bytes=request.min_bytes,
+            max_bytes=convert.fetch_max_bytes(request),
+        )
+        return convert.fetch_response(request.correlation_id, results)
+
+    async def FetchStream(
+        self,
+        request_iterator: AsyncIterator[storage_pb2.FetchRequest],
+        context: grpc.aio.ServicerContext,
+    ) -> AsyncIterator[storage_pb2.FetchResponse]:
+        async for request in request_iterator:
+            yield await self.Fetch(request, context)
+
+    async def ListOffsets(
+        self, request: storage_pb2.ListOffsetsRequest, context: grpc.aio.ServicerContext
+    ) -> storage_pb2.ListOffsetsResponse:
+        response = storage_pb2.ListOffsetsResponse()
+        for p in request.partitions:
+            try:
+                timestamp = convert.list_offsets_timestamp(p)
+            except convert.InvalidRequestError as exc:
+                result = ListOffsetsResult(p.topic, p.partition, exc)
+            else:
+                result = self.replicas.list_offset(
+                    p.topic,
+                    p.partition,
+                    timestamp,
+                    replica_id=request.replica_id,
+                    current_leader_epoch=p.current_leader_epoch,
+                )
+            response.partitions.append(convert.list_offsets_partition(result))
+        return response
+
+    async def OffsetForLeaderEpoch(
+        self, request: storage_pb2.OffsetForLeaderEpochRequest, context: grpc.aio.ServicerContext
+    ) -> storage_pb2.OffsetForLeaderEpochResponse:
+        response = storage_pb2.OffsetForLeaderEpochResponse()
+        for p in request.partitions:
+            error, epoch, end = self.replicas.end_offset_for_epoch(
+                p.topic, p.partition, p.leader_epoch, p.current_leader_epoch
+            )
+            code, message = convert.error_fields(error)
+            response.partitions.add(
+                topic=p.topic,
+                partition=p.partition,
+                error_code=code,  # type: ignore[arg-type]
+                error_message=message,
+                leader_epoch=epoch,
+                end_offset=end,
+            )
+        return response
+
+    async def DeleteRecords(
+        self, request: storage_pb2.DeleteRecordsRequest, context: grpc.aio.ServicerContext
+    ) -> storage_pb2.DeleteRecordsResponse:
+        response = storage_pb2.DeleteRecordsResponse()
+        for p in request.partitions:
+            error, low = self.replicas.delete_records(p.topic, p.partition, p.offset)
+            code, message = convert.error_fields(error)
+            response.partitions.add(
+                topic=p.topic,
+                partition=p.partition,
+                error_code=code,  # type: ignore[arg-type]
+                error_message=message,
+                low_watermark=low,
+            )
+        return response
