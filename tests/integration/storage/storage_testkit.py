@@ -39,6 +39,8 @@ def start_node(
     def start(*flags: str, data_dir: Path | None = None, port: int | None = None) -> RunningNode:
         data = data_dir or tmp_path / f"node{len(nodes)}"
         address = f"127.0.0.1:{port or free_port()}"
+        if "--etcd-endpoints" not in flags:
+            flags = ("--etcd-endpoints", "", *flags)  # standalone unless the test gives etcd
         argv = [STORAGE, "--listen", address, "--log-dirs", str(data), *flags]
         process = ManagedProcess(
             name=f"storage-{len(nodes)}",

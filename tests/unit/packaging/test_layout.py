@@ -34,10 +34,21 @@ def test_every_distribution_ships_only_strom_prefixed_packages() -> None:
         assert all(name == "strom" or name.startswith("strom_") for name in packages), packages
 
 
-def test_generic_folder_names_are_not_importable() -> None:
+def test_generic_folder_names_are_not_installed(tmp_path: Path) -> None:
+    """Only strom-prefixed names are installed: from outside the checkout (where the folders
+    would be namespace packages of the current directory) none of the folders imports."""
     for folder in ("clients", "services", "proto", "spark_connector"):
         assert not (REPO / folder / "__init__.py").exists()
-        assert importlib.util.find_spec(folder) is None, f"{folder} must not be importable"
+    probe = (
+        "import importlib.util, sys\n"
+        "found = [n for n in ('clients', 'services', 'proto', 'spark_connector', 'common',"
+        " 'storage') if importlib.util.find_spec(n)]\n"
+        "sys.exit(f'importable: {found}' if found else 0)"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stderr
 
 
 def test_distribution_names_match_import_names() -> None:

@@ -76,7 +76,8 @@ class LocalClusterSpec:
             "--rack", f"rack-{node_id}",
             "--listen", address,
             "--log-dirs", str(self.data_dir / f"storage-{node_id}"),
-            "--etcd-endpoints", f"{self.host}:{self.etcd_client_port}",
+            # Standalone until controllers join the local cluster (they assign partitions).
+            "--etcd-endpoints", "",
         ]  # fmt: skip
         if node_id == 1 and self.topics:
             argv += ["--topics", ",".join(self.topics)]

@@ -6,14 +6,17 @@ setting; docs/storage.md explains them).
 
 from __future__ import annotations
 
+from strom.errors import ConfigurationError
 from strom.protocol.v1.storage_pb2_grpc import add_StorageNodeServicer_to_server
 from strom_server.clock import SystemClock
+from strom_server.cluster_keys import ClusterKeys
 from strom_server.grpc_server import GrpcServer
 from strom_server.logs import get_logger
 from strom_server.runner import run_service
 from strom_storage.config import StorageConfig
 from strom_storage.log.cleaner.manager import LogCleaner
 from strom_storage.log.log_manager import LogManager
+from strom_storage.membership.cluster_link import ClusterLink
 from strom_storage.node import ReplicaManager
 from strom_storage.servicer import StorageServicer
 from strom_storage.stats import NodeStats
@@ -47,11 +50,37 @@ def open_replica_manager(config: StorageConfig) -> ReplicaManager:
 
 
 async def build(config: StorageConfig, server: GrpcServer) -> None:
+    if config.topics and not config.standalone:
+        raise ConfigurationError(
+            "--topics is for standalone nodes (--etcd-endpoints ''); in a cluster, create "
+            "topics through the controller"
+        )
     replicas = open_replica_manager(config)
+    link = None
+    if not config.standalone:
+        host, port = config.advertised()
+        link = ClusterLink(
+            replicas,
+            endpoints=config.etcd_endpoints,
+            keys=ClusterKeys(config.etcd_prefix),
+            node_id=config.node_id,
+            host=host,
+            port=port,
+            rack=config.rack,
+            session_timeout_s=config.broker_session_timeout_ms / 1000,
+            base_config=config.log_defaults(),
+        )
+        try:
+            await link.start()
+        except BaseException:
+            replicas.close()
+            raise
     replicas.logs.start()
     server.add_service(add_StorageNodeServicer_to_server, StorageServicer(replicas))
 
     async def close() -> None:
+        if link is not None:
+            await link.close()
         await replicas.logs.stop()
         replicas.close()
 

@@ -1,8 +1,9 @@
 """Settings of a storage node: identity, log directories, and broker-level log defaults.
 
 Broker-level defaults use Kafka's broker names (``log.segment.bytes``, ``log.retention.ms``,
-...) and become the ``LogConfig`` of every partition unless a topic overrides them. Until the
-controller assigns partitions, ``topics`` lists the partitions this node hosts (``name:count``).
+...) and become the ``LogConfig`` of every partition unless a topic overrides them. In a
+cluster the node registers in etcd and hosts what the controller assigns it; a standalone node
+(``--etcd-endpoints ''``) hosts the partitions listed in ``topics`` (``name:count``).
 """
 
 from __future__ import annotations
@@ -49,9 +50,19 @@ class StorageConfig(ServerConfig):
     log_dirs: tuple[str, ...] = setting(
         ("data/storage",), help="directories holding partition logs, comma-separated"
     )
+    advertised_address: str = setting(
+        "", help="host:port clients and peers use to reach this node (default: --listen)"
+    )
+    broker_session_timeout_ms: int = setting(
+        9000,
+        name="broker.session.timeout.ms",
+        help="lease of this node's registration in etcd: how fast the controller sees it die",
+        min=1000,
+        max=600000,
+    )
     topics: tuple[str, ...] = setting(
         (),
-        help="partitions hosted before a controller assigns them: name:count, comma-separated",
+        help="standalone nodes only (--etcd-endpoints ''): partitions to host, name:count,...",
         check=_check_topics,
     )
     log_segment_bytes: ByteSize = setting(
@@ -115,6 +126,15 @@ class StorageConfig(ServerConfig):
             max_message_bytes=self.message_max_bytes,
             message_timestamp_type=self.log_message_timestamp_type,
         )
+
+    @property
+    def standalone(self) -> bool:
+        """No etcd: the node serves ``topics`` and what it finds on disk, alone."""
+        return not self.etcd_endpoints
+
+    def advertised(self) -> tuple[str, int]:
+        host, _, port = (self.advertised_address or self.listen).rpartition(":")
+        return host, int(port)
 
     def hosted_topics(self) -> list[tuple[str, int]]:
         return [parse_topic_spec(spec) for spec in self.topics]
