@@ -13,12 +13,12 @@ from pathlib import Path
 
 import etcd3
 import pytest
+from storage_testkit import STORAGE, RunningNode
 
 from strom.protocol.v1 import common_pb2, storage_pb2
 from strom.records import encode_batch
 from strom_server.cluster_keys import ClusterKeys, decode_value, encode_value
 from strom_server.etcd_process import EtcdProcess
-from storage_testkit import STORAGE, RunningNode
 
 pytestmark = pytest.mark.integration
 
@@ -39,8 +39,16 @@ def client(etcd: EtcdProcess) -> Iterator[etcd3.Etcd3Client]:
 
 
 def _cluster_flags(etcd: EtcdProcess, node_id: int) -> tuple[str, ...]:
-    return ("--etcd-endpoints", etcd.endpoint, "--etcd-prefix", KEYS.prefix,
-            "--node-id", str(node_id), "--broker.session.timeout.ms", "2000")  # fmt: skip
+    return (
+        "--etcd-endpoints",
+        etcd.endpoint,
+        "--etcd-prefix",
+        KEYS.prefix,
+        "--node-id",
+        str(node_id),
+        "--broker.session.timeout.ms",
+        "2000",
+    )
 
 
 def _wait_until(condition: Callable[[], bool], timeout_s: float = 15) -> None:
