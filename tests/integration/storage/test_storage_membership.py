@@ -154,7 +154,7 @@ def test_partitions_follow_the_controller_metadata(
         encode_value({"leader": 2, "leader_epoch": 1, "isr": [2, 1], "partition_epoch": 1}),
     )
 
-    _wait_until(lambda: (node.data_dir / "orders-1").is_dir())
+    _wait_until((node.data_dir / "orders-1").is_dir)
     assert (node.data_dir / "orders-0").is_dir()
     assert not (node.data_dir / "orders-2").exists()  # not a replica here
     leader = _produce(node, "orders", 0)
