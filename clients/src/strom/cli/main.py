@@ -12,7 +12,7 @@ import os
 import sys
 
 from strom import __version__
-from strom.cli import cluster
+from strom.cli import admin_commands, cluster
 from strom.errors import StromError
 
 EXIT_ERROR = 1
@@ -31,6 +31,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"strom {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     cluster.add_parser(commands)
+    admin_commands.add_parsers(commands)
     return parser
 
 

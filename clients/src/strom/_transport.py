@@ -1,0 +1,70 @@
+"""gRPC channels for clients, and the one place where gRPC errors become ``strom.errors``.
+
+A server that fails a whole request puts the ``ErrorCode`` in the trailing metadata key
+``strom-error-code``; the exact class is rebuilt from it. Otherwise the gRPC status decides.
+Callers of the client library never see ``grpc.RpcError``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import grpc
+
+from strom.errors import (
+    ERROR_CODE_METADATA_KEY,
+    InvalidRequestError,
+    MessageTooLargeError,
+    NetworkExceptionError,
+    RequestTimedOutError,
+    StromError,
+    UnknownServerError,
+    UnsupportedVersionError,
+    for_code,
+)
+
+__all__ = ["DEFAULT_MAX_MESSAGE_SIZE", "channel_options", "from_rpc_error", "translate_errors"]
+
+DEFAULT_MAX_MESSAGE_SIZE = 64 * 1024 * 1024
+
+_BY_STATUS: dict[grpc.StatusCode, type[StromError]] = {
+    grpc.StatusCode.UNAVAILABLE: NetworkExceptionError,
+    grpc.StatusCode.DEADLINE_EXCEEDED: RequestTimedOutError,
+    grpc.StatusCode.RESOURCE_EXHAUSTED: MessageTooLargeError,
+    grpc.StatusCode.UNIMPLEMENTED: UnsupportedVersionError,
+    grpc.StatusCode.INVALID_ARGUMENT: InvalidRequestError,
+}
+
+
+def channel_options(max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE) -> list[tuple[str, int]]:
+    return [
+        ("grpc.max_receive_message_length", max_message_size),
+        ("grpc.max_send_message_length", max_message_size),
+    ]
+
+
+def from_rpc_error(exc: grpc.RpcError, target: str = "") -> StromError:
+    """The ``strom.errors`` exception for a failed call (the original is its ``__cause__``)."""
+    code = exc.code() if hasattr(exc, "code") else None
+    details = exc.details() if hasattr(exc, "details") else str(exc)
+    where = f"{target}: " if target else ""
+    trailers = exc.trailing_metadata() if hasattr(exc, "trailing_metadata") else None
+    for key, value in trailers or ():
+        if key == ERROR_CODE_METADATA_KEY:
+            try:
+                return for_code(int(value), f"{where}{details}")
+            except ValueError:
+                break
+    cls = _BY_STATUS.get(code, UnknownServerError)  # type: ignore[arg-type]
+    name = code.name if code is not None else "error"
+    return cls(f"{where}{name}: {details}")
+
+
+@contextmanager
+def translate_errors(target: str = "") -> Iterator[None]:
+    """Re-raise gRPC errors inside the block as ``strom.errors`` exceptions."""
+    try:
+        yield
+    except grpc.RpcError as exc:
+        raise from_rpc_error(exc, target) from exc

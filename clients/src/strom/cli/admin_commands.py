@@ -1,0 +1,287 @@
+"""``strom topics|leaders|reassign``: administration through the gateway.
+
+Every command takes ``--bootstrap-server`` (env STROM_BOOTSTRAP_SERVERS, default
+localhost:9092). Output is a plain table, or JSON with ``--json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from collections.abc import Sequence
+from dataclasses import asdict
+from typing import Any
+
+from strom.admin import Admin
+from strom.errors import ConfigurationError
+from strom.types import NewTopic, TopicPartition
+
+DEFAULT_BOOTSTRAP = "localhost:9092"
+
+
+def _admin(args: argparse.Namespace) -> Admin:
+    return Admin(bootstrap_servers=args.bootstrap_server, request_timeout_ms=args.timeout_ms)
+
+
+def _pairs(items: Sequence[str], option: str) -> dict[str, str]:
+    pairs = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            raise ConfigurationError(f"{option} expects name=value, got {item!r}")
+        pairs[name.strip()] = value.strip()
+    return pairs
+
+
+def _partition_ref(text: str) -> TopicPartition:
+    topic, sep, index = text.rpartition(":")
+    if not sep or not topic or not index.isdigit():
+        raise ConfigurationError(f"expected topic:partition, got {text!r}")
+    return TopicPartition(topic, int(index))
+
+
+def _ids(text: str) -> list[int]:
+    try:
+        return [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise ConfigurationError(f"expected comma-separated broker ids, got {text!r}") from None
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--bootstrap-server",
+        default=os.environ.get("STROM_BOOTSTRAP_SERVERS", DEFAULT_BOOTSTRAP),
+        help="gateway address (env STROM_BOOTSTRAP_SERVERS; default: %(default)s)",
+    )
+    parser.add_argument("--timeout-ms", type=int, default=30000, help="default: %(default)s")
+    parser.add_argument("--json", action="store_true", help="print JSON")
+
+
+def add_parsers(commands: Any) -> None:
+    topics = commands.add_parser("topics", help="create, list, describe, alter, delete topics")
+    actions = topics.add_subparsers(dest="action", metavar="ACTION", required=True)
+
+    create = actions.add_parser("create", help="create a topic")
+    create.add_argument("name")
+    create.add_argument("--partitions", type=int, default=-1, help="default: num.partitions")
+    create.add_argument(
+        "--replication-factor", type=int, default=-1, help="default: default.replication.factor"
+    )
+    create.add_argument(
+        "--replica-assignment",
+        default="",
+        help="explicit placement: 1:2:3,2:3:1 (broker ids per partition)",
+    )
+    create.add_argument("--config", action="append", default=[], metavar="NAME=VALUE")
+    create.add_argument("--validate-only", action="store_true")
+    _common(create)
+    create.set_defaults(handler=topics_create)
+
+    listing = actions.add_parser("list", help="list topic names")
+    listing.add_argument("--include-internal", action="store_true")
+    _common(listing)
+    listing.set_defaults(handler=topics_list)
+
+    describe = actions.add_parser("describe", help="partitions, leaders, ISR and configs")
+    describe.add_argument("names", nargs="*", help="default: every topic")
+    _common(describe)
+    describe.set_defaults(handler=topics_describe)
+
+    alter = actions.add_parser("alter", help="change configs or raise the partition count")
+    alter.add_argument("name")
+    alter.add_argument("--partitions", type=int, help="new total partition count")
+    alter.add_argument("--add-config", action="append", default=[], metavar="NAME=VALUE")
+    alter.add_argument("--delete-config", action="append", default=[], metavar="NAME")
+    _common(alter)
+    alter.set_defaults(handler=topics_alter)
+
+    delete = actions.add_parser("delete", help="delete topics and their data")
+    delete.add_argument("names", nargs="+")
+    _common(delete)
+    delete.set_defaults(handler=topics_delete)
+
+    leaders = commands.add_parser("leaders", help="leader elections")
+    leader_actions = leaders.add_subparsers(dest="action", metavar="ACTION", required=True)
+    elect = leader_actions.add_parser("elect", help="elect preferred (or unclean) leaders")
+    elect.add_argument("--type", choices=("preferred", "unclean"), default="preferred")
+    elect.add_argument(
+        "--partition",
+        action="append",
+        default=[],
+        metavar="TOPIC:PARTITION",
+        help="default: every partition",
+    )
+    _common(elect)
+    elect.set_defaults(handler=leaders_elect)
+
+    reassign = commands.add_parser("reassign", help="move partitions between nodes")
+    reassign_actions = reassign.add_subparsers(dest="action", metavar="ACTION", required=True)
+    execute = reassign_actions.add_parser("execute", help="start the reassignment in a plan")
+    execute.add_argument(
+        "plan",
+        help='JSON file: {"partitions": [{"topic", "partition", '
+        '"replicas"}]}, as `reassign generate` writes',
+    )
+    execute.add_argument("--throttle", type=int, default=0, help="bytes/s; 0: unthrottled")
+    _common(execute)
+    execute.set_defaults(handler=reassign_execute)
+    verify = reassign_actions.add_parser("verify", help="check whether a plan has completed")
+    verify.add_argument("plan")
+    _common(verify)
+    verify.set_defaults(handler=reassign_verify)
+
+
+def _print(args: argparse.Namespace, value: Any, text: str) -> None:
+    print(json.dumps(value, indent=2, default=str) if args.json else text)
+
+
+def topics_create(args: argparse.Namespace) -> int:
+    assignment = None
+    if args.replica_assignment:
+        assignment = {
+            i: _ids(part.replace(":", ","))
+            for i, part in enumerate(args.replica_assignment.split(","))
+        }
+    topic = NewTopic(
+        args.name,
+        args.partitions,
+        args.replication_factor,
+        assignment,
+        _pairs(args.config, "--config"),
+    )
+    with _admin(args) as admin:
+        admin.create_topics([topic], validate_only=args.validate_only)
+    verb = "would be created" if args.validate_only else "created"
+    _print(
+        args, {"topic": args.name, "created": not args.validate_only}, f"Topic {args.name} {verb}."
+    )
+    return 0
+
+
+def topics_list(args: argparse.Namespace) -> int:
+    with _admin(args) as admin:
+        names = admin.list_topics(include_internal=args.include_internal)
+    _print(args, names, "\n".join(names))
+    return 0
+
+
+def topics_describe(args: argparse.Namespace) -> int:
+    with _admin(args) as admin:
+        topics = admin.describe_topics(args.names or None)
+        configs = {t.name: admin.describe_configs(t.name) for t in topics}
+    if args.json:
+        print(
+            json.dumps(
+                [
+                    {**asdict(t), "configs": {k: asdict(v) for k, v in configs[t.name].items()}}
+                    for t in topics
+                ],
+                indent=2,
+            )
+        )
+        return 0
+    for t in topics:
+        overrides = {k: v.value for k, v in configs[t.name].items() if v.source == "TOPIC"}
+        print(
+            f"Topic: {t.name}\tTopicId: {t.topic_id}\tPartitionCount: {len(t.partitions)}\t"
+            f"ReplicationFactor: {len(t.partitions[0].replicas) if t.partitions else 0}\t"
+            f"Configs: {','.join(f'{k}={v}' for k, v in sorted(overrides.items()))}"
+        )
+        for p in t.partitions:
+            print(
+                f"\tTopic: {t.name}\tPartition: {p.partition}\tLeader: {p.leader}\t"
+                f"LeaderEpoch: {p.leader_epoch}\t"
+                f"Replicas: {','.join(map(str, p.replicas))}\tIsr: {','.join(map(str, p.isr))}"
+                + (
+                    f"\tOffline: {','.join(map(str, p.offline_replicas))}"
+                    if p.offline_replicas
+                    else ""
+                )
+            )
+    return 0
+
+
+def topics_alter(args: argparse.Namespace) -> int:
+    if args.partitions is None and not args.add_config and not args.delete_config:
+        raise ConfigurationError(
+            "nothing to alter: give --partitions, --add-config or --delete-config"
+        )
+    with _admin(args) as admin:
+        if args.add_config or args.delete_config:
+            admin.alter_configs(
+                args.name,
+                set_configs=_pairs(args.add_config, "--add-config"),
+                delete_configs=args.delete_config,
+            )
+        if args.partitions is not None:
+            admin.create_partitions({args.name: args.partitions})
+    _print(args, {"topic": args.name, "altered": True}, f"Topic {args.name} altered.")
+    return 0
+
+
+def topics_delete(args: argparse.Namespace) -> int:
+    with _admin(args) as admin:
+        admin.delete_topics(args.names)
+    _print(args, {"deleted": args.names}, f"Deleted: {', '.join(args.names)}.")
+    return 0
+
+
+def leaders_elect(args: argparse.Namespace) -> int:
+    partitions = [_partition_ref(p) for p in args.partition] or None
+    with _admin(args) as admin:
+        outcome = admin.elect_leaders(args.type, partitions)
+    failed = {
+        tp: code for tp, code in outcome.items() if code not in ("NONE", "ELECTION_NOT_NEEDED")
+    }
+    _print(
+        args,
+        {f"{tp.topic}:{tp.partition}": code for tp, code in outcome.items()},
+        "\n".join(f"{tp.topic}:{tp.partition}\t{code}" for tp, code in sorted(outcome.items())),
+    )
+    return 1 if failed else 0
+
+
+def _read_plan(path: str) -> dict[TopicPartition, list[int]]:
+    try:
+        with open(path) as handle:
+            plan = json.load(handle)
+        return {
+            TopicPartition(p["topic"], int(p["partition"])): [int(r) for r in p["replicas"]]
+            for p in plan["partitions"]
+        }
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ConfigurationError(f"cannot read reassignment plan {path}: {exc}") from exc
+
+
+def reassign_execute(args: argparse.Namespace) -> int:
+    plan = _read_plan(args.plan)
+    with _admin(args) as admin:
+        admin.alter_partition_reassignments(plan, throttle_bytes_per_sec=args.throttle)
+    _print(args, {"started": len(plan)}, f"Reassignment of {len(plan)} partitions started.")
+    return 0
+
+
+def reassign_verify(args: argparse.Namespace) -> int:
+    plan = _read_plan(args.plan)
+    with _admin(args) as admin:
+        ongoing = admin.list_partition_reassignments()
+        current = {
+            TopicPartition(t.name, p.partition): list(p.replicas)
+            for t in admin.describe_topics(sorted({tp.topic for tp in plan}))
+            for p in t.partitions
+        }
+    status = {}
+    for tp, replicas in plan.items():
+        if tp in ongoing:
+            status[tp] = "in progress"
+        elif current.get(tp) == replicas:
+            status[tp] = "complete"
+        else:
+            status[tp] = f"not applied (replicas {current.get(tp)})"
+    _print(
+        args,
+        {f"{tp.topic}:{tp.partition}": s for tp, s in status.items()},
+        "\n".join(f"{tp.topic}:{tp.partition}\t{s}" for tp, s in sorted(status.items())),
+    )
+    return 0 if all(s == "complete" for s in status.values()) else 1

@@ -1,0 +1,1 @@
+"""Strom gateway: the single client entry point of a cluster."""

@@ -1,0 +1,25 @@
+"""Settings of a gateway process."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from strom_server.config import ServerConfig, override, setting
+from strom_server.values import HostPort
+
+__all__ = ["DEFAULT_LISTEN", "GatewayConfig"]
+
+DEFAULT_LISTEN = "127.0.0.1:9092"
+
+
+@dataclass(frozen=True, kw_only=True)
+class GatewayConfig(ServerConfig):
+    """A gateway's settings (docs/gateway.md)."""
+
+    listen: HostPort = override(ServerConfig, "listen", DEFAULT_LISTEN)
+    request_timeout_ms: int = setting(
+        30000,
+        help="how long a forwarded request may take, retries included, without a client deadline",
+        min=100,
+        max=600000,
+    )
