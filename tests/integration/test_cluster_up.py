@@ -14,10 +14,10 @@ import etcd3
 import grpc
 import pytest
 
+from strom import Admin
 from strom.protocol.v1 import common_pb2, storage_pb2
 from strom.protocol.v1.storage_pb2_grpc import StorageNodeStub
 from strom.records import encode_batch
-from strom_server.health_probe import grpc_serving
 
 pytestmark = pytest.mark.integration
 
@@ -46,12 +46,12 @@ def _wait_for_line(process: subprocess.Popen[str], text: str, timeout_s: float) 
 def start_cluster(
     free_port_range: Callable[[int], int],
 ) -> Iterator[Callable[..., subprocess.Popen[str]]]:
-    """Runs `strom cluster up ARGS` (storage nodes on free ports unless ARGS says otherwise)."""
+    """Runs `strom cluster up ARGS` (services on free ports unless ARGS says otherwise)."""
     started: list[subprocess.Popen[str]] = []
 
     def start(*args: str) -> subprocess.Popen[str]:
-        if "--storage-base-port" not in args:
-            args = (*args, "--storage-base-port", str(free_port_range(3)))
+        if "--base-port" not in args:  # gateway, 3 storage nodes, 2 controllers
+            args = (*args, "--base-port", str(free_port_range(6)))
         process = subprocess.Popen(
             [STROM, "cluster", "up", *args],
             stdout=subprocess.PIPE,
@@ -87,7 +87,7 @@ def test_up_serves_until_ctrl_c_and_keeps_its_data(
 ) -> None:
     data_dir = tmp_path / "cluster"
     client_port, peer_port = free_port(), free_port()
-    storage_port = free_port_range(3)
+    base = free_port_range(6)
     args = (
         "--data-dir",
         str(data_dir),
@@ -95,33 +95,34 @@ def test_up_serves_until_ctrl_c_and_keeps_its_data(
         str(client_port),
         "--etcd-peer-port",
         str(peer_port),
-        "--storage-base-port",
-        str(storage_port),
+        "--base-port",
+        str(base),
         "--topics",
         "demo:2",
     )
 
     first = start_cluster(*args)
-    output = _wait_for_line(first, "Press Ctrl-C", 90)
+    output = _wait_for_line(first, "Press Ctrl-C", 120)
     assert any(f"127.0.0.1:{client_port}" in line for line in output)
-    storage_addresses = [f"127.0.0.1:{storage_port + i}" for i in range(3)]
-    assert all(grpc_serving(address) for address in storage_addresses)
-    with grpc.insecure_channel(storage_addresses[0]) as channel:
-        written = (
-            StorageNodeStub(channel)
-            .Produce(
-                storage_pb2.ProduceRequest(
-                    acks=1,
-                    partitions=[
-                        storage_pb2.ProducePartitionData(
-                            topic="demo", partition=1, records=encode_batch([(1, b"k", b"v", None)])
-                        )
-                    ],
-                ),
-                timeout=10,
-            )
-            .partitions[0]
+    assert any("created topics: demo" in line for line in output)
+    gateway = f"127.0.0.1:{base}"
+    assert any(f"bootstrap (gateway): {gateway}" in line for line in output)
+    with Admin(gateway) as admin:
+        cluster = admin.describe_cluster()
+        assert cluster.controller is not None
+        assert sorted(b.node_id for b in cluster.brokers) == [1, 2, 3]
+        (demo,) = admin.describe_topics(["demo"])
+    leader = demo.partitions[1].leader
+    with grpc.insecure_channel(f"127.0.0.1:{base + leader}") as channel:
+        request = storage_pb2.ProduceRequest(
+            acks=1,
+            partitions=[
+                storage_pb2.ProducePartitionData(
+                    topic="demo", partition=1, records=encode_batch([(1, b"k", b"v", None)])
+                )
+            ],
         )
+        written = StorageNodeStub(channel).Produce(request, timeout=10).partitions[0]
     assert written.error_code == 0 and written.base_offset == 0
     status = subprocess.run(
         [STROM, "cluster", "status", "--data-dir", str(data_dir)], capture_output=True, text=True
@@ -136,15 +137,19 @@ def test_up_serves_until_ctrl_c_and_keeps_its_data(
     assert first.wait(30) == 0
     assert _pids_using(data_dir) == []
     stopped = first.stdout.read()  # type: ignore[union-attr]
-    assert "etcd (stopped)" in stopped and "storage-3 (stopped)" in stopped, stopped
+    for name in ("etcd", "controller-1", "controller-2", "storage-3", "gateway"):
+        assert f"{name} (stopped)" in stopped, stopped
     after = subprocess.run(
         [STROM, "cluster", "status", "--data-dir", str(data_dir)], capture_output=True, text=True
     )
     assert after.returncode == 1 and "No cluster is running" in after.stdout
 
     second = start_cluster(*args)
-    _wait_for_line(second, "Press Ctrl-C", 90)
-    with grpc.insecure_channel(storage_addresses[0]) as channel:
+    second_output = _wait_for_line(second, "Press Ctrl-C", 120)
+    assert not any("created topics" in line for line in second_output)  # demo already exists
+    with Admin(gateway) as admin:
+        (demo,) = admin.describe_topics(["demo"])
+    with grpc.insecure_channel(f"127.0.0.1:{base + demo.partitions[1].leader}") as channel:
         offsets = (
             StorageNodeStub(channel)
             .ListOffsets(

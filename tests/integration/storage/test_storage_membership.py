@@ -119,12 +119,15 @@ def test_a_restart_after_kill_9_takes_its_registration_back(
     client: etcd3.Etcd3Client,
 ) -> None:
     node = start_node(*_cluster_flags(etcd, 4))
+    first_epoch = client.get(KEYS.broker(4))[1].create_revision
     assert node.process.popen is not None
     node.process.popen.kill()
     node.process.popen.wait(10)
     port = int(node.address.rsplit(":", 1)[1])
     again = start_node(*_cluster_flags(etcd, 4), data_dir=node.data_dir, port=port)
-    assert decode_value(client.get(KEYS.broker(4))[0])["port"] == port
+    value, meta = client.get(KEYS.broker(4))
+    assert decode_value(value)["port"] == port
+    assert meta.create_revision > first_epoch  # a new broker epoch: the controller sees a restart
     assert again.process.exit_code() is None
 
 

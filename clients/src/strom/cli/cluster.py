@@ -37,17 +37,19 @@ def add_parser(commands: Any) -> None:
     up.add_argument("--host", default="127.0.0.1", help="address to bind (default: %(default)s)")
     up.add_argument("--etcd-client-port", type=int, default=2379, help="default: %(default)s")
     up.add_argument("--etcd-peer-port", type=int, default=2380, help="default: %(default)s")
-    up.add_argument("--storage-nodes", type=int, default=3, help="default: %(default)s")
     up.add_argument(
-        "--storage-base-port",
+        "--base-port",
         type=int,
-        default=9093,
-        help="storage node N listens on this port + N - 1 (default: %(default)s)",
+        default=9092,
+        help="gateway port; storage node N listens on base+N, then the controllers "
+        "(default: %(default)s)",
     )
+    up.add_argument("--storage-nodes", type=int, default=3, help="default: %(default)s")
+    up.add_argument("--controllers", type=int, default=2, help="default: %(default)s")
     up.add_argument(
         "--topics",
         default="",
-        help="partitions hosted on storage node 1 until the controller exists: name:count,...",
+        help="topics to create once up: name:partitions[:replication],... (existing ones are kept)",
     )
     up.add_argument(
         "--ready-timeout",
@@ -70,20 +72,29 @@ def add_parser(commands: Any) -> None:
 
 def cluster_up(args: argparse.Namespace) -> int:
     local = _server_module("strom_server.local_cluster")
-    for option in ("etcd_client_port", "etcd_peer_port", "storage_base_port"):
+    for option in ("etcd_client_port", "etcd_peer_port", "base_port"):
         port = getattr(args, option)
         if not 1 <= port <= 65535:
             raise RuntimeError(f"--{option.replace('_', '-')} {port} is not a TCP port (1-65535)")
-    if not 0 <= args.storage_nodes <= 100:
-        raise RuntimeError(f"--storage-nodes {args.storage_nodes} must be between 0 and 100")
+    if not 1 <= args.storage_nodes <= 100:
+        raise RuntimeError(f"--storage-nodes {args.storage_nodes} must be between 1 and 100")
+    if not 1 <= args.controllers <= 9:
+        raise RuntimeError(f"--controllers {args.controllers} must be between 1 and 9")
+    topics = tuple(t for t in args.topics.split(",") if t)
+    for topic in topics:
+        try:
+            local.parse_topic_spec(topic)
+        except ValueError as exc:
+            raise RuntimeError(f"--topics: {exc}") from None
     spec = local.LocalClusterSpec(
         data_dir=args.data_dir.resolve(),
         host=args.host,
         etcd_client_port=args.etcd_client_port,
         etcd_peer_port=args.etcd_peer_port,
         storage_nodes=args.storage_nodes,
-        storage_base_port=args.storage_base_port,
-        topics=tuple(t for t in args.topics.split(",") if t),
+        base_port=args.base_port,
+        controllers=args.controllers,
+        topics=topics,
     )
     print(f"Starting the Strom cluster in {spec.data_dir} ...", flush=True)
     return int(

@@ -1,10 +1,9 @@
 """The embedded default cluster behind ``strom cluster up``: local processes, one data directory.
 
-Today it runs etcd (the metadata store every service needs) and three storage nodes; each
-service issue adds its processes here (two controllers, a coordinator, a gateway), so that
-``strom cluster up``, the docker-compose file and the integration tests share one definition.
-Services are started by module name (``python -m strom_storage``): this package never imports
-them. Until the controller assigns partitions, ``topics`` are hosted by the first storage node.
+It runs etcd, two controllers, three storage nodes and a gateway (the coordinator joins with
+its issue), so that ``strom cluster up``, the docker-compose file and the integration tests
+share one definition. Services are started by module name (``python -m strom_storage``): this
+package never imports them.
 
 Directory layout under ``data_dir``::
 
@@ -28,6 +27,7 @@ from pathlib import Path
 
 import structlog
 
+from strom import Admin, NewTopic, StromError
 from strom_server.etcd_binary import find_etcd
 from strom_server.etcd_process import etcd_argv, etcd_is_healthy
 from strom_server.health_probe import grpc_serving
@@ -46,48 +46,80 @@ class ClusterAlreadyRunningError(RuntimeError):
 
 @dataclass(frozen=True)
 class LocalClusterSpec:
-    """Where the embedded cluster keeps its data and which loopback ports it uses."""
+    """Where the embedded cluster keeps its data and which loopback ports it uses.
+
+    Ports from ``base_port`` (default 9092): the gateway on ``base_port``, storage node N on
+    ``base_port + N``, then the controllers.
+    """
 
     data_dir: Path
     host: str = "127.0.0.1"
     etcd_client_port: int = 2379
     etcd_peer_port: int = 2380
+    base_port: int = 9092
     storage_nodes: int = 3
-    storage_base_port: int = 9093
-    #: Partitions hosted before a controller exists (``name:count``), on the first node.
+    controllers: int = 2
+    #: Topics to create once the cluster is up: ``name:partitions[:replication factor]``.
     topics: tuple[str, ...] = ()
 
     @property
     def etcd_endpoint(self) -> str:
         return f"http://{self.host}:{self.etcd_client_port}"
 
-    def processes(self) -> list[ManagedProcess]:
-        """Every process of the cluster, in start order."""
-        return [self._etcd(), *(self._storage_node(i) for i in range(1, self.storage_nodes + 1))]
+    @property
+    def gateway_address(self) -> str:
+        return f"{self.host}:{self.base_port}"
 
     def storage_address(self, node_id: int) -> str:
-        return f"{self.host}:{self.storage_base_port + node_id - 1}"
+        return f"{self.host}:{self.base_port + node_id}"
 
-    def _storage_node(self, node_id: int) -> ManagedProcess:
-        address = self.storage_address(node_id)
+    def controller_address(self, controller_id: int) -> str:
+        return f"{self.host}:{self.base_port + self.storage_nodes + controller_id}"
+
+    def processes(self) -> list[ManagedProcess]:
+        """Every process of the cluster, in start order (each ready before the next)."""
+        return [
+            self._etcd(),
+            *(self._controller(i) for i in range(1, self.controllers + 1)),
+            *(self._storage_node(i) for i in range(1, self.storage_nodes + 1)),
+            self._gateway(),
+        ]
+
+    def _service(self, name: str, module: str, address: str, *flags: str) -> ManagedProcess:
         argv = [
-            sys.executable, "-m", "strom_storage",
-            "--node-id", str(node_id),
-            "--rack", f"rack-{node_id}",
+            sys.executable, "-m", module,
             "--listen", address,
-            "--log-dirs", str(self.data_dir / f"storage-{node_id}"),
-            # Standalone until controllers join the local cluster (they assign partitions).
-            "--etcd-endpoints", "",
+            "--etcd-endpoints", f"{self.host}:{self.etcd_client_port}",
+            *flags,
         ]  # fmt: skip
-        if node_id == 1 and self.topics:
-            argv += ["--topics", ",".join(self.topics)]
         return ManagedProcess(
-            name=f"storage-{node_id}",
+            name=name,
             argv=argv,
-            log_path=self.data_dir / "logs" / f"storage-{node_id}.log",
+            log_path=self.data_dir / "logs" / f"{name}.log",
             ready=lambda: grpc_serving(address),
             address=address,
         )
+
+    def _controller(self, controller_id: int) -> ManagedProcess:
+        return self._service(
+            f"controller-{controller_id}",
+            "strom_controller",
+            self.controller_address(controller_id),
+            "--controller-id", str(controller_id),
+        )  # fmt: skip
+
+    def _storage_node(self, node_id: int) -> ManagedProcess:
+        return self._service(
+            f"storage-{node_id}",
+            "strom_storage",
+            self.storage_address(node_id),
+            "--node-id", str(node_id),
+            "--rack", f"rack-{node_id}",
+            "--log-dirs", str(self.data_dir / f"storage-{node_id}"),
+        )  # fmt: skip
+
+    def _gateway(self) -> ManagedProcess:
+        return self._service("gateway", "strom_gateway", self.gateway_address)
 
     def _etcd(self) -> ManagedProcess:
         argv = etcd_argv(
@@ -107,10 +139,54 @@ class LocalClusterSpec:
         )
 
     def ports(self) -> dict[str, int]:
-        ports = {"etcd client": self.etcd_client_port, "etcd peer": self.etcd_peer_port}
+        ports = {"etcd client": self.etcd_client_port, "etcd peer": self.etcd_peer_port,
+                 "gateway": self.base_port}  # fmt: skip
         for node_id in range(1, self.storage_nodes + 1):
-            ports[f"storage node {node_id}"] = self.storage_base_port + node_id - 1
+            ports[f"storage node {node_id}"] = self.base_port + node_id
+        for controller_id in range(1, self.controllers + 1):
+            ports[f"controller {controller_id}"] = (
+                self.base_port + self.storage_nodes + controller_id
+            )
         return ports
+
+
+def parse_topic_spec(spec: str) -> NewTopic:
+    """``name:partitions[:replication factor]`` -> NewTopic (defaults: 1 partition, RF 1)."""
+    parts = spec.split(":")
+    try:
+        counts = [int(p) for p in parts[1:3]]
+    except ValueError:
+        raise ValueError(f"topic spec {spec!r}: expected name:partitions[:replication]") from None
+    if not parts[0] or len(parts) > 3 or any(c < 1 for c in counts):
+        raise ValueError(f"topic spec {spec!r}: expected name:partitions[:replication]")
+    partitions = counts[0] if counts else 1
+    replication = counts[1] if len(counts) > 1 else 1
+    return NewTopic(parts[0], partitions, replication)
+
+
+def create_topics(spec: LocalClusterSpec, timeout_s: float = 60.0) -> list[str]:
+    """Create ``spec.topics`` through the gateway (existing ones are left as they are);
+    waits for the controller and the storage nodes to be known first."""
+    wanted = [parse_topic_spec(t) for t in spec.topics]
+    if not wanted:
+        return []
+    deadline = time.monotonic() + timeout_s
+    with Admin(spec.gateway_address, request_timeout_ms=int(timeout_s * 1000)) as admin:
+        while True:
+            try:
+                cluster = admin.describe_cluster()
+                if cluster.controller is not None and len(cluster.brokers) >= spec.storage_nodes:
+                    break
+            except StromError:
+                pass
+            if time.monotonic() > deadline:
+                raise ProcessFailedError("the controller did not see every storage node in time")
+            time.sleep(0.2)
+        existing = set(admin.list_topics(include_internal=True))
+        created = [t for t in wanted if t.name not in existing]
+        if created:
+            admin.create_topics(created)
+        return [t.name for t in created]
 
 
 def port_in_use(host: str, port: int) -> bool:
@@ -171,7 +247,7 @@ def _write_state(spec: LocalClusterSpec, processes: list[ManagedProcess]) -> Non
         "started_at": time.time(),
         "supervisor_pid": os.getpid(),
         "etcd_endpoints": [spec.etcd_endpoint],
-        "storage_nodes": [spec.storage_address(i) for i in range(1, spec.storage_nodes + 1)],
+        "gateway": spec.gateway_address,
         "processes": {
             p.name: {"pid": p.pid, "address": p.address, "log": str(p.log_path)} for p in processes
         },
@@ -215,10 +291,11 @@ def run_cluster(
         )
         _write_state(spec, processes)
         announce(f"Strom cluster is up (data in {spec.data_dir}).")
-        announce(f"  etcd endpoints: {spec.etcd_endpoint}")
-        storage = [spec.storage_address(i) for i in range(1, spec.storage_nodes + 1)]
-        if storage:
-            announce(f"  storage nodes:  {', '.join(storage)}")
+        created = create_topics(spec)
+        if created:
+            announce(f"  created topics: {', '.join(created)}")
+        announce(f"  bootstrap (gateway): {spec.gateway_address}")
+        announce(f"  etcd endpoints:      {spec.etcd_endpoint}")
         announce("Press Ctrl-C to stop.")
         status = 0
         while not stop_requested:

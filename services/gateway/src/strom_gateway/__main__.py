@@ -8,12 +8,13 @@ from strom_gateway.controller_locator import ControllerLocator
 from strom_gateway.routing import ControllerRouter
 from strom_gateway.servicer import GatewayServicer
 from strom_server.cluster_keys import ClusterKeys
+from strom_server.etcd_store import EtcdStore
 from strom_server.grpc_server import GrpcServer
 from strom_server.runner import run_service
 
 
 async def build(config: GatewayConfig, server: GrpcServer) -> None:
-    locator = ControllerLocator(config.etcd_endpoints, ClusterKeys(config.etcd_prefix))
+    locator = ControllerLocator(EtcdStore(config.etcd_endpoints), ClusterKeys(config.etcd_prefix))
     await locator.start()
     router = ControllerRouter(locator, max_message_size=int(config.max_message_size))
     servicer = GatewayServicer(router, default_timeout_s=config.request_timeout_ms / 1000)

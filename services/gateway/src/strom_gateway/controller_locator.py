@@ -1,20 +1,21 @@
 """Where the active controller is: ``P/controller/leader`` in etcd, followed by a watch.
 
-Thread-safety: ``address`` may be read from any thread; the etcd watch callback updates it.
+``EtcdStore`` retries lost connections and resumes the watch after the last revision it saw,
+so the address stays current across etcd outages; ``refresh`` re-reads the key on demand (a
+forwarded call that hit a deposed controller asks for it).
+
+Thread-safety: one event loop.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import threading
-from typing import Any
 
-import etcd3
 import structlog
 
 from strom_server.cluster_keys import ClusterKeys, decode_value
-from strom_server.etcd_client import connect_etcd
+from strom_server.etcd_store import EtcdStore, WatchCompactedError
 
 log = structlog.get_logger(__name__)
 
@@ -24,55 +25,41 @@ __all__ = ["ControllerLocator"]
 class ControllerLocator:
     """The active controller's ``host:port``, kept current from etcd."""
 
-    def __init__(self, endpoints: tuple[str, ...], keys: ClusterKeys) -> None:
-        self._endpoints = endpoints
-        self._keys = keys
-        self._client: etcd3.Etcd3Client | None = None
-        self._watch_id: int | None = None
-        self._lock = threading.Lock()
+    def __init__(self, store: EtcdStore, keys: ClusterKeys) -> None:
+        self._store = store
+        self._key = keys.controller_leader
         self._address: str | None = None
-        self._changed = asyncio.Event()
-        self._loop: asyncio.AbstractEventLoop | None = None
+        self._task: asyncio.Task[None] | None = None
 
     @property
     def address(self) -> str | None:
-        with self._lock:
-            return self._address
+        return self._address
 
     async def start(self) -> None:
-        self._loop = asyncio.get_running_loop()
-        self._client = await asyncio.to_thread(connect_etcd, self._endpoints)
-        await self.refresh()
+        revision = await self._read()
+        self._task = asyncio.ensure_future(self._watch(revision + 1))
 
     async def refresh(self) -> str | None:
-        """Read the leader key again and (re)start the watch; returns the address."""
-        assert self._client is not None
-        await asyncio.to_thread(self._read_and_watch)
-        return self.address
+        """Read the leader key now; returns the address (None when no controller is active)."""
+        await self._read()
+        return self._address
 
-    def _read_and_watch(self) -> None:
-        assert self._client is not None
-        response = self._client.get_response(self._keys.controller_leader)
-        value = response.kvs[0].value if response.kvs else None
-        self._set(value)
-        if self._watch_id is not None:
-            with contextlib.suppress(Exception):
-                self._client.cancel_watch(self._watch_id)
-        self._watch_id = self._client.add_watch_callback(
-            self._keys.controller_leader,
-            self._on_event,
-            start_revision=int(response.header.revision) + 1,
-        )
+    async def _read(self) -> int:
+        kvs, revision = await self._store.get_prefix(self._key)
+        current = next((kv.value for kv in kvs if kv.key == self._key), None)
+        self._set(current)
+        return revision
 
-    def _on_event(self, response: Any) -> None:
-        if isinstance(response, Exception):
-            log.warning(
-                "controller watch failed; will re-read on next request", error=str(response)
-            )
-            self._set(None)
-            return
-        for event in response.events:
-            self._set(None if isinstance(event, etcd3.events.DeleteEvent) else event.value)
+    async def _watch(self, revision: int) -> None:
+        while True:
+            try:
+                async for batch in self._store.watch_prefix(self._key, revision):
+                    for event in batch.events:
+                        if event.kv.key == self._key:
+                            self._set(None if event.kind == "delete" else event.kv.value)
+                    revision = batch.revision + 1
+            except WatchCompactedError:
+                revision = await self._read() + 1
 
     def _set(self, raw: bytes | None) -> None:
         address = None
@@ -82,16 +69,13 @@ class ControllerLocator:
                 address = f"{leader['host']}:{int(leader['port'])}"
             except (ValueError, KeyError, TypeError) as exc:
                 log.error("unreadable controller leader key", error=str(exc))
-        with self._lock:
-            changed, self._address = address != self._address, address
-        if changed:
+        if address != self._address:
             log.info("active controller", address=address)
+        self._address = address
 
     async def close(self) -> None:
-        if self._client is None:
-            return
-        with contextlib.suppress(Exception):
-            if self._watch_id is not None:
-                await asyncio.to_thread(self._client.cancel_watch, self._watch_id)
-        with contextlib.suppress(Exception):
-            await asyncio.to_thread(self._client.close)
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._task
+        await self._store.close()

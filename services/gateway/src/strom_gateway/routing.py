@@ -39,7 +39,7 @@ def mentions_not_controller(message: Message) -> bool:
         if field.name == "error_code" and value == ErrorCode.NOT_CONTROLLER:
             return True
         if field.message_type is not None:
-            values = value if field.label == field.LABEL_REPEATED else [value]
+            values = value if field.is_repeated else [value]
             if any(isinstance(v, Message) and mentions_not_controller(v) for v in values):
                 return True
     return False

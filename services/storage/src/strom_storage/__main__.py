@@ -10,6 +10,7 @@ from strom.errors import ConfigurationError
 from strom.protocol.v1.storage_pb2_grpc import add_StorageNodeServicer_to_server
 from strom_server.clock import SystemClock
 from strom_server.cluster_keys import ClusterKeys
+from strom_server.etcd_store import EtcdStore
 from strom_server.grpc_server import GrpcServer
 from strom_server.logs import get_logger
 from strom_server.runner import run_service
@@ -61,7 +62,7 @@ async def build(config: StorageConfig, server: GrpcServer) -> None:
         host, port = config.advertised()
         link = ClusterLink(
             replicas,
-            endpoints=config.etcd_endpoints,
+            store=EtcdStore(config.etcd_endpoints),
             keys=ClusterKeys(config.etcd_prefix),
             node_id=config.node_id,
             host=host,

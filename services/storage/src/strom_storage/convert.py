@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from strom.errors import BrokerResponseError, InvalidRequestError
 from strom.protocol.v1 import common_pb2, storage_pb2
@@ -24,6 +25,11 @@ _SPEC_TIMESTAMPS = {
     common_pb2.LATEST: LATEST_TIMESTAMP,
     common_pb2.MAX_TIMESTAMP: MAX_TIMESTAMP,
 }
+
+
+def requested_epoch(partition: Any) -> int:
+    """The leader epoch a request names, or -1 (skip the check) when it names none."""
+    return partition.current_leader_epoch if partition.HasField("current_leader_epoch") else -1
 
 
 def error_fields(error: BrokerResponseError | None) -> tuple[int, str]:
@@ -61,7 +67,7 @@ def fetch_requests(request: storage_pb2.FetchRequest) -> list[FetchPartitionRequ
             partition=p.partition,
             fetch_offset=p.fetch_offset,
             partition_max_bytes=p.partition_max_bytes or DEFAULT_PARTITION_MAX_BYTES,
-            current_leader_epoch=p.current_leader_epoch,
+            current_leader_epoch=requested_epoch(p),
         )
         for p in request.partitions
     ]

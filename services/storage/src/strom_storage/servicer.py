@@ -95,7 +95,7 @@ class StorageServicer(storage_pb2_grpc.StorageNodeServicer):
                     p.partition,
                     timestamp,
                     replica_id=request.replica_id,
-                    current_leader_epoch=p.current_leader_epoch,
+                    current_leader_epoch=convert.requested_epoch(p),
                 )
             response.partitions.append(convert.list_offsets_partition(result))
         return response
@@ -106,7 +106,7 @@ class StorageServicer(storage_pb2_grpc.StorageNodeServicer):
         response = storage_pb2.OffsetForLeaderEpochResponse()
         for p in request.partitions:
             error, epoch, end = self.replicas.end_offset_for_epoch(
-                p.topic, p.partition, p.leader_epoch, p.current_leader_epoch
+                p.topic, p.partition, p.leader_epoch, convert.requested_epoch(p)
             )
             code, message = convert.error_fields(error)
             response.partitions.add(

@@ -1,0 +1,1 @@
+"""Strom controller service: election, cluster metadata in etcd, topic administration."""

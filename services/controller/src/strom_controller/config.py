@@ -1,0 +1,105 @@
+"""Settings of a controller: identity, election lease, topic-creation defaults.
+
+Kafka names are used where Kafka has the setting (``auto.create.topics.enable``,
+``num.partitions``, ``default.replication.factor``); ``controller.session.timeout.ms`` is the
+TTL of the election lease. ``topic.config.defaults`` seeds the cluster-wide broker defaults of
+topic configs (the etcd key ``<prefix>/config/brokers``) the first time a controller becomes
+active; afterwards that key, changed through IncrementalAlterConfigs, is the source of truth.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from strom.topic_config import TopicConfig
+from strom_server.config import ServerConfig, override, setting
+from strom_server.values import HostPort, split_host_port
+
+__all__ = ["DEFAULT_LISTEN", "ControllerConfig", "parse_config_pairs"]
+
+DEFAULT_LISTEN = "127.0.0.1:9094"
+_INT_MAX = (1 << 31) - 1
+
+
+def parse_config_pairs(items: tuple[str, ...]) -> dict[str, str]:
+    """``("retention.ms=1000", ...)`` -> ``{"retention.ms": "1000"}``; ValueError if malformed."""
+    out: dict[str, str] = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip():
+            raise ValueError(f"expected name=value, got {item!r}")
+        out[name.strip()] = value.strip()
+    return out
+
+
+def _check_topic_defaults(items: tuple[str, ...]) -> str | None:
+    try:
+        TopicConfig.from_props(parse_config_pairs(items))
+    except ValueError as exc:  # ConfigurationError is a ValueError
+        return str(exc)
+    return None
+
+
+def _check_advertised(text: str) -> str | None:
+    if not text:
+        return None
+    try:
+        split_host_port(text)
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
+@dataclass(frozen=True, kw_only=True)
+class ControllerConfig(ServerConfig):
+    """A controller's settings (docs/controller.md explains each one)."""
+
+    listen: HostPort = override(ServerConfig, "listen", DEFAULT_LISTEN)
+    controller_id: int = setting(
+        1, help="this controller's id, unique among the controllers", min=0, max=_INT_MAX
+    )
+    advertised_listen: str = setting(
+        "",
+        help="host:port other processes reach this controller at (default: listen's host and "
+        "the bound port)",
+        check=_check_advertised,
+    )
+    session_timeout_ms: int = setting(
+        6000,
+        name="controller.session.timeout.ms",
+        help="TTL of the election lease: a dead controller is replaced within about twice this",
+        min=1000,
+        max=600_000,
+    )
+    auto_create_topics_enable: bool = setting(
+        True,
+        name="auto.create.topics.enable",
+        help="create a missing topic when a Metadata request allows it",
+    )
+    num_partitions: int = setting(
+        1, name="num.partitions", help="partition count of topics created without one", min=1,
+        max=_INT_MAX,
+    )  # fmt: skip
+    default_replication_factor: int = setting(
+        1, name="default.replication.factor", help="replication factor of topics created without "
+        "one", min=1, max=32767,
+    )  # fmt: skip
+    topic_config_defaults: tuple[str, ...] = setting(
+        (),
+        name="topic.config.defaults",
+        help="cluster-wide topic config defaults as name=value (seeds <prefix>/config/brokers "
+        "once)",
+        check=_check_topic_defaults,
+    )
+    etcd_retry_backoff_max_ms: int = setting(
+        2000, help="longest pause between retries while etcd is unreachable", min=10,
+        max=60_000,
+    )  # fmt: skip
+
+    @property
+    def lease_ttl_s(self) -> int:
+        """The election lease TTL in whole seconds (etcd leases have second granularity)."""
+        return max(1, round(self.session_timeout_ms / 1000))
+
+    def broker_topic_defaults(self) -> dict[str, str]:
+        return parse_config_pairs(self.topic_config_defaults)
