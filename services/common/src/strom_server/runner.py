@@ -25,6 +25,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import TypeVar
 
 from strom.errors import ConfigurationError
+from strom_server.allocator import tune_allocator
 from strom_server.config import ServerConfig, config_items, load_config
 from strom_server.grpc_server import GrpcServer
 from strom_server.logs import configure_logging, get_logger
@@ -68,7 +69,7 @@ def run_service(
         print(f"{service_name}: configuration error: {exc}", file=sys.stderr)
         return 2
     configure_logging(config.log_level, config.log_format, service=service_name)
-    log.info("starting", config=config_items(config))
+    log.info("starting", config=config_items(config), allocator_tuned=tune_allocator())
     try:
         telemetry = setup_telemetry(service_name, config.metrics_listen, config.otlp_endpoint)
     except OSError:
