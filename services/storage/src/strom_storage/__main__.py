@@ -7,7 +7,6 @@ setting; docs/storage.md explains them).
 from __future__ import annotations
 
 from strom.errors import ConfigurationError
-from strom.protocol.v1.storage_pb2_grpc import add_StorageNodeServicer_to_server
 from strom_server.clock import SystemClock
 from strom_server.cluster_keys import ClusterKeys
 from strom_server.etcd_store import EtcdStore
@@ -19,7 +18,7 @@ from strom_storage.log.cleaner.manager import LogCleaner
 from strom_storage.log.log_manager import LogManager
 from strom_storage.membership.cluster_link import ClusterLink
 from strom_storage.node import ReplicaManager
-from strom_storage.servicer import StorageServicer
+from strom_storage.servicer import StorageServicer, add_to_server
 from strom_storage.stats import NodeStats
 
 log = get_logger(__name__)
@@ -77,7 +76,7 @@ async def build(config: StorageConfig, server: GrpcServer) -> None:
             replicas.close()
             raise
     replicas.logs.start()
-    server.add_service(add_StorageNodeServicer_to_server, StorageServicer(replicas))
+    server.add_service(add_to_server, StorageServicer(replicas))
 
     async def close() -> None:
         if link is not None:

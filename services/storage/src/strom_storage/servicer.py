@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from typing import Any
 
 import grpc
 
@@ -11,7 +12,46 @@ from strom.protocol.v1 import storage_pb2, storage_pb2_grpc
 from strom_storage import convert
 from strom_storage.node import ListOffsetsResult, ReplicaManager
 
-__all__ = ["StorageServicer"]
+__all__ = ["StorageServicer", "add_to_server"]
+
+PRE_ENCODED_METHODS = ("Fetch", "FetchStream")
+
+
+def _serialize(response: Any) -> bytes:
+    """Pre-encoded responses pass through; messages serialize as usual."""
+    return response if isinstance(response, bytes) else response.SerializeToString()
+
+
+class _PreEncodedResponses:
+    """Registers the generated handlers with ``_serialize`` for the fetch methods, so that a
+    fetch's record bytes are copied once into the response instead of through a message."""
+
+    def __init__(self, server: Any) -> None:
+        self._server = server
+
+    def add_generic_rpc_handlers(self, handlers: Any) -> None:
+        """Replaced by the registered handlers below (same methods)."""
+
+    def add_registered_method_handlers(self, service: str, handlers: dict[str, Any]) -> None:
+        patched = {
+            name: handler._replace(response_serializer=_serialize)
+            if name in PRE_ENCODED_METHODS
+            else handler
+            for name, handler in handlers.items()
+        }
+        self._server.add_generic_rpc_handlers(
+            (grpc.method_handlers_generic_handler(service, patched),)
+        )
+        self._server.add_registered_method_handlers(service, patched)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._server, name)
+
+
+def add_to_server(servicer: StorageServicer, server: Any) -> None:
+    """``add_StorageNodeServicer_to_server`` with pre-encoded fetch responses."""
+    storage_pb2_grpc.add_StorageNodeServicer_to_server(servicer, _PreEncodedResponses(server))
+
 
 #: Produce requests one ProduceStream may have in flight before the server stops reading more.
 MAX_IN_FLIGHT_PER_STREAM = 32
@@ -62,7 +102,8 @@ class StorageServicer(storage_pb2_grpc.StorageNodeServicer):
 
     async def Fetch(
         self, request: storage_pb2.FetchRequest, context: grpc.aio.ServicerContext
-    ) -> storage_pb2.FetchResponse:
+    ) -> bytes:
+        """Answers with the serialized FetchResponse (see ``add_to_server``)."""
         results = await self.replicas.fetch(
             convert.fetch_requests(request),
             replica_id=request.replica_id,
@@ -70,13 +111,13 @@ class StorageServicer(storage_pb2_grpc.StorageNodeServicer):
             min_bytes=request.min_bytes,
             max_bytes=convert.fetch_max_bytes(request),
         )
-        return convert.fetch_response(request.correlation_id, results)
+        return convert.encode_fetch_response(request.correlation_id, results)
 
     async def FetchStream(
         self,
         request_iterator: AsyncIterator[storage_pb2.FetchRequest],
         context: grpc.aio.ServicerContext,
-    ) -> AsyncIterator[storage_pb2.FetchResponse]:
+    ) -> AsyncIterator[bytes]:
         async for request in request_iterator:
             yield await self.Fetch(request, context)
 
