@@ -91,7 +91,7 @@ def fetch_response(
             high_watermark=r.high_watermark,
             last_stable_offset=r.high_watermark,
             log_start_offset=r.log_start_offset,
-            records=r.records,
+            records=bytes(r.records),
             preferred_read_replica=-1,
         )
     return response
@@ -112,7 +112,7 @@ def _int_field(tag: int, value: int) -> bytes:
     return bytes((tag,)) + _varint(value) if value else b""
 
 
-def _len_field(tag: int, data: bytes) -> list[bytes]:
+def _len_field(tag: int, data: bytes | memoryview) -> list[bytes | memoryview]:
     return [bytes((tag,)), _varint(len(data)), data] if data else []
 
 
@@ -120,7 +120,7 @@ def encode_fetch_response(correlation_id: int, results: Sequence[FetchPartitionR
     """The serialized FetchResponse, byte for byte what ``fetch_response(...)
     .SerializeToString()`` gives, built with one copy of the record bytes instead of three
     (into the message, out of it, into gRPC). Field numbers: storage.proto."""
-    parts: list[bytes] = [_int_field(0x08, correlation_id)]
+    parts: list[bytes | memoryview] = [_int_field(0x08, correlation_id)]
     for r in results:
         code, message = error_fields(r.error)
         body = [

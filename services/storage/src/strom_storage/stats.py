@@ -43,7 +43,7 @@ class NodeStats:
         self._bytes_in.add(size, attributes)
         self._records_in.add(records, attributes)
 
-    def record_out(self, topic: str, data: bytes) -> None:
+    def record_out(self, topic: str, data: bytes | memoryview) -> None:
         attributes = {"topic": topic}
         self._bytes_out.add(len(data), attributes)
         try:  # headers only: a fetch never decodes records

@@ -182,7 +182,7 @@ class LocalLog:
         max_offset: int | None,
         min_one_batch: bool,
         end: LogEnd | None = None,
-    ) -> bytes:
+    ) -> bytes | memoryview:
         """Raw whole batches from one segment, starting with the batch holding ``start_offset``.
 
         Like Kafka, one call reads from one segment; the next fetch continues in the next.

@@ -113,7 +113,7 @@ class AppendInfo:
 class FetchData:
     """Raw bytes of whole batches plus the offsets a Fetch response reports."""
 
-    records: bytes
+    records: bytes | memoryview
     fetch_offset: int
     high_watermark: int
     log_start_offset: int

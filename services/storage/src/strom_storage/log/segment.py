@@ -311,7 +311,7 @@ class LogSegment:
         max_position: int | None = None,
         max_offset: int | None = None,
         min_one_batch: bool = True,
-    ) -> tuple[int, bytes] | None:
+    ) -> tuple[int, bytes | memoryview] | None:
         """Raw bytes of whole batches from the one holding ``start_offset``.
 
         Stops before ``max_bytes`` would be exceeded, at ``max_position`` (a byte position) and
@@ -335,7 +335,8 @@ class LogSegment:
         want = min(max_bytes, end - position)
         data = self._pread(want, position)
         cut = _whole_batches_prefix(data, max_offset)
-        return position, data[:cut] if cut < len(data) else data
+        # A view, not a copy: a fetch cut short of its limit must not copy a MiB to drop a tail.
+        return position, memoryview(data)[:cut] if cut < len(data) else data
 
     def find_offset_by_timestamp(
         self, timestamp: int, starting_offset: int = 0

@@ -97,7 +97,7 @@ class FetchPartitionResult:
     error: BrokerResponseError | None = None
     high_watermark: int = -1
     log_start_offset: int = -1
-    records: bytes = b""
+    records: bytes | memoryview = b""
 
 
 @dataclass(frozen=True, slots=True)
