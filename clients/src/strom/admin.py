@@ -126,7 +126,8 @@ class Admin:
         described = []
         for t in response.topics:  # type: ignore[attr-defined]
             if t.error_code and names:
-                raise for_code(t.error_code, t.name)
+                # Metadata has no error message: name the code, not just the topic.
+                raise for_code(t.error_code, f"{t.name}: {common_pb2.ErrorCode.Name(t.error_code)}")
             partitions = tuple(
                 PartitionDescription(
                     partition=p.partition,

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any
@@ -239,6 +240,14 @@ def leaders_elect(args: argparse.Namespace) -> int:
         {f"{tp.topic}:{tp.partition}": code for tp, code in outcome.items()},
         "\n".join(f"{tp.topic}:{tp.partition}\t{code}" for tp, code in sorted(outcome.items())),
     )
+    if failed:  # a failure is also one line on stderr, like every other command's
+        print(
+            f"strom: error: election failed for {len(failed)} partition(s): "
+            + ", ".join(
+                f"{tp.topic}:{tp.partition} ({code})" for tp, code in sorted(failed.items())
+            ),
+            file=sys.stderr,
+        )
     return 1 if failed else 0
 
 
@@ -246,12 +255,21 @@ def _read_plan(path: str) -> dict[TopicPartition, list[int]]:
     try:
         with open(path) as handle:
             plan = json.load(handle)
-        return {
-            TopicPartition(p["topic"], int(p["partition"])): [int(r) for r in p["replicas"]]
-            for p in plan["partitions"]
-        }
+        parsed = {}
+        for p in plan["partitions"]:
+            # A string would be read digit by digit, and an empty list cancels a reassignment.
+            if not isinstance(p["replicas"], list) or not p["replicas"]:
+                raise ValueError(
+                    f"replicas of {p['topic']}:{p['partition']} must be a non-empty list"
+                )
+            parsed[TopicPartition(p["topic"], int(p["partition"]))] = [
+                int(r) for r in p["replicas"]
+            ]
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise ConfigurationError(f"cannot read reassignment plan {path}: {exc}") from exc
+    if not parsed:
+        raise ConfigurationError(f"reassignment plan {path} lists no partitions")
+    return parsed
 
 
 def reassign_execute(args: argparse.Namespace) -> int:

@@ -1,0 +1,270 @@
+"""A real local cluster (etcd, 2 controllers, 3 storage nodes, gateway) for the admin tests,
+the ``strom`` CLI run as a subprocess against it, and small polling helpers.
+
+Imported by the tests of this folder (a unique module name: test folders are not packages).
+One cluster serves a whole test module (``cluster`` is module-scoped); every process it
+started, including restarted ones, is stopped at teardown even when a test failed."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import etcd3
+import grpc
+import pytest
+
+from strom import Admin
+from strom.protocol.v1 import controller_pb2, controller_pb2_grpc
+from strom.types import TopicDescription
+from strom_server.local_cluster import LocalClusterSpec
+from strom_server.supervisor import ManagedProcess
+
+STROM = str(Path(sys.executable).parent / "strom")
+STORAGE_NODES = 3
+#: gateway, 3 storage nodes, 2 controllers on consecutive ports from the base port
+SERVICE_PORTS = 6
+
+
+def wait_until(condition: Callable[[], Any], timeout_s: float = 20.0, what: str = "") -> Any:
+    """Poll ``condition`` until it returns something truthy; fail the test after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout_s} s waiting for {what or condition}")
+        time.sleep(0.1)
+
+
+def _bind_free(port: int = 0) -> socket.socket:
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", port))
+    return sock
+
+
+def free_port() -> int:
+    with _bind_free() as sock:
+        return int(sock.getsockname()[1])
+
+
+def free_port_range(count: int) -> int:
+    """The first of ``count`` consecutive free loopback ports."""
+    for _ in range(200):
+        base = free_port()
+        if base + count > 65535:
+            continue
+        socks: list[socket.socket] = []
+        try:
+            for port in range(base, base + count):
+                socks.append(_bind_free(port))
+        except OSError:
+            continue
+        finally:
+            for sock in socks:
+                sock.close()
+        return base
+    raise RuntimeError(f"no {count} consecutive free ports found")
+
+
+@dataclass
+class CliResult:
+    args: tuple[str, ...]
+    returncode: int
+    stdout: str
+    stderr: str
+
+    def json(self) -> Any:
+        assert self.returncode == 0, self.explain()
+        return json.loads(self.stdout)
+
+    def explain(self) -> str:
+        return (
+            f"strom {' '.join(self.args)} -> exit {self.returncode}\n"
+            f"stdout: {self.stdout!r}\nstderr: {self.stderr!r}"
+        )
+
+
+def run_strom(*args: str, timeout_s: float = 60.0) -> CliResult:
+    completed = subprocess.run(
+        [STROM, *args], capture_output=True, text=True, timeout=timeout_s, stdin=subprocess.DEVNULL
+    )
+    return CliResult(args, completed.returncode, completed.stdout, completed.stderr)
+
+
+def assert_ok(result: CliResult) -> CliResult:
+    assert result.returncode == 0, result.explain()
+    assert "Traceback" not in result.stderr, result.explain()
+    return result
+
+
+def assert_one_line_error(result: CliResult, *fragments: str) -> str:
+    """A failed command: non-zero exit, exactly one line on stderr (no traceback) naming every
+    fragment, nothing on stdout. Returns that line."""
+    assert result.returncode != 0, result.explain()
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.explain()
+    (line,) = lines
+    assert line.startswith("strom: error: "), result.explain()
+    assert "Traceback" not in result.stderr, result.explain()
+    assert result.stdout == "", result.explain()
+    for fragment in fragments:
+        assert fragment in line, f"{fragment!r} not in {line!r}"
+    return line
+
+
+@dataclass
+class LocalCluster:
+    """The processes of one ``LocalClusterSpec``, started in order, with per-process control."""
+
+    spec: LocalClusterSpec
+    processes: dict[str, ManagedProcess] = field(default_factory=dict)
+    #: every process ever started (restarts included), for teardown
+    started: list[ManagedProcess] = field(default_factory=list)
+
+    @property
+    def gateway(self) -> str:
+        return self.spec.gateway_address
+
+    def start(self, ready_timeout_s: float = 60.0) -> None:
+        for process in self.spec.processes():
+            self.processes[process.name] = process
+            self.started.append(process)
+            process.start()
+            process.wait_ready(ready_timeout_s)
+
+    def stop_all(self) -> None:
+        for process in reversed(self.started):
+            process.stop(10.0)
+
+    def stop(self, name: str) -> int | None:
+        return self.processes[name].stop(10.0)
+
+    def restart(self, name: str, ready_timeout_s: float = 60.0) -> ManagedProcess:
+        """Start a stopped process again with the same command line, log and probe."""
+        old = self.processes[name]
+        assert old.exit_code() is not None, f"{name} is still running"
+        new = ManagedProcess(
+            name=old.name,
+            argv=list(old.argv),
+            log_path=old.log_path,
+            ready=old.ready,
+            env=dict(old.env),
+            address=old.address,
+        )
+        self.processes[name] = new
+        self.started.append(new)
+        new.start()
+        new.wait_ready(ready_timeout_s)
+        return new
+
+    def strom(self, *args: str, timeout_s: float = 60.0) -> CliResult:
+        """``strom ARGS --bootstrap-server <gateway>``."""
+        return run_strom(*args, "--bootstrap-server", self.gateway, timeout_s=timeout_s)
+
+    def admin(self) -> Admin:
+        return Admin(self.gateway, request_timeout_ms=20000)
+
+    def describe(self, topic: str) -> TopicDescription:
+        with self.admin() as admin:
+            (description,) = admin.describe_topics([topic])
+        return description
+
+    def partition_dirs(self, node_id: int, topic: str) -> set[str]:
+        """Partition directories of ``topic`` in storage node ``node_id``'s log dir."""
+        log_dir = self.spec.data_dir / f"storage-{node_id}"
+        return {p.name for p in log_dir.glob(f"{topic}-*") if p.is_dir()}
+
+    def wait_for_brokers(self, count: int = STORAGE_NODES, timeout_s: float = 30.0) -> None:
+        def ready() -> bool:
+            try:
+                with self.admin() as admin:
+                    cluster = admin.describe_cluster()
+            except Exception:
+                return False
+            return cluster.controller is not None and len(cluster.brokers) == count
+
+        wait_until(ready, timeout_s, f"a controller and {count} registered storage nodes")
+
+    # -- what a partition leader does once a follower has caught up -------------------------
+
+    def partition_state(self, topic: str, partition: int) -> dict[str, Any]:
+        """The controller's record of the partition (leader, epochs, ISR), read from etcd."""
+        client = etcd3.client(host=self.spec.host, port=self.spec.etcd_client_port)
+        try:
+            suffix = f"/partitions/{topic}/{partition}"
+            for value, meta in client.get_prefix("/"):
+                if meta.key.decode().endswith(suffix):
+                    return dict(json.loads(value))
+        finally:
+            client.close()
+        raise AssertionError(f"no partition record for {topic}-{partition} in etcd")
+
+    def join_isr(self, topic: str, partition: int, broker_id: int) -> None:
+        """Add ``broker_id`` to the partition's ISR through AlterPartition sent as its leader.
+
+        Storage nodes do not replicate yet, so no follower ever rejoins the ISR by itself; this
+        is the request the leader will send once its follower has caught up (real gRPC to the
+        active controller)."""
+        with self.admin() as admin:
+            controller = admin.describe_cluster().controller
+        assert controller is not None
+        state = self.partition_state(topic, partition)
+        request = controller_pb2.AlterPartitionRequest(
+            broker_id=state["leader"],
+            broker_epoch=0,
+            partitions=[
+                controller_pb2.AlterPartitionItem(
+                    topic=topic,
+                    partition=partition,
+                    leader_epoch=state["leader_epoch"],
+                    new_isr=[*state["isr"], broker_id],
+                    partition_epoch=state["partition_epoch"],
+                )
+            ],
+        )
+        with grpc.insecure_channel(f"{controller.host}:{controller.port}") as channel:
+            response = controller_pb2_grpc.ControllerStub(channel).AlterPartition(
+                request, timeout=10
+            )
+        (result,) = response.partitions
+        assert result.error_code == 0, result
+        assert broker_id in result.isr, result
+
+
+def start_local_cluster(data_dir: Path) -> Iterator[LocalCluster]:
+    base = free_port_range(SERVICE_PORTS)
+    etcd_ports: list[int] = []
+    while len(etcd_ports) < 2:
+        port = free_port()
+        if port not in etcd_ports and not base <= port < base + SERVICE_PORTS:
+            etcd_ports.append(port)
+    spec = LocalClusterSpec(
+        data_dir=data_dir,
+        etcd_client_port=etcd_ports[0],
+        etcd_peer_port=etcd_ports[1],
+        base_port=base,
+        storage_nodes=STORAGE_NODES,
+        controllers=2,
+    )
+    cluster = LocalCluster(spec)
+    try:
+        cluster.start()
+        cluster.wait_for_brokers()
+        yield cluster
+    finally:
+        cluster.stop_all()
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    """One running cluster for the whole test module."""
+    yield from start_local_cluster(tmp_path_factory.mktemp("admin-cluster"))
