@@ -362,6 +362,38 @@ def test_reassignment_within_the_isr_completes_by_itself(
     assert_ok(cluster.strom("topics", "delete", "shrinking"))
 
 
+def test_reassign_generate_proposes_a_plan_over_the_given_brokers(
+    cluster: LocalCluster, tmp_path: Path
+) -> None:
+    assert_ok(cluster.strom("topics", "create", "spread", "--replica-assignment", "1:2,1:2,1:2"))
+    plan = tmp_path / "proposed.json"
+    result = assert_ok(
+        cluster.strom(
+            "reassign",
+            "generate",
+            "--topics",
+            "spread",
+            "--brokers",
+            "2,3",
+            "--output",
+            str(plan),
+            "--json",
+        )
+    )
+    shown = json.loads(result.stdout)
+    assert [p["replicas"] for p in shown["current"]["partitions"]] == [[1, 2]] * 3
+    proposed = json.loads(plan.read_text())["partitions"]
+    assert proposed == shown["proposed"]["partitions"]
+    assert {p["partition"] for p in proposed} == {0, 1, 2}  # every partition had node 1
+    for entry in proposed:
+        assert sorted(entry["replicas"]) == [2, 3]  # same replication factor, only 2 and 3
+    assert_one_line_error(
+        cluster.strom("reassign", "generate", "--topics", "spread", "--brokers", "2,9"),
+        "no live broker with id [9]",
+    )
+    assert_ok(cluster.strom("topics", "delete", "spread"))
+
+
 def test_reassign_rejections(cluster: LocalCluster, tmp_path: Path) -> None:
     bad = tmp_path / "bad.json"
     bad.write_text('{"partitions": [{"topic": "x"}]}')

@@ -8,7 +8,7 @@ from collections import Counter
 import pytest
 
 from strom.errors import InvalidReplicationFactorError
-from strom_controller.placement import (
+from strom.placement import (
     assign_replicas,
     generate_reassignment_plan,
     rack_alternated,

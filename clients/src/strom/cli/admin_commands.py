@@ -1,5 +1,8 @@
 """``strom topics|leaders|reassign``: administration through the gateway.
 
+``reassign generate`` computes its proposal here, with the same rack-aware placement the
+controller uses (``strom.placement``), as Kafka's reassignment tool does.
+
 Every command takes ``--bootstrap-server`` (env STROM_BOOTSTRAP_SERVERS, default
 localhost:9092). Output is a plain table, or JSON with ``--json``.
 """
@@ -10,12 +13,13 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from typing import Any
 
 from strom.admin import Admin
 from strom.errors import ConfigurationError
+from strom.placement import generate_reassignment_plan
 from strom.types import NewTopic, TopicPartition
 
 DEFAULT_BOOTSTRAP = "localhost:9092"
@@ -118,6 +122,14 @@ def add_parsers(commands: Any) -> None:
 
     reassign = commands.add_parser("reassign", help="move partitions between nodes")
     reassign_actions = reassign.add_subparsers(dest="action", metavar="ACTION", required=True)
+    generate = reassign_actions.add_parser(
+        "generate", help="propose a rack-aware placement of topics over brokers"
+    )
+    generate.add_argument("--topics", required=True, help="comma-separated topic names")
+    generate.add_argument("--brokers", default="", help="broker ids to use (default: all live)")
+    generate.add_argument("--output", help="write the proposed plan to this file")
+    _common(generate)
+    generate.set_defaults(handler=reassign_generate)
     execute = reassign_actions.add_parser("execute", help="start the reassignment in a plan")
     execute.add_argument(
         "plan",
@@ -270,6 +282,48 @@ def _read_plan(path: str) -> dict[TopicPartition, list[int]]:
     if not parsed:
         raise ConfigurationError(f"reassignment plan {path} lists no partitions")
     return parsed
+
+
+def _plan_json(assignments: Mapping[TopicPartition, Sequence[int]]) -> dict[str, Any]:
+    return {
+        "partitions": [
+            {"topic": tp.topic, "partition": tp.partition, "replicas": list(replicas)}
+            for tp, replicas in sorted(assignments.items())
+        ]
+    }
+
+
+def reassign_generate(args: argparse.Namespace) -> int:
+    names = [t.strip() for t in args.topics.split(",") if t.strip()]
+    if not names:
+        raise ConfigurationError("--topics names no topic")
+    with _admin(args) as admin:
+        brokers = {b.node_id: b.rack for b in admin.describe_cluster().brokers}
+        topics = admin.describe_topics(names)
+    if args.brokers:
+        wanted = set(_ids(args.brokers))
+        unknown = sorted(wanted - brokers.keys())
+        if unknown:
+            raise ConfigurationError(f"--brokers: no live broker with id {unknown}")
+        brokers = {b: rack for b, rack in brokers.items() if b in wanted}
+    current = {
+        TopicPartition(t.name, p.partition): p.replicas for t in topics for p in t.partitions
+    }
+    proposal = generate_reassignment_plan(
+        {t.name: {p.partition: p.replicas for p in t.partitions} for t in topics}, brokers
+    )
+    proposed = {TopicPartition(topic, p): replicas for (topic, p), replicas in proposal.items()}
+    if args.output:
+        with open(args.output, "w") as handle:
+            json.dump(_plan_json(proposed), handle, indent=2)
+    if args.json:
+        print(json.dumps({"current": _plan_json(current), "proposed": _plan_json(proposed)}))
+    else:
+        print("Current partition replica assignment (keep it to roll back):")
+        print(json.dumps(_plan_json(current)))
+        print("Proposed partition reassignment:")
+        print(json.dumps(_plan_json(proposed)))
+    return 0
 
 
 def reassign_execute(args: argparse.Namespace) -> int:

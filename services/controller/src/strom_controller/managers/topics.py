@@ -23,13 +23,13 @@ from strom.errors import (
     TopicAlreadyExistsError,
     UnknownTopicOrPartitionError,
 )
+from strom.placement import assign_replicas
 from strom.topic_config import TopicConfig
 from strom_controller.keys import KeyLayout, PartitionRecord, TopicRecord
 from strom_controller.managers.configs import describe_topic_configs
 from strom_controller.managers.result import ControllerResult
 from strom_controller.metadata_cache import MetadataCache
 from strom_controller.model import CreatedTopic, NewPartitions, NewTopicSpec
-from strom_controller.placement import assign_replicas
 from strom_controller.topic_names import colliding_topic, validate_topic_name
 from strom_server.etcd_store import Compare, Delete, Op, Put
 
