@@ -9,6 +9,9 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from strom.admin import Admin
+from strom.errors import StromError
+
 DEFAULT_DATA_DIR = Path(".strom")
 
 
@@ -119,4 +122,22 @@ def cluster_status(args: argparse.Namespace) -> int:
     for name, info in state.get("processes", {}).items():
         mark = "running" if name in alive else "NOT RUNNING"
         print(f"  {name:<12} {mark:<12} pid {info['pid']:<8} {info['address']}")
+    gateway = state.get("gateway")
+    if gateway:
+        try:
+            with Admin(gateway, request_timeout_ms=3000) as admin:
+                cluster = admin.describe_cluster()
+        except StromError as exc:
+            print(f"Metadata through the gateway failed: {exc}")
+        else:
+            active = cluster.controller
+            print(
+                f"Active controller: {active.node_id} at {active.address}"
+                if active
+                else "Active controller: none"
+            )
+            print(
+                "Registered storage nodes: "
+                + ", ".join(f"{b.node_id} ({b.address}, {b.rack})" for b in cluster.brokers)
+            )
     return 0 if len(alive) == len(state.get("processes", {})) else 1
