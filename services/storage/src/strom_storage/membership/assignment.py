@@ -1,9 +1,9 @@
 """What a node should host, computed from the controller's metadata (pure; no etcd here).
 
-Input: the decoded values of ``P/topics/<name>``, ``P/partitions/<topic>/<p>`` and
-``P/config/brokers`` (strom_server.cluster_keys). Output: for every partition whose replica list
-holds this node, its role (leader or follower), leader epoch and effective topic settings
-(broker defaults, then the topic's overrides).
+Input: the decoded values of ``P/topics/<name>`` and ``P/partitions/<topic>/<p>``
+(strom_server.cluster_keys). Output: for every partition whose replica list holds this node,
+its role (leader or follower), leader epoch and the topic's config overrides (the caller applies
+them over the broker defaults of ``P/config/brokers``).
 """
 
 from __future__ import annotations
@@ -34,12 +34,11 @@ def assignments_for(
     node_id: int,
     topics: Mapping[str, Mapping[str, Any]],
     states: Mapping[tuple[str, int], Mapping[str, Any]],
-    broker_defaults: Mapping[str, str],
 ) -> dict[tuple[str, int], PartitionAssignment]:
     """The partitions ``node_id`` must host, keyed by (topic, partition)."""
     hosted: dict[tuple[str, int], PartitionAssignment] = {}
     for name, topic in topics.items():
-        configs = {**broker_defaults, **topic.get("configs", {})}
+        configs = dict(topic.get("configs", {}))
         for index_text, replicas in topic.get("partitions", {}).items():
             replica_ids = tuple(int(r) for r in replicas)
             if node_id not in replica_ids:

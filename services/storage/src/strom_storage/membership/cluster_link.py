@@ -37,6 +37,9 @@ log = structlog.get_logger(__name__)
 
 __all__ = ["ClusterLink"]
 
+#: How long a burst of metadata changes may accumulate before it is applied.
+APPLY_COALESCE_S = 0.01
+
 
 class ClusterLink:
     """Registration and metadata watch of one storage node."""
@@ -66,6 +69,7 @@ class ClusterLink:
         self._states: dict[tuple[str, int], dict[str, object]] = {}
         self._broker_defaults: dict[str, str] = {}
         self._tasks: list[asyncio.Task[None]] = []
+        self._dirty = asyncio.Event()
 
     @property
     def _prefix(self) -> str:
@@ -76,10 +80,13 @@ class ClusterLink:
     async def start(self) -> None:
         """Register and load the assignment; raises DuplicateBrokerRegistrationError."""
         await self._register()
+        keep_alive = asyncio.ensure_future(self._keep_alive())
         revision = await self._load_snapshot()
+        await self._apply()
         self._tasks = [
-            asyncio.ensure_future(self._keep_alive()),
+            keep_alive,
             asyncio.ensure_future(self._watch(revision + 1)),
+            asyncio.ensure_future(self._applier()),
         ]
 
     async def close(self) -> None:
@@ -146,12 +153,11 @@ class ClusterLink:
     # -- metadata -----------------------------------------------------------------------------
 
     async def _load_snapshot(self) -> int:
-        """Mirror topics, states and defaults at one revision and apply them."""
+        """Mirror topics, states and defaults at one revision."""
         kvs, revision = await self.store.get_prefix(self._prefix)
         self._topics, self._states, self._broker_defaults = {}, {}, {}
         for kv in kvs:
             self._absorb(kv.key, kv.value)
-        self._apply()
         return revision
 
     async def _watch(self, start_revision: int) -> None:
@@ -164,11 +170,12 @@ class ClusterLink:
                         value = None if event.kind == "delete" else event.kv.value
                         changed |= self._absorb(event.kv.key, value)
                     if changed:
-                        self._apply()
+                        self._dirty.set()
                     revision = batch.revision + 1
             except WatchCompactedError:
                 log.warning("metadata watch fell behind compaction; reloading")
                 revision = await self._load_snapshot() + 1
+                self._dirty.set()
 
     def _absorb(self, key: str, value: bytes | None) -> bool:
         """Mirror one key; returns whether it matters for this node's assignment."""
@@ -193,6 +200,21 @@ class ClusterLink:
             log.error("unreadable metadata value; ignored", key=key, error=str(exc))
         return False
 
-    def _apply(self) -> None:
-        desired = assignments_for(self.node_id, self._topics, self._states, self._broker_defaults)
-        self.replicas.apply_assignments(desired, self.base_config, remove_others=True)
+    async def _applier(self) -> None:
+        """Apply the mirrored metadata after changes, coalescing bursts: a controller writing
+        thousands of partition states costs a few passes, not one per write."""
+        while True:
+            await self._dirty.wait()
+            await asyncio.sleep(APPLY_COALESCE_S)
+            self._dirty.clear()
+            await self._apply()
+
+    async def _apply(self) -> None:
+        desired = assignments_for(self.node_id, self._topics, self._states)
+        base = self.base_config
+        if self._broker_defaults:
+            try:
+                base = self.base_config.merged(self._broker_defaults)
+            except ValueError as exc:
+                log.error("invalid cluster-wide topic defaults; ignored", error=str(exc))
+        await self.replicas.apply_assignments(desired, base, remove_others=True)

@@ -59,6 +59,8 @@ __all__ = [
 ]
 
 VALID_ACKS = (0, 1, -1)
+#: Partitions apply_assignments handles between two yields to the event loop.
+APPLY_BATCH = 32
 CONSUMER_REPLICA_ID = -1
 
 
@@ -125,6 +127,9 @@ class ReplicaManager:
         self.stats = stats or NodeStats()
         self._partitions: dict[tuple[str, int], Partition] = {}
         self._notifier: AppendNotifier | None = None
+        # What apply_assignments last applied, to skip partitions that did not change.
+        self._applied: dict[tuple[str, int], PartitionAssignment] = {}
+        self._applied_base: LogConfig | None = None
 
     # -- hosting ------------------------------------------------------------------------------
 
@@ -146,45 +151,72 @@ class ReplicaManager:
             self._partitions[(topic, index)] = partition
         return partition
 
-    def apply_assignments(
+    async def apply_assignments(
         self,
         desired: Mapping[tuple[str, int], PartitionAssignment],
         base_config: LogConfig,
         *,
         remove_others: bool,
-    ) -> None:
+    ) -> int:
         """Host what the controller assigned here, in the role it gave; with
-        ``remove_others``, delete the logs of partitions no longer assigned to this node."""
+        ``remove_others``, delete the logs of partitions no longer assigned to this node.
+
+        Incremental: a partition whose assignment (and the broker defaults) did not change since
+        the last call is skipped, so a change to one partition costs one partition's work, not
+        the node's. Yields to the event loop every ``APPLY_BATCH`` partitions, so that creating
+        thousands of logs never starves the registration keep-alive. Returns how many
+        partitions it touched.
+        """
+        if base_config != self._applied_base:
+            self._applied.clear()
+            self._applied_base = base_config
+        touched = 0
         for key, assignment in desired.items():
-            try:
-                config = base_config.merged(assignment.configs)
-            except ConfigurationError as exc:
-                log.error(
-                    "invalid topic config; keeping the broker defaults",
-                    topic=assignment.topic,
-                    error=str(exc),
-                )
-                config = base_config
-            partition = self.host(assignment.topic, assignment.partition, config)
-            if assignment.leader == self.node_id:
-                changed = partition.make_leader(assignment.leader_epoch, assignment.isr)
-            else:
-                changed = partition.make_follower(assignment.leader_epoch)
-            if changed:
-                log.info(
-                    "partition role",
-                    topic=assignment.topic,
-                    partition=assignment.partition,
-                    leader=assignment.leader,
-                    leader_epoch=assignment.leader_epoch,
-                )
-                self._wake(key)
+            if self._applied.get(key) == assignment and key in self._partitions:
+                continue
+            self._apply_one(key, assignment, base_config)
+            self._applied[key] = assignment
+            touched += 1
+            if touched % APPLY_BATCH == 0:
+                await asyncio.sleep(0)
         if remove_others:
             for key in [k for k in self._partitions if k not in desired]:
                 self.remove(*key)
+                touched += 1
+                if touched % APPLY_BATCH == 0:
+                    await asyncio.sleep(0)
+        return touched
+
+    def _apply_one(
+        self, key: tuple[str, int], assignment: PartitionAssignment, base_config: LogConfig
+    ) -> None:
+        try:
+            config = base_config.merged(assignment.configs)
+        except ConfigurationError as exc:
+            log.error(
+                "invalid topic config; keeping the broker defaults",
+                topic=assignment.topic,
+                error=str(exc),
+            )
+            config = base_config
+        partition = self.host(assignment.topic, assignment.partition, config)
+        if assignment.leader == self.node_id:
+            changed = partition.make_leader(assignment.leader_epoch, assignment.isr)
+        else:
+            changed = partition.make_follower(assignment.leader_epoch)
+        if changed:
+            log.info(
+                "partition role",
+                topic=assignment.topic,
+                partition=assignment.partition,
+                leader=assignment.leader,
+                leader_epoch=assignment.leader_epoch,
+            )
+            self._wake(key)
 
     def remove(self, topic: str, index: int) -> bool:
         """Stop serving the partition and delete its log."""
+        self._applied.pop((topic, index), None)
         if self._partitions.pop((topic, index), None) is None:
             return False
         self.logs.delete_log(topic, index)
