@@ -44,6 +44,9 @@ if TYPE_CHECKING:
 
 __all__ = ["LogManager", "TopicPartition"]
 
+#: Threads closing logs at shutdown.
+CLOSE_THREADS = 16
+
 _logger = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
@@ -239,10 +242,16 @@ class LogManager:
             self._closed = True
             logs = list(self._logs.values())
         errors: list[Exception] = []
-        for log in logs:
+
+        def close_one(log: Log) -> None:
             try:
                 log.close()
             except Exception as exc:  # close the others, then report
                 errors.append(exc)
+
+        # Each close fsyncs a few files; in parallel, a node with thousands of partitions
+        # still stops within its shutdown grace (fsync releases the GIL).
+        with ThreadPoolExecutor(max_workers=CLOSE_THREADS, thread_name_prefix="close") as pool:
+            list(pool.map(close_one, logs))
         if errors:
             raise StorageError(f"{len(errors)} logs failed to close: {errors[0]}")
