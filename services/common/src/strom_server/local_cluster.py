@@ -38,6 +38,9 @@ log = structlog.get_logger(__name__)
 __all__ = ["ClusterAlreadyRunningError", "LocalClusterSpec", "read_state", "run_cluster"]
 
 STATE_FILE = "cluster.json"
+#: Seconds a process gets to stop after SIGTERM before SIGKILL (closing thousands of logs
+#: fsyncs each of them).
+STOP_GRACE_S = 30.0
 
 
 class ClusterAlreadyRunningError(RuntimeError):
@@ -276,7 +279,7 @@ def run_cluster(
     spec.data_dir.mkdir(parents=True, exist_ok=True)
     _check_startable(spec)
     processes = spec.processes()
-    supervisor = Supervisor(processes)
+    supervisor = Supervisor(processes, grace_s=STOP_GRACE_S)
     stop_requested = False
 
     def request_stop(signum: int, _frame: object) -> None:
