@@ -141,6 +141,7 @@ class Log:
         self._config = config
         self._clock = clock
         self._lock = threading.RLock()
+        self._checkpoint_lock = threading.Lock()
         self._local = LocalLog(
             directory,
             config,
@@ -432,7 +433,8 @@ class Log:
             if offset > self._log_start_offset:
                 self._log_start_offset = offset
                 self._epochs.truncate_from_start(offset)
-                self._write_checkpoint("start", offset)
+                with self._checkpoint_lock:
+                    self._write_checkpoints({"start": offset})
                 self._delete_by_retention(self._clock.time_ms(), policies=False)
             return self._log_start_offset
 
@@ -553,7 +555,8 @@ class Log:
         if first.base_offset > self._log_start_offset:
             self._log_start_offset = first.base_offset
             self._epochs.truncate_from_start(first.base_offset)
-            self._write_checkpoint("start", self._log_start_offset)
+            with self._checkpoint_lock:
+                self._write_checkpoints({"start": self._log_start_offset})
         return len(decision.segments)
 
     def replace_segments(self, old: list[LogSegment], cleaned: LogSegment) -> bool:
@@ -617,20 +620,40 @@ class Log:
                 return
             self._local.delete_pending(now)
             self._producers.remove_expired(now)
-            if write_checkpoints:
-                self.checkpoint()
+        if write_checkpoints:
+            self._checkpoint_outside_lock()
 
     def checkpoint(self) -> None:
         """Write the recovery point, log start and high watermark checkpoints if changed."""
-        with self._lock:
-            self._write_checkpoint("recovery", self._local.recovery_point)
-            self._write_checkpoint("start", self._log_start_offset)
-            self._write_checkpoint("hw", self._high_watermark)
+        with self._lock, self._checkpoint_lock:
+            self._write_checkpoints(self._checkpoint_values())
 
-    def _write_checkpoint(self, name: str, value: int) -> None:
-        if self._checkpointed.get(name) != value:
-            self._checkpoints[name].write(value)
-            self._checkpointed[name] = value
+    def _checkpoint_outside_lock(self) -> None:
+        """Like ``checkpoint``, but the fsyncs happen after the log lock is released, so an
+        append never waits for a periodic checkpoint. Lock order is always the log lock, then
+        the checkpoint lock (taken before the log lock is let go, so writes stay ordered)."""
+        with self._lock:
+            if self._closed:
+                return
+            values = self._checkpoint_values()
+            self._checkpoint_lock.acquire()
+        try:
+            self._write_checkpoints(values)
+        finally:
+            self._checkpoint_lock.release()
+
+    def _checkpoint_values(self) -> dict[str, int]:
+        return {
+            "recovery": self._local.recovery_point,
+            "start": self._log_start_offset,
+            "hw": self._high_watermark,
+        }
+
+    def _write_checkpoints(self, values: dict[str, int]) -> None:
+        for name, value in values.items():
+            if self._checkpointed.get(name) != value:
+                self._checkpoints[name].write(value)
+                self._checkpointed[name] = value
 
     # -- lifecycle ----------------------------------------------------------------------------
 
