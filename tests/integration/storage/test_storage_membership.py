@@ -211,3 +211,35 @@ def test_topics_flag_is_refused_in_cluster_mode(
     )
     assert result.returncode != 0
     assert "--topics is for standalone nodes" in result.stderr
+
+
+def test_the_node_survives_an_etcd_outage_and_registers_again(
+    start_node: Callable[..., RunningNode], tmp_path: Path
+) -> None:
+    data = tmp_path / "etcd-outage" / "data"
+    first = EtcdProcess(data).start()
+    client_port, peer_port = first.port, first.peer_port
+    second: EtcdProcess | None = None
+    try:
+        client = etcd3.client(first.host, client_port)
+        client.put(KEYS.topic("kept"), encode_value({"topic_id": "k", "partitions": {"0": [6]}}))
+        client.put(KEYS.partition("kept", 0), encode_value({"leader": 6, "leader_epoch": 1}))
+        client.close()
+        node = start_node(*_cluster_flags(first, 6))
+        _wait_until(lambda: _produce(node, "kept", 0).error_code == common_pb2.NONE)
+
+        first.stop()  # etcd gone for longer than the node's 2 s lease
+        time.sleep(4)
+        assert node.process.exit_code() is None  # no crash
+        assert _produce(node, "kept", 0).error_code == common_pb2.NONE  # still serving
+
+        second = EtcdProcess(data, client_port=client_port, peer_port=peer_port).start()
+        client = etcd3.client(second.host, client_port)
+        _wait_until(lambda: client.get(KEYS.broker(6))[0] is not None, 30)
+        client.close()
+        assert node.process.exit_code() is None
+        assert "etcd unreachable" in node.process.log_path.read_text()
+    finally:
+        first.stop()
+        if second is not None:
+            second.stop()
