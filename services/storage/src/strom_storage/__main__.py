@@ -31,6 +31,7 @@ def open_replica_manager(config: StorageConfig) -> ReplicaManager:
         clock=SystemClock(),
         default_config=config.log_defaults(),
         retention_check_interval_ms=config.log_retention_check_interval_ms,
+        checkpoint_interval_ms=config.log_flush_offset_checkpoint_interval_ms,
         cleaner=(
             LogCleaner(dedupe_buffer_bytes=int(config.log_cleaner_dedupe_buffer_size))
             if config.log_cleaner_enable

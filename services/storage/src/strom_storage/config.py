@@ -106,6 +106,14 @@ class StorageConfig(ServerConfig):
         300000, name="log.retention.check.interval.ms",
         help="how often retention runs", min=1, max=LONG_MAX,
     )  # fmt: skip
+    log_flush_offset_checkpoint_interval_ms: int = setting(
+        60000,
+        name="log.flush.offset.checkpoint.interval.ms",
+        help="how often the recovery point, log start and high watermark checkpoints are "
+        "written (each costs fsyncs that also push out the partitions' dirty data)",
+        min=100,
+        max=LONG_MAX,
+    )
     log_cleaner_enable: bool = setting(True, name="log.cleaner.enable", help="run compaction")
     log_cleaner_dedupe_buffer_size: ByteSize = setting(
         ByteSize(128 << 20), name="log.cleaner.dedupe.buffer.size",
