@@ -230,11 +230,11 @@ def test_compressed_multi_record_batches_keep_offsets_inside_batches(
 
 
 def test_rebuilt_batch_with_horizon_keeps_timestamps() -> None:
-    from strom_storage.log.cleaner.batch_rewrite import rebuild_batch
+    from strom.records import rebuild_batch
 
     raw = make_batch([(b"a", b"1", 1000), (b"b", None, 1005), (b"c", b"3", 990)], base_offset=40)
     header, records = decode_batch_records(raw)
-    rebuilt = rebuild_batch(header, records[1:], horizon=5_000_000)
+    rebuilt = rebuild_batch(header, records[1:], delete_horizon=5_000_000)
     new_header, new_records = decode_batch_records(rebuilt)
     assert [(r.offset, r.timestamp, r.key, r.value) for r in new_records] == [
         (41, 1005, b"b", None),

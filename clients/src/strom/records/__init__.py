@@ -24,6 +24,7 @@ from strom.records.batch import (
     decode_columns,
     encode_batch,
     iter_records,
+    rebuild_batch,
 )
 from strom.records.compression import DEFAULT_MAX_DECOMPRESSED_SIZE, Compression
 from strom.records.header import (
@@ -59,6 +60,7 @@ __all__ = [
     "patch_base_offset",
     "patch_leader_epoch",
     "read_header",
+    "rebuild_batch",
     "set_log_append_time",
     "validate_batch",
     "walk_batches",

@@ -50,6 +50,7 @@ from strom.records.crc import crc32c
 from strom.records.header import (
     ATTR_COMPRESSION_MASK,
     ATTR_CONTROL,
+    ATTR_DELETE_HORIZON,
     ATTR_TIMESTAMP_TYPE,
     ATTR_TRANSACTIONAL,
     CRC_OFFSET,
@@ -62,7 +63,7 @@ from strom.records.header import (
     BatchHeader,
     validate_batch,
 )
-from strom.records.record import Record
+from strom.records.record import Record, encode_records
 
 __all__ = [
     "BatchBuilder",
@@ -74,6 +75,7 @@ __all__ = [
     "decode_columns",
     "encode_batch",
     "iter_records",
+    "rebuild_batch",
 ]
 
 _UINT32 = struct.Struct(">I")
@@ -223,32 +225,102 @@ class BatchBuilder:
         records = writer.getvalue()
         if self._compression:
             records = compress(self._compression, records, self._level)
-        size = HEADER_SIZE + len(records)
-        if size > MAX_BATCH_SIZE:
-            raise ValueError(f"batch of {size} bytes exceeds the limit of {MAX_BATCH_SIZE}")
-        header = bytearray(HEADER_SIZE)
-        HEADER.pack_into(
-            header,
-            0,
-            self._base_offset,
-            size - LOG_OVERHEAD,
-            self._partition_leader_epoch,
-            MAGIC,
-            0,
-            self._attributes,
-            count - 1,
-            writer.first_timestamp,
-            writer.max_timestamp,
-            self._producer_id,
-            self._producer_epoch,
-            self._base_sequence,
-            count,
+        built = _assemble(
+            records,
+            base_offset=self._base_offset,
+            partition_leader_epoch=self._partition_leader_epoch,
+            attributes=self._attributes,
+            last_offset_delta=count - 1,
+            first_timestamp=writer.first_timestamp,
+            max_timestamp=writer.max_timestamp,
+            producer_id=self._producer_id,
+            producer_epoch=self._producer_epoch,
+            base_sequence=self._base_sequence,
+            record_count=count,
         )
-        crc = crc32c(records, crc32c(memoryview(header)[CRC_START:]))
-        _UINT32.pack_into(header, CRC_OFFSET, crc)
         writer.close()
-        self._built = b"".join((header, records))
-        return self._built
+        self._built = built
+        return built
+
+
+def _assemble(
+    records: bytes,
+    *,
+    base_offset: int,
+    partition_leader_epoch: int,
+    attributes: int,
+    last_offset_delta: int,
+    first_timestamp: int,
+    max_timestamp: int,
+    producer_id: int,
+    producer_epoch: int,
+    base_sequence: int,
+    record_count: int,
+) -> bytes:
+    """Header (with its CRC) + the records section: the one place a batch is put together."""
+    size = HEADER_SIZE + len(records)
+    if size > MAX_BATCH_SIZE:
+        raise ValueError(f"batch of {size} bytes exceeds the limit of {MAX_BATCH_SIZE}")
+    header = bytearray(HEADER_SIZE)
+    HEADER.pack_into(
+        header,
+        0,
+        base_offset,
+        size - LOG_OVERHEAD,
+        partition_leader_epoch,
+        MAGIC,
+        0,
+        attributes,
+        last_offset_delta,
+        first_timestamp,
+        max_timestamp,
+        producer_id,
+        producer_epoch,
+        base_sequence,
+        record_count,
+    )
+    crc = crc32c(records, crc32c(memoryview(header)[CRC_START:]))
+    _UINT32.pack_into(header, CRC_OFFSET, crc)
+    return b"".join((header, records))
+
+
+def rebuild_batch(
+    header: BatchHeader, records: Sequence[Record], *, delete_horizon: int | None = None
+) -> bytes:
+    """A batch like ``header``'s holding only ``records`` (a subset of its own), for log
+    compaction.
+
+    Keeps the base offset and last offset delta (the batch's offset range), every record's
+    offset and timestamp, the leader epoch, producer id/epoch/base sequence, attributes and
+    codec, and the max timestamp; only the record count and records section change. With
+    ``delete_horizon`` (or when ``header`` already has one) the delete-horizon attribute is set
+    and the horizon is stored in the first-timestamp field, the base of the record timestamp
+    deltas (Kafka's convention), so decoding yields the same timestamps.
+    """
+    attributes = header.attributes
+    if delete_horizon is None and attributes & ATTR_DELETE_HORIZON:
+        delete_horizon = header.first_timestamp
+    if delete_horizon is not None:
+        attributes |= ATTR_DELETE_HORIZON
+        base_timestamp = delete_horizon
+    else:
+        base_timestamp = records[0].timestamp if records else header.first_timestamp
+    section = encode_records(records, header.base_offset, base_timestamp)
+    if header.compression:
+        section = compress(Compression(header.compression), section)
+    return _assemble(
+        section,
+        base_offset=header.base_offset,
+        partition_leader_epoch=header.partition_leader_epoch,
+        attributes=attributes,
+        last_offset_delta=header.last_offset_delta,
+        first_timestamp=base_timestamp,
+        max_timestamp=header.max_timestamp,
+        producer_id=header.producer_id,
+        producer_epoch=header.producer_epoch,
+        base_sequence=header.base_sequence,
+        record_count=len(records),
+    )
 
 
 def encode_batch(

@@ -37,7 +37,7 @@ Not thread-safe: a ``RecordsWriter`` belongs to one producer batch.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import NamedTuple
 
 from strom.errors import (
@@ -65,6 +65,7 @@ __all__ = [
     "RecordsWriter",
     "decode_columns",
     "decode_records",
+    "encode_records",
 ]
 
 #: Largest records section (uncompressed) a batch may carry.
@@ -236,20 +237,7 @@ class RecordsWriter:
         first_ts = timestamp_ms if offset_delta == 0 else self._first_ts
         ts_delta = _wrap64(timestamp_ms - first_ts)
 
-        body = bytearray(b"\x00")
-        write_varint(body, ts_delta)
-        write_varint(body, offset_delta)
-        write_varint(body, klen)
-        if key:
-            body += key
-        write_varint(body, vlen)
-        if value:
-            body += value
-        if encoded_headers is None:
-            body.append(0)
-        else:
-            write_varint(body, encoded_headers[0])
-            body += encoded_headers[1]
+        body = _record_body(ts_delta, offset_delta, key, value, encoded_headers)
         if start + size_of_varint(len(body)) + len(body) > MAX_RECORDS_SIZE:
             raise _too_large()
         write_varint(buf, len(body))
@@ -260,6 +248,50 @@ class RecordsWriter:
         if offset_delta == 0 or timestamp_ms > self._max_ts:
             self._max_ts = timestamp_ms
         return offset_delta
+
+
+def _record_body(
+    ts_delta: int,
+    offset_delta: int,
+    key: bytes | None,
+    value: bytes | None,
+    encoded_headers: tuple[int, bytearray] | None,
+) -> bytearray:
+    """One record after its length varint: attributes, deltas, key, value, headers."""
+    body = bytearray(b"\x00")
+    write_varint(body, ts_delta)
+    write_varint(body, offset_delta)
+    write_varint(body, -1 if key is None else len(key))
+    if key:
+        body += key
+    write_varint(body, -1 if value is None else len(value))
+    if value:
+        body += value
+    if encoded_headers is None:
+        body.append(0)
+    else:
+        write_varint(body, encoded_headers[0])
+        body += encoded_headers[1]
+    return body
+
+
+def encode_records(records: Iterable[Record], base_offset: int, base_timestamp: int) -> bytes:
+    """A records section for records that keep their own offsets and timestamps (deltas
+    against ``base_offset`` and ``base_timestamp``): what compaction writes, where offsets
+    have gaps. Not the producer's path (``RecordsWriter`` numbers records 0, 1, 2, ...)."""
+    out = bytearray()
+    for record in records:
+        headers = _encode_headers(record.headers, len(out)) if record.headers else None
+        body = _record_body(
+            _wrap64(record.timestamp - base_timestamp),
+            record.offset - base_offset,
+            _as_bytes(record.key, "key"),
+            _as_bytes(record.value, "value"),
+            headers,
+        )
+        write_varint(out, len(body))
+        out += body
+    return bytes(out)
 
 
 def _encode_headers(

@@ -19,10 +19,10 @@ One pass:
      kept and its batch is stamped with horizon = now + ``delete.retention.ms``; a later pass
      after the horizon removes it.
    Surviving records keep their offsets, order, timestamps and batch boundaries (see
-   ``batch_rewrite``); a batch whose records all survive is copied byte for byte; a batch with
-   no survivor disappears, unless it is an idempotent producer's latest batch, which stays
-   with no records (Kafka does the same) so that the producer's sequence survives a rebuild
-   of the producer state from the log.
+   ``strom.records.rebuild_batch``); a batch whose records all survive is copied byte for
+   byte; a batch with no survivor disappears, unless it is an idempotent producer's latest
+   batch, which stays with no records (Kafka does the same) so that the producer's sequence
+   survives a rebuild of the producer state from the log.
 3. The caller swaps each cleaned run into the log (``Log.replace_segments``).
 
 Memory: the offset map plus one batch at a time (segments are read with ``pread``).
@@ -37,11 +37,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from strom.errors import StorageError
+from strom.records import rebuild_batch
 from strom.records.header import BatchHeader, read_header
 from strom_storage.log.cleaner.batch_rewrite import (
     decode_batch_records,
     delete_horizon,
-    rebuild_batch,
 )
 from strom_storage.log.cleaner.offset_map import OffsetMap
 from strom_storage.log.files import CLEANED_SUFFIX
@@ -230,5 +230,5 @@ def _clean_batch(
     return rebuild_batch(
         header,
         kept,
-        horizon=min(now_ms + delete_retention_ms, _INT64_MAX) if needs_horizon else None,
+        delete_horizon=min(now_ms + delete_retention_ms, _INT64_MAX) if needs_horizon else None,
     )
