@@ -1,17 +1,12 @@
-"""Shared fixtures of the Strom suite: free loopback ports and process hygiene."""
+"""Shared fixtures of the Strom suite: free loopback ports."""
 
 from __future__ import annotations
 
-import socket
 from collections.abc import Callable, Iterator
 
 import pytest
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+from strom_testkit import free_port as _free_port
+from strom_testkit import free_port_range as _free_port_range
 
 
 @pytest.fixture
@@ -32,24 +27,4 @@ def free_port() -> Iterator[Callable[[], int]]:
 @pytest.fixture
 def free_port_range() -> Callable[[int], int]:
     """The first of ``n`` consecutive free ports on 127.0.0.1 (for services numbered by port)."""
-
-    def first_of(count: int) -> int:
-        for _ in range(200):
-            base = _free_port()
-            if base + count > 65535:
-                continue
-            socks = []
-            try:
-                for port in range(base, base + count):
-                    sock = socket.socket()
-                    socks.append(sock)
-                    sock.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            finally:
-                for sock in socks:
-                    sock.close()
-            return base
-        raise RuntimeError(f"no {count} consecutive free ports found")
-
-    return first_of
+    return _free_port_range

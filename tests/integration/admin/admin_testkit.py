@@ -8,11 +8,9 @@ started, including restarted ones, is stopped at teardown even when a test faile
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,6 +18,7 @@ from typing import Any
 import etcd3
 import grpc
 import pytest
+from strom_testkit import free_port, free_port_range, wait_until
 
 from strom import Admin
 from strom.protocol.v1 import controller_pb2, controller_pb2_grpc
@@ -31,48 +30,6 @@ STROM = str(Path(sys.executable).parent / "strom")
 STORAGE_NODES = 3
 #: gateway, 3 storage nodes, 2 controllers on consecutive ports from the base port
 SERVICE_PORTS = 6
-
-
-def wait_until(condition: Callable[[], Any], timeout_s: float = 20.0, what: str = "") -> Any:
-    """Poll ``condition`` until it returns something truthy; fail the test after ``timeout_s``."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout_s} s waiting for {what or condition}")
-        time.sleep(0.1)
-
-
-def _bind_free(port: int = 0) -> socket.socket:
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", port))
-    return sock
-
-
-def free_port() -> int:
-    with _bind_free() as sock:
-        return int(sock.getsockname()[1])
-
-
-def free_port_range(count: int) -> int:
-    """The first of ``count`` consecutive free loopback ports."""
-    for _ in range(200):
-        base = free_port()
-        if base + count > 65535:
-            continue
-        socks: list[socket.socket] = []
-        try:
-            for port in range(base, base + count):
-                socks.append(_bind_free(port))
-        except OSError:
-            continue
-        finally:
-            for sock in socks:
-                sock.close()
-        return base
-    raise RuntimeError(f"no {count} consecutive free ports found")
 
 
 @dataclass

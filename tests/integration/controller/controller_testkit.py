@@ -11,7 +11,6 @@ import contextlib
 import json
 import signal
 import sys
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -21,6 +20,7 @@ from typing import Any
 import etcd3
 import grpc
 import pytest
+from strom_testkit import wait_until
 
 from strom.protocol.v1 import controller_pb2 as pb
 from strom.protocol.v1 import controller_pb2_grpc
@@ -30,18 +30,6 @@ from strom_server.supervisor import ManagedProcess
 
 CONTROLLER = str(Path(sys.executable).parent / "strom-controller")
 TTL_MS = 2000
-
-
-def wait_until(condition: Callable[[], Any], timeout_s: float = 15.0, what: str = "") -> Any:
-    """Poll ``condition`` until it returns something truthy; fail the test after ``timeout_s``."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout_s} s waiting for {what or condition}")
-        time.sleep(0.02)
 
 
 @dataclass

@@ -14,6 +14,7 @@ from pathlib import Path
 import etcd3
 import pytest
 from storage_testkit import STORAGE, RunningNode
+from strom_testkit import wait_until
 
 from strom.protocol.v1 import common_pb2, storage_pb2
 from strom.records import encode_batch
@@ -49,14 +50,6 @@ def _cluster_flags(etcd: EtcdProcess, node_id: int) -> tuple[str, ...]:
         "--broker.session.timeout.ms",
         "2000",
     )
-
-
-def _wait_until(condition: Callable[[], bool], timeout_s: float = 15) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not reached in time")
-        time.sleep(0.05)
 
 
 def _produce(node: RunningNode, topic: str, partition: int) -> storage_pb2.ProducePartitionResult:
@@ -157,7 +150,7 @@ def test_partitions_follow_the_controller_metadata(
         encode_value({"leader": 2, "leader_epoch": 1, "isr": [2, 1], "partition_epoch": 1}),
     )
 
-    _wait_until((node.data_dir / "orders-1").is_dir)
+    wait_until((node.data_dir / "orders-1").is_dir)
     assert (node.data_dir / "orders-0").is_dir()
     assert not (node.data_dir / "orders-2").exists()  # not a replica here
     leader = _produce(node, "orders", 0)
@@ -182,12 +175,12 @@ def test_partitions_follow_the_controller_metadata(
         KEYS.partition("orders", 1),
         encode_value({"leader": 1, "leader_epoch": 2, "isr": [1], "partition_epoch": 2}),
     )
-    _wait_until(lambda: _produce(node, "orders", 1).error_code == common_pb2.NONE)
+    wait_until(lambda: _produce(node, "orders", 1).error_code == common_pb2.NONE)
 
     # Topic deleted: its logs go.
     client.delete(KEYS.topic("orders"))
     client.delete_prefix(KEYS.partitions_of("orders"))
-    _wait_until(lambda: not (node.data_dir / "orders-0").exists())
+    wait_until(lambda: not (node.data_dir / "orders-0").exists())
     assert _produce(node, "orders", 0).error_code == common_pb2.UNKNOWN_TOPIC_OR_PARTITION
 
 
@@ -226,7 +219,7 @@ def test_the_node_survives_an_etcd_outage_and_registers_again(
         client.put(KEYS.partition("kept", 0), encode_value({"leader": 6, "leader_epoch": 1}))
         client.close()
         node = start_node(*_cluster_flags(first, 6))
-        _wait_until(lambda: _produce(node, "kept", 0).error_code == common_pb2.NONE)
+        wait_until(lambda: _produce(node, "kept", 0).error_code == common_pb2.NONE)
 
         first.stop()  # etcd gone for longer than the node's 2 s lease
         time.sleep(4)
@@ -235,7 +228,7 @@ def test_the_node_survives_an_etcd_outage_and_registers_again(
 
         second = EtcdProcess(data, client_port=client_port, peer_port=peer_port).start()
         client = etcd3.client(second.host, client_port)
-        _wait_until(lambda: client.get(KEYS.broker(6))[0] is not None, 30)
+        wait_until(lambda: client.get(KEYS.broker(6))[0] is not None, 30)
         client.close()
         assert node.process.exit_code() is None
         assert "etcd unreachable" in node.process.log_path.read_text()

@@ -1,0 +1,55 @@
+"""Helpers shared by the test suite (importable from every test folder: pytest puts tests/ on
+the path for the root conftest; the name is unique because test folders are not packages)."""
+
+from __future__ import annotations
+
+import socket
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+__all__ = ["free_port", "free_port_range", "wait_until"]
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 right now (never assumes 9092 or 2379)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def free_port_range(count: int) -> int:
+    """The first of ``count`` consecutive free ports on 127.0.0.1 (services numbered by port)."""
+    for _ in range(200):
+        base = free_port()
+        if base + count > 65535:
+            continue
+        socks: list[socket.socket] = []
+        try:
+            for port in range(base, base + count):
+                sock = socket.socket()
+                socks.append(sock)
+                sock.bind(("127.0.0.1", port))
+        except OSError:
+            continue
+        finally:
+            for sock in socks:
+                sock.close()
+        return base
+    raise RuntimeError(f"no {count} consecutive free ports found")
+
+
+def wait_until(
+    condition: Callable[[], Any], timeout_s: float = 15.0, what: str = "", interval_s: float = 0.05
+) -> Any:
+    """Poll ``condition`` until it returns something truthy; fail the test after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout_s} s waiting for {what or condition}")
+        time.sleep(interval_s)
