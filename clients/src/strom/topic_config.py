@@ -19,13 +19,13 @@ to share between threads; a config change builds a new one and ``Log.update_conf
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from strom.errors import ConfigurationError
 
-__all__ = ["LONG_MAX", "TopicConfig"]
+__all__ = ["LONG_MAX", "TopicConfig", "parse_config_pairs"]
 
 #: Java's Long.MAX_VALUE: Kafka's "never" for flush.messages, flush.ms, and friends.
 LONG_MAX = (1 << 63) - 1
@@ -197,3 +197,15 @@ def _parse(attr: str, name: str, raw: str) -> Any:
         return int(text)
     except ValueError:
         raise ConfigurationError(f"{name} must be an integer, got {raw!r}") from None
+
+
+def parse_config_pairs(items: Iterable[str], option: str = "config") -> dict[str, str]:
+    """``["retention.ms=1000", ...]`` -> ``{"retention.ms": "1000"}``; a malformed item raises
+    ConfigurationError naming ``option`` (values are checked by ``TopicConfig.from_props``)."""
+    pairs: dict[str, str] = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip():
+            raise ConfigurationError(f"{option} expects name=value, got {item!r}")
+        pairs[name.strip()] = value.strip()
+    return pairs

@@ -20,6 +20,7 @@ from typing import Any
 from strom.admin import Admin
 from strom.errors import ConfigurationError
 from strom.placement import generate_reassignment_plan
+from strom.topic_config import parse_config_pairs
 from strom.types import NewTopic, TopicPartition
 
 DEFAULT_BOOTSTRAP = "localhost:9092"
@@ -27,16 +28,6 @@ DEFAULT_BOOTSTRAP = "localhost:9092"
 
 def _admin(args: argparse.Namespace) -> Admin:
     return Admin(bootstrap_servers=args.bootstrap_server, request_timeout_ms=args.timeout_ms)
-
-
-def _pairs(items: Sequence[str], option: str) -> dict[str, str]:
-    pairs = {}
-    for item in items:
-        name, sep, value = item.partition("=")
-        if not sep or not name:
-            raise ConfigurationError(f"{option} expects name=value, got {item!r}")
-        pairs[name.strip()] = value.strip()
-    return pairs
 
 
 def _partition_ref(text: str) -> TopicPartition:
@@ -161,7 +152,7 @@ def topics_create(args: argparse.Namespace) -> int:
         args.partitions,
         args.replication_factor,
         assignment,
-        _pairs(args.config, "--config"),
+        parse_config_pairs(args.config, "--config"),
     )
     with _admin(args) as admin:
         admin.create_topics([topic], validate_only=args.validate_only)
@@ -224,7 +215,7 @@ def topics_alter(args: argparse.Namespace) -> int:
         if args.add_config or args.delete_config:
             admin.alter_configs(
                 args.name,
-                set_configs=_pairs(args.add_config, "--add-config"),
+                set_configs=parse_config_pairs(args.add_config, "--add-config"),
                 delete_configs=args.delete_config,
             )
         if args.partitions is not None:

@@ -11,30 +11,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from strom.topic_config import TopicConfig
+from strom.topic_config import TopicConfig, parse_config_pairs
 from strom_server.config import ServerConfig, override, setting
 from strom_server.values import HostPort, split_host_port
 
-__all__ = ["DEFAULT_LISTEN", "ControllerConfig", "parse_config_pairs"]
+__all__ = ["DEFAULT_LISTEN", "ControllerConfig"]
 
 DEFAULT_LISTEN = "127.0.0.1:9094"
 _INT_MAX = (1 << 31) - 1
 
 
-def parse_config_pairs(items: tuple[str, ...]) -> dict[str, str]:
-    """``("retention.ms=1000", ...)`` -> ``{"retention.ms": "1000"}``; ValueError if malformed."""
-    out: dict[str, str] = {}
-    for item in items:
-        name, sep, value = item.partition("=")
-        if not sep or not name.strip():
-            raise ValueError(f"expected name=value, got {item!r}")
-        out[name.strip()] = value.strip()
-    return out
-
-
 def _check_topic_defaults(items: tuple[str, ...]) -> str | None:
     try:
-        TopicConfig.from_props(parse_config_pairs(items))
+        TopicConfig.from_props(parse_config_pairs(items, "topic.config.defaults"))
     except ValueError as exc:  # ConfigurationError is a ValueError
         return str(exc)
     return None
@@ -102,4 +91,4 @@ class ControllerConfig(ServerConfig):
         return max(1, round(self.session_timeout_ms / 1000))
 
     def broker_topic_defaults(self) -> dict[str, str]:
-        return parse_config_pairs(self.topic_config_defaults)
+        return parse_config_pairs(self.topic_config_defaults, "topic.config.defaults")

@@ -8,6 +8,7 @@ from typing import Any
 
 import grpc
 
+from strom.errors import InvalidRequestError
 from strom.protocol.v1 import storage_pb2, storage_pb2_grpc
 from strom_storage import convert
 from strom_storage.node import ListOffsetsResult, ReplicaManager
@@ -128,7 +129,7 @@ class StorageServicer(storage_pb2_grpc.StorageNodeServicer):
         for p in request.partitions:
             try:
                 timestamp = convert.list_offsets_timestamp(p)
-            except convert.InvalidRequestError as exc:
+            except InvalidRequestError as exc:
                 result = ListOffsetsResult(p.topic, p.partition, exc)
             else:
                 result = self.replicas.list_offset(
