@@ -4,7 +4,7 @@ glibc serves allocations above ``M_MMAP_THRESHOLD`` (128 KiB at start) with fres
 pages, so every 1 MiB request and response buffer page-faults 256 times and is unmapped again
 when freed. Raising the threshold (and the trim threshold, so freed memory stays in the heap
 for the next request) made a storage node take 1 MiB produce requests at 2.4x the rate with
-less than half the CPU (bench/storage.py; docs/observability.md). Memory stays bounded by the
+less than half the CPU (bench/storage.py; docs/architecture.md). Memory stays bounded by the
 requests in flight plus ``trim`` bytes of free heap, whatever the data size.
 
 A no-op outside glibc, and when the operator set ``MALLOC_MMAP_THRESHOLD_`` or
