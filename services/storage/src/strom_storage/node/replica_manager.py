@@ -303,21 +303,26 @@ class ReplicaManager:
         )
         loop = asyncio.get_running_loop()
         deadline = loop.time() + max_wait_ms / 1000
+
+        def satisfied(results: list[FetchPartitionResult]) -> bool:
+            return (
+                sum(len(r.records) for r in results) >= min_bytes
+                or loop.time() >= deadline
+                or any(r.error is not None for r in results)
+            )
+
+        # Most fetches are answered at once: read first, and only a fetch that will wait
+        # registers for wake-ups (before reading again, so no append can slip between).
+        results = self._read_all(requests, isolation, max_bytes)
         keys = [(r.topic, r.partition) for r in requests]
-        while True:
+        while not satisfied(results):
             waiter = self.notifier.watch(keys)
             try:
                 results = self._read_all(requests, isolation, max_bytes)
-                available = sum(len(r.records) for r in results)
-                remaining = deadline - loop.time()
-                if (
-                    available >= min_bytes
-                    or remaining <= 0
-                    or any(r.error is not None for r in results)
-                ):
+                if satisfied(results):
                     break
                 try:
-                    await asyncio.wait_for(waiter.future, remaining)
+                    await asyncio.wait_for(waiter.future, deadline - loop.time())
                 except TimeoutError:
                     results = self._read_all(requests, isolation, max_bytes)
                     break
