@@ -1,5 +1,5 @@
-"""Fixtures of the admin integration tests (defined in admin_testkit)."""
+"""Fixtures of the admin integration tests (defined in cluster_testkit)."""
 
-from admin_testkit import cluster
+from cluster_testkit import cluster
 
 __all__ = ["cluster"]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from admin_testkit import LocalCluster, free_port, wait_until
+from cluster_testkit import LocalCluster, free_port, wait_until
 
 from strom import Admin, NewTopic
 from strom.errors import (

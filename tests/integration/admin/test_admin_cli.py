@@ -11,7 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from admin_testkit import (
+from cluster_testkit import (
     CliResult,
     LocalCluster,
     assert_ok,

@@ -1,9 +1,10 @@
-"""A real local cluster (etcd, 2 controllers, 3 storage nodes, gateway) for the admin tests,
+"""A real local cluster (etcd, 2 controllers, 3 storage nodes, gateway) for integration tests,
 the ``strom`` CLI run as a subprocess against it, and small polling helpers.
 
-Imported by the tests of this folder (a unique module name: test folders are not packages).
-One cluster serves a whole test module (``cluster`` is module-scoped); every process it
-started, including restarted ones, is stopped at teardown even when a test failed."""
+Shared by every test folder (tests/ is on the import path; test folders are not packages).
+A folder's conftest re-exports ``cluster``: one cluster serves a whole test module
+(module-scoped); every process it started, including restarted ones, is stopped at teardown
+even when a test failed."""
 
 from __future__ import annotations
 
@@ -224,4 +225,4 @@ def start_local_cluster(data_dir: Path) -> Iterator[LocalCluster]:
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     """One running cluster for the whole test module."""
-    yield from start_local_cluster(tmp_path_factory.mktemp("admin-cluster"))
+    yield from start_local_cluster(tmp_path_factory.mktemp("cluster"))
