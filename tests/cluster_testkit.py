@@ -11,18 +11,19 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import etcd3
 import grpc
 import pytest
 from strom_testkit import free_port, free_port_range, wait_until
 
 from strom import Admin
-from strom.protocol.v1 import controller_pb2, controller_pb2_grpc
+from strom.protocol.v1 import storage_pb2, storage_pb2_grpc
+from strom.records import encode_batch
 from strom.types import TopicDescription
 from strom_server.local_cluster import LocalClusterSpec
 from strom_server.supervisor import ManagedProcess
@@ -152,50 +153,28 @@ class LocalCluster:
 
         wait_until(ready, timeout_s, f"a controller and {count} registered storage nodes")
 
-    # -- what a partition leader does once a follower has caught up -------------------------
+    # -- data, straight to partition leaders --------------------------------------------------
 
-    def partition_state(self, topic: str, partition: int) -> dict[str, Any]:
-        """The controller's record of the partition (leader, epochs, ISR), read from etcd."""
-        client = etcd3.client(host=self.spec.host, port=self.spec.etcd_client_port)
-        try:
-            suffix = f"/partitions/{topic}/{partition}"
-            for value, meta in client.get_prefix("/"):
-                if meta.key.decode().endswith(suffix):
-                    return dict(json.loads(value))
-        finally:
-            client.close()
-        raise AssertionError(f"no partition record for {topic}-{partition} in etcd")
+    def storage_address(self, node_id: int) -> str:
+        return f"{self.spec.host}:{self.spec.base_port + node_id}"
 
-    def join_isr(self, topic: str, partition: int, broker_id: int) -> None:
-        """Add ``broker_id`` to the partition's ISR through AlterPartition sent as its leader.
-
-        Storage nodes do not replicate yet, so no follower ever rejoins the ISR by itself; this
-        is the request the leader will send once its follower has caught up (real gRPC to the
-        active controller)."""
-        with self.admin() as admin:
-            controller = admin.describe_cluster().controller
-        assert controller is not None
-        state = self.partition_state(topic, partition)
-        request = controller_pb2.AlterPartitionRequest(
-            broker_id=state["leader"],
-            broker_epoch=0,
+    def produce(
+        self, topic: str, partition: int, values: list[bytes], *, acks: int = -1
+    ) -> storage_pb2.ProducePartitionResult:
+        """Append ``values`` as one batch through the partition's current leader."""
+        leader = self.describe(topic).partitions[partition].leader
+        batch = encode_batch([(int(time.time() * 1000), None, v) for v in values])
+        request = storage_pb2.ProduceRequest(
+            acks=acks,
+            timeout_ms=10000,
             partitions=[
-                controller_pb2.AlterPartitionItem(
-                    topic=topic,
-                    partition=partition,
-                    leader_epoch=state["leader_epoch"],
-                    new_isr=[*state["isr"], broker_id],
-                    partition_epoch=state["partition_epoch"],
-                )
+                storage_pb2.ProducePartitionData(topic=topic, partition=partition, records=batch)
             ],
         )
-        with grpc.insecure_channel(f"{controller.host}:{controller.port}") as channel:
-            response = controller_pb2_grpc.ControllerStub(channel).AlterPartition(
-                request, timeout=10
-            )
+        with grpc.insecure_channel(self.storage_address(leader)) as channel:
+            response = storage_pb2_grpc.StorageNodeStub(channel).Produce(request, timeout=30)
         (result,) = response.partitions
-        assert result.error_code == 0, result
-        assert broker_id in result.isr, result
+        return result
 
 
 def start_local_cluster(data_dir: Path) -> Iterator[LocalCluster]:

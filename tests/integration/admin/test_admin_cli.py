@@ -301,13 +301,16 @@ def test_reassignment_to_new_replicas(cluster: LocalCluster, tmp_path: Path) -> 
     before = cluster.describe("moving").partitions[0]
     assert (before.replicas, before.leader, sorted(before.isr)) == ((2, 3), 2, [2, 3])
     wait_until(lambda: cluster.partition_dirs(2, "moving") == {"moving-0"}, 20, "moving-0 on 2")
+    payload = [bytes([i % 251]) * 1000 for i in range(200)]
+    for _ in range(10):  # 2 MB for the new replica to copy under the throttle
+        assert cluster.produce("moving", 0, payload).error_code == 0
     plan = tmp_path / "plan.json"
     plan.write_text(
         json.dumps({"partitions": [{"topic": "moving", "partition": 0, "replicas": [3, 1]}]})
     )
 
     started = time.monotonic()
-    executed = assert_ok(cluster.strom("reassign", "execute", str(plan), "--throttle", "1000000"))
+    executed = assert_ok(cluster.strom("reassign", "execute", str(plan), "--throttle", "500000"))
     assert "Reassignment of 1 partitions started" in executed.stdout
     assert_one_line_error(  # a second one on the same partition is refused until this one ends
         cluster.strom("reassign", "execute", str(plan)), "moving-0", "cancel it first"
@@ -318,22 +321,19 @@ def test_reassignment_to_new_replicas(cluster: LocalCluster, tmp_path: Path) -> 
         ongoing = admin.list_partition_reassignments()
     (key,) = ongoing
     assert ongoing[key] == {"replicas": (3, 1, 2), "adding": (1,), "removing": (2,)}
-
-    # The reassignment completes when every target replica is in the ISR. Storage nodes do not
-    # replicate yet, so node 1 never catches up by itself: verify keeps reporting progress...
-    if 1 not in cluster.describe("moving").partitions[0].isr:
-        assert _verify(cluster, plan) == (1, {"moving:0": "in progress"})
-        # ...until the leader reports its follower in sync (AlterPartition, as it will do).
-        cluster.join_isr("moving", 0, 1)
+    # Node 1 copies ~2 MB at 500 kB/s: verify reports progress meanwhile.
+    assert _verify(cluster, plan) == (1, {"moving:0": "in progress"})
 
     def verified() -> dict[str, str] | None:
         code, status = _verify(cluster, plan)
         return status if code == 0 else None
 
-    status = wait_until(verified, 30, "reassign verify to report complete")
+    # The reassignment completes when node 1 caught up and its leader added it to the ISR.
+    status = wait_until(verified, 60, "reassign verify to report complete")
     elapsed = time.monotonic() - started
-    print(f"reassignment execute -> verify complete: {elapsed:.2f} s")
+    print(f"reassignment of ~2 MB at 500 kB/s: execute -> verify complete in {elapsed:.2f} s")
     assert status == {"moving:0": "complete"}
+    assert elapsed > 2.0, "the throttle did not hold the copy back"
     after = cluster.describe("moving").partitions[0]
     assert after.replicas == (3, 1) and after.leader == 3, after  # leadership moved into target
     assert after.leader_epoch == before.leader_epoch + 1 and sorted(after.isr) == [1, 3], after
@@ -484,9 +484,10 @@ def test_failover_and_preferred_election(cluster: LocalCluster) -> None:
 
     # returning does not move leadership by itself
     assert cluster.describe("failover").partitions[2].leader == 1
-    if 3 not in cluster.describe("failover").partitions[2].isr:
-        # No replication yet: node 3 only rejoins the ISR when the leader reports it in sync.
-        cluster.join_isr("failover", 2, 3)
+    # node 3 catches up as a follower and its leader adds it back to the ISR
+    wait_until(
+        lambda: 3 in cluster.describe("failover").partitions[2].isr, 30, "node 3 back in the ISR"
+    )
     result = assert_ok(cluster.strom("leaders", "elect", "--partition", "failover:2", "--json"))
     assert result.json() == {"failover:2": "NONE"}
     back = cluster.describe("failover").partitions[2]

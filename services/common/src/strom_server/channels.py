@@ -20,7 +20,7 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from strom_server.values import MiB
 
-__all__ = ["channel_options", "open_channel", "tracing_interceptors"]
+__all__ = ["PeerChannel", "channel_options", "open_channel", "tracing_interceptors"]
 
 
 def channel_options(max_message_size: int = 64 * MiB) -> list[tuple[str, Any]]:
@@ -133,3 +133,36 @@ def open_channel(
         options=[*channel_options(max_message_size), *options],
         interceptors=tracing_interceptors(tracer_provider),
     )
+
+
+class PeerChannel:
+    """One channel to a peer whose address may change (a leader, the active controller):
+    ``get`` reopens it when the address differs, closing the old one in the background."""
+
+    def __init__(self) -> None:
+        self._channel: grpc.aio.Channel | None = None
+        self._address = ""
+        self._closing: set[asyncio.Task[None]] = set()
+
+    @property
+    def address(self) -> str:
+        return self._address
+
+    def get(self, address: str) -> grpc.aio.Channel:
+        if self._channel is None or address != self._address:
+            self._retire()
+            self._channel = open_channel(address)
+            self._address = address
+        return self._channel
+
+    def _retire(self) -> None:
+        if self._channel is not None:
+            task = asyncio.ensure_future(self._channel.close())
+            self._closing.add(task)
+            task.add_done_callback(self._closing.discard)
+            self._channel = None
+
+    async def close(self) -> None:
+        self._retire()
+        if self._closing:
+            await asyncio.gather(*self._closing, return_exceptions=True)

@@ -44,6 +44,14 @@ def decode_value(raw: bytes | str) -> dict[str, Any]:
     return value
 
 
+def _topic_partition(key: str, prefix: str) -> tuple[str, int] | None:
+    rest = key.removeprefix(prefix)
+    if rest == key:
+        return None
+    topic, _, index = rest.rpartition("/")
+    return (topic, int(index)) if topic and index.isdigit() else None
+
+
 @dataclass(frozen=True)
 class ClusterKeys:
     """Key names under one prefix."""
@@ -107,15 +115,15 @@ class ClusterKeys:
 
     def parse_partition_key(self, key: str) -> tuple[str, int] | None:
         """(topic, partition) of a ``P/partitions/<topic>/<p>`` key, else None."""
-        rest = key.removeprefix(self.partitions)
-        if rest == key:
-            return None
-        topic, _, index = rest.rpartition("/")
-        return (topic, int(index)) if topic and index.isdigit() else None
+        return _topic_partition(key, self.partitions)
 
     def parse_topic_key(self, key: str) -> str | None:
         name = key.removeprefix(self.topics)
         return name if name != key and name and "/" not in name else None
+
+    def parse_reassignment_key(self, key: str) -> tuple[str, int] | None:
+        """(topic, partition) of a ``P/reassignments/<topic>/<p>`` key, else None."""
+        return _topic_partition(key, self.reassignments)
 
     def parse_broker_key(self, key: str) -> int | None:
         rest = key.removeprefix(self.brokers)

@@ -100,6 +100,7 @@ class GrpcServer:
         self._pending: list[tuple[AddServicerFn, Any]] = []
         self._service_names: list[str] = []
         self._hooks: list[ShutdownHook] = []
+        self._draining_hooks: list[ShutdownHook] = []
         self._health = health.aio.HealthServicer()
         self._server: grpc.aio.Server | None = None
         self._port: int | None = None
@@ -119,6 +120,11 @@ class GrpcServer:
     def on_shutdown(self, hook: ShutdownHook) -> None:
         """Run ``await hook()`` during shutdown, after in-flight RPCs finished or timed out."""
         self._hooks.append(hook)
+
+    def on_draining(self, hook: ShutdownHook) -> None:
+        """Run ``await hook()`` when shutdown starts, before in-flight RPCs drain: the place to
+        end long-lived streams (they would otherwise hold the drain for the whole grace)."""
+        self._draining_hooks.append(hook)
 
     # --- state ---------------------------------------------------------------------------
 
@@ -232,9 +238,15 @@ class GrpcServer:
         grace = self.config.shutdown_grace if grace is None else grace
         log.info("stopping", grace_s=grace)
         await self._health.enter_graceful_shutdown()
+        await self._run_hooks(self._draining_hooks, grace)
         if self._server is not None:
             await self._server.stop(grace)
-        for hook in reversed(self._hooks):
+        await self._run_hooks(self._hooks, grace)
+        log.info("stopped")
+
+    @staticmethod
+    async def _run_hooks(hooks: list[ShutdownHook], grace: float) -> None:
+        for hook in reversed(hooks):
             name = getattr(hook, "__qualname__", repr(hook))
             try:
                 await asyncio.wait_for(hook(), timeout=max(grace, 1.0))
@@ -242,7 +254,6 @@ class GrpcServer:
                 log.error("shutdown hook timed out", hook=name)
             except Exception:
                 log.exception("shutdown hook failed", hook=name)
-        log.info("stopped")
 
     async def wait_for_termination(self) -> None:
         """Wait until the underlying gRPC server has terminated."""

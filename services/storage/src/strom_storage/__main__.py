@@ -6,6 +6,8 @@ setting; docs/storage.md explains them).
 
 from __future__ import annotations
 
+import asyncio
+
 from strom.errors import ConfigurationError
 from strom_server.clock import SystemClock
 from strom_server.cluster_keys import ClusterKeys
@@ -18,6 +20,11 @@ from strom_storage.log.cleaner.manager import LogCleaner
 from strom_storage.log.log_manager import LogManager
 from strom_storage.membership.cluster_link import ClusterLink
 from strom_storage.node import ReplicaManager
+from strom_storage.replication import (
+    AlterPartitionClient,
+    FetcherSettings,
+    ReplicaFetcherManager,
+)
 from strom_storage.servicer import StorageServicer, add_to_server
 from strom_storage.stats import NodeStats
 
@@ -39,12 +46,18 @@ def open_replica_manager(config: StorageConfig) -> ReplicaManager:
         ),
     )
     stats = NodeStats()
-    replicas = ReplicaManager(logs, node_id=config.node_id, stats=stats)
+    replicas = ReplicaManager(
+        logs,
+        node_id=config.node_id,
+        stats=stats,
+        replica_lag_time_max_ms=config.replica_lag_time_max_ms,
+    )
     found = replicas.open_existing()
     for topic, count in config.hosted_topics():
         for index in range(count):
             replicas.host(topic, index)
     stats.watch_logs(lambda: [(p.topic, p.index, p.log) for p in replicas.partitions()])
+    stats.watch_replication(replicas.partitions)
     log.info("logs open", node_id=config.node_id, recovered=len(found),
              partitions=len(replicas.partitions()))  # fmt: skip
     return replicas
@@ -58,6 +71,9 @@ async def build(config: StorageConfig, server: GrpcServer) -> None:
         )
     replicas = open_replica_manager(config)
     link = None
+    fetchers: ReplicaFetcherManager | None = None
+    isr_updates: AlterPartitionClient | None = None
+    isr_checks: asyncio.Task[None] | None = None
     if not config.standalone:
         host, port = config.advertised()
         link = ClusterLink(
@@ -71,15 +87,52 @@ async def build(config: StorageConfig, server: GrpcServer) -> None:
             session_timeout_s=config.broker_session_timeout_ms / 1000,
             base_config=config.log_defaults(),
         )
+        fetchers = ReplicaFetcherManager(
+            replicas,
+            node_id=config.node_id,
+            address_of=link.address_of,
+            throttle_of=link.throttle_of,
+            settings=FetcherSettings(
+                max_bytes=int(config.replica_fetch_max_bytes),
+                response_max_bytes=int(config.replica_fetch_response_max_bytes),
+                max_wait_ms=config.replica_fetch_wait_max_ms,
+                min_bytes=config.replica_fetch_min_bytes,
+                backoff_ms=config.replica_fetch_backoff_ms,
+            ),
+        )
+        link_ = link
+        isr_updates = AlterPartitionClient(
+            replicas,
+            node_id=config.node_id,
+            controller_address=lambda: link_.controller_address,
+            broker_epoch=lambda: link_.broker_epoch,
+        )
+        replicas.followers, replicas.isr_updates = fetchers, isr_updates
+        isr_updates.start()
         try:
             await link.start()
         except BaseException:
+            await fetchers.close()
+            await isr_updates.close()
             replicas.close()
             raise
+        isr_checks = asyncio.ensure_future(replicas.run_isr_checks())
     replicas.logs.start()
-    server.add_service(add_to_server, StorageServicer(replicas))
+    servicer = StorageServicer(replicas)
+    server.add_service(add_to_server, servicer)
+
+    async def stop_replicating() -> None:
+        if isr_checks is not None:
+            isr_checks.cancel()
+        if fetchers is not None:
+            await fetchers.close()
+        await servicer.close_streams()
+
+    server.on_draining(stop_replicating)
 
     async def close() -> None:
+        if isr_updates is not None:
+            await isr_updates.close()
         if link is not None:
             await link.close()
         await replicas.logs.stop()

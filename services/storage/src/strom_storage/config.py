@@ -120,6 +120,34 @@ class StorageConfig(ServerConfig):
         help="memory of the compaction key map", min=1 << 10, max=_INT_MAX,
     )  # fmt: skip
 
+    replica_lag_time_max_ms: int = setting(
+        30000, name="replica.lag.time.max.ms",
+        help="a follower that has not caught up with its leader for this long leaves the ISR",
+        min=10, max=LONG_MAX,
+    )  # fmt: skip
+    replica_fetch_max_bytes: ByteSize = setting(
+        ByteSize(1 << 20), name="replica.fetch.max.bytes",
+        help="bytes a follower fetches per partition per request (whole batches)", min=1,
+        max=_INT_MAX,
+    )  # fmt: skip
+    replica_fetch_response_max_bytes: ByteSize = setting(
+        ByteSize(10 << 20), name="replica.fetch.response.max.bytes",
+        help="bytes a follower fetches per request over all partitions", min=1, max=_INT_MAX,
+    )  # fmt: skip
+    replica_fetch_wait_max_ms: int = setting(
+        500, name="replica.fetch.wait.max.ms",
+        help="how long a follower's fetch waits at the leader for new data", min=0,
+        max=_INT_MAX,
+    )  # fmt: skip
+    replica_fetch_min_bytes: int = setting(
+        1, name="replica.fetch.min.bytes", help="bytes a follower's fetch waits for", min=1,
+        max=_INT_MAX,
+    )  # fmt: skip
+    replica_fetch_backoff_ms: int = setting(
+        1000, name="replica.fetch.backoff.ms",
+        help="pause after a failed replica fetch before retrying", min=0, max=_INT_MAX,
+    )  # fmt: skip
+
     def log_defaults(self) -> LogConfig:
         """The LogConfig every partition gets unless its topic overrides a setting."""
         return LogConfig(

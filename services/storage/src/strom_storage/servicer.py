@@ -63,6 +63,32 @@ class StorageServicer(storage_pb2_grpc.StorageNodeServicer):
 
     def __init__(self, replicas: ReplicaManager) -> None:
         self.replicas = replicas
+        self._closing = asyncio.Event()
+
+    async def close_streams(self) -> None:
+        """End every open stream after its current request (shutdown: followers' fetch streams
+        never end by themselves)."""
+        self._closing.set()
+
+    async def _until_closing(self, requests: AsyncIterator[Any]) -> AsyncIterator[Any]:
+        """``requests`` until the stream ends or the servicer closes."""
+        closing = asyncio.ensure_future(self._closing.wait())
+        try:
+            iterator = aiter(requests)
+            while not self._closing.is_set():
+                following = asyncio.ensure_future(anext(iterator))
+                done, _ = await asyncio.wait(
+                    {following, closing}, return_when=asyncio.FIRST_COMPLETED
+                )
+                if following not in done:
+                    following.cancel()
+                    return
+                try:
+                    yield following.result()
+                except StopAsyncIteration:
+                    return
+        finally:
+            closing.cancel()
 
     async def Produce(
         self, request: storage_pb2.ProduceRequest, context: grpc.aio.ServicerContext
@@ -84,7 +110,7 @@ class StorageServicer(storage_pb2_grpc.StorageNodeServicer):
 
         async def read_requests() -> None:
             try:
-                async for request in request_iterator:
+                async for request in self._until_closing(request_iterator):
                     await in_flight.put(asyncio.ensure_future(self.Produce(request, context)))
             finally:
                 await in_flight.put(None)
@@ -119,7 +145,7 @@ class StorageServicer(storage_pb2_grpc.StorageNodeServicer):
         request_iterator: AsyncIterator[storage_pb2.FetchRequest],
         context: grpc.aio.ServicerContext,
     ) -> AsyncIterator[bytes]:
-        async for request in request_iterator:
+        async for request in self._until_closing(request_iterator):
             yield await self.Fetch(request, context)
 
     async def ListOffsets(

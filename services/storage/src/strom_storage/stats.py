@@ -1,12 +1,15 @@
 """Storage-node metrics through OpenTelemetry (exported on the Prometheus endpoint).
 
-Counters: bytes and records in and out per topic. Gauges, read when scraped: log size and
-segment count per partition. Request latency histograms come from strom_server's interceptor.
+Counters: bytes and records in and out per topic; ISR shrinks and expands. Gauges, read when
+scraped: log size and segment count per partition; under-replicated and under-min-ISR
+partitions and follower lag (records the slowest follower misses) over the partitions this node
+leads. Request latency histograms come from strom_server's interceptor.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING
 
 from opentelemetry import metrics
 from opentelemetry.metrics import CallbackOptions, Observation
@@ -14,6 +17,9 @@ from opentelemetry.metrics import CallbackOptions, Observation
 from strom.errors import CorruptRecordError
 from strom.records.header import walk_batches
 from strom_storage.log import Log
+
+if TYPE_CHECKING:
+    from strom_storage.node.partition import Partition
 
 __all__ = ["NodeStats"]
 
@@ -36,6 +42,60 @@ class NodeStats:
         )
         self._records_out = self._meter.create_counter(
             "strom.storage.records_out", description="records returned by fetches"
+        )
+
+        self._isr_shrinks = self._meter.create_counter(
+            "strom.storage.isr_shrinks", description="replicas removed from ISRs this node leads"
+        )
+        self._isr_expands = self._meter.create_counter(
+            "strom.storage.isr_expands", description="replicas added to ISRs this node leads"
+        )
+        self._replica_bytes_in = self._meter.create_counter(
+            "strom.storage.replication_bytes_in", unit="By",
+            description="batch bytes appended by this node's replica fetchers",
+        )  # fmt: skip
+
+    def isr_changed(self, topic: str, *, expanded: int, shrunk: int) -> None:
+        if expanded:
+            self._isr_expands.add(expanded, {"topic": topic})
+        if shrunk:
+            self._isr_shrinks.add(shrunk, {"topic": topic})
+
+    def replicated_in(self, topic: str, size: int) -> None:
+        self._replica_bytes_in.add(size, {"topic": topic})
+
+    def watch_replication(self, partitions: Callable[[], Iterable[Partition]]) -> None:
+        """Register the replication gauges over the partitions this node leads."""
+
+        def leading() -> list[Partition]:
+            return [p for p in partitions() if p.is_leader and p.replicas]
+
+        def under_replicated(_options: CallbackOptions) -> list[Observation]:
+            return [Observation(sum(len(p.isr) < len(p.replicas) for p in leading()))]
+
+        def under_min_isr(_options: CallbackOptions) -> list[Observation]:
+            return [Observation(sum(p.under_min_isr() for p in leading()))]
+
+        def lag(_options: CallbackOptions) -> list[Observation]:
+            return [
+                Observation(p.follower_lag(), {"topic": p.topic, "partition": p.index})
+                for p in leading()
+            ]
+
+        self._meter.create_observable_gauge(
+            "strom.storage.under_replicated_partitions",
+            description="led partitions whose ISR is smaller than their replica list",
+            callbacks=[under_replicated],
+        )
+        self._meter.create_observable_gauge(
+            "strom.storage.under_min_isr_partitions",
+            description="led partitions whose ISR is below min.insync.replicas",
+            callbacks=[under_min_isr],
+        )
+        self._meter.create_observable_gauge(
+            "strom.storage.follower_lag",
+            description="records the slowest follower of the partition is behind its leader",
+            callbacks=[lag],
         )
 
     def record_in(self, topic: str, size: int, records: int) -> None:

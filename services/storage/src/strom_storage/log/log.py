@@ -235,6 +235,21 @@ class Log:
         with self._lock:
             return self._epochs.end_offset_for(epoch, self._local.log_end_offset)
 
+    def assign_leader_epoch(self, epoch: int) -> None:
+        """This replica leads from ``epoch`` on: the epoch starts at the current log end (so
+        OffsetForLeaderEpoch answers for it before its first batch)."""
+        with self._lock:
+            self._check_open()
+            self._epochs.assign(epoch, self._local.log_end_offset)
+
+    def epoch_start_offset(self, epoch: int) -> int:
+        """Where ``epoch`` starts in this log; the log end when it has not started."""
+        with self._lock:
+            for entry in self._epochs.entries:
+                if entry.epoch == epoch:
+                    return entry.start_offset
+            return self._local.log_end_offset
+
     @property
     def producer_state(self) -> ProducerStateManager:
         return self._producers

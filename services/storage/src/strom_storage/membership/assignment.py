@@ -27,6 +27,7 @@ class PartitionAssignment:
     leader: int = NO_LEADER
     leader_epoch: int = 0
     isr: tuple[int, ...] = ()
+    partition_epoch: int = -1
     configs: Mapping[str, str] = field(default_factory=dict)
 
 
@@ -52,6 +53,7 @@ def assignments_for(
                 leader=int(state.get("leader", NO_LEADER)),
                 leader_epoch=int(state.get("leader_epoch", 0)),
                 isr=tuple(int(r) for r in state.get("isr", ())),
+                partition_epoch=int(state.get("partition_epoch", -1)),
                 configs=configs,
             )
     return hosted

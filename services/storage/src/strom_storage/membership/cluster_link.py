@@ -9,6 +9,10 @@ with backoff and logged by ``EtcdStore``, whose watch resumes after the last rev
 delivered; the node keeps serving what it has meanwhile. A lease that expired while etcd was
 unreachable is replaced by a new registration.
 
+The same watch keeps what replication needs: every broker's address (followers fetch from
+leaders), the active controller's address (leaders send ISR changes), this node's broker epoch
+(the create revision of its registration) and the throttle of reassignments in progress.
+
 Thread-safety: runs on the node's event loop.
 """
 
@@ -68,6 +72,10 @@ class ClusterLink:
         self._topics: dict[str, dict[str, object]] = {}
         self._states: dict[tuple[str, int], dict[str, object]] = {}
         self._broker_defaults: dict[str, str] = {}
+        self.broker_addresses: dict[int, str] = {}
+        self.controller_address: str | None = None
+        self.broker_epoch = 0
+        self._throttles: dict[tuple[str, int], int] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self._dirty = asyncio.Event()
 
@@ -136,7 +144,9 @@ class ClusterLink:
                     "its own --node-id"
                 )
         self._lease = lease
-        log.info("registered", node_id=self.node_id, key=key)
+        registered = await self.store.get(key)
+        self.broker_epoch = registered.create_revision if registered is not None else 0
+        log.info("registered", node_id=self.node_id, key=key, broker_epoch=self.broker_epoch)
 
     async def _keep_alive(self) -> None:
         interval = max(0.2, self.session_timeout_s / 3)
@@ -156,6 +166,7 @@ class ClusterLink:
         """Mirror topics, states and defaults at one revision."""
         kvs, revision = await self.store.get_prefix(self._prefix)
         self._topics, self._states, self._broker_defaults = {}, {}, {}
+        self.broker_addresses, self.controller_address, self._throttles = {}, None, {}
         for kv in kvs:
             self._absorb(kv.key, kv.value)
         return revision
@@ -192,13 +203,44 @@ class ClusterLink:
                 else:
                     self._states[partition] = decode_value(value)
                 return True
+            if (broker := self.keys.parse_broker_key(key)) is not None:
+                if value is None:
+                    self.broker_addresses.pop(broker, None)
+                else:
+                    found = decode_value(value)
+                    self.broker_addresses[broker] = f"{found['host']}:{int(found['port'])}"
+                return False
+            if key == self.keys.controller_leader:
+                found = decode_value(value) if value is not None else None
+                self.controller_address = (
+                    f"{found['host']}:{int(found['port'])}" if found is not None else None
+                )
+                return False
+            if (moving := self.keys.parse_reassignment_key(key)) is not None:
+                throttle = 0
+                if value is not None:
+                    record = decode_value(value)
+                    if self.node_id in record.get("adding", ()):
+                        throttle = int(record.get("throttle_bytes_per_sec", 0) or 0)
+                if throttle > 0:
+                    self._throttles[moving] = throttle
+                else:
+                    self._throttles.pop(moving, None)
+                return False
             if key == self.keys.broker_config:
                 defaults = decode_value(value) if value is not None else {}
                 self._broker_defaults = {str(k): str(v) for k, v in defaults.items()}
                 return True
-        except ValueError as exc:
+        except (ValueError, KeyError, TypeError) as exc:
             log.error("unreadable metadata value; ignored", key=key, error=str(exc))
         return False
+
+    def address_of(self, node_id: int) -> str | None:
+        return self.broker_addresses.get(node_id)
+
+    def throttle_of(self, key: tuple[str, int]) -> int:
+        """Replication throttle (bytes/s) while this node is an adding replica of ``key``."""
+        return self._throttles.get(key, 0)
 
     async def _applier(self) -> None:
         """Apply the mirrored metadata after changes, coalescing bursts: a controller writing

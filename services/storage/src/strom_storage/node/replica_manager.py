@@ -9,6 +9,13 @@ headers and CRCs and patches offsets in place; fetch returns raw byte ranges of 
 read from segment files. A fetch short of ``min_bytes`` waits, up to ``max_wait_ms``, for an
 append to wake it (``AppendNotifier``), never polling.
 
+Replication (design, "Replication"): a follower's fetch carries its node id and log end
+offset; the leader records it (``Partition.update_follower``), which may advance the high
+watermark, complete acks=all produces waiting for it, and admit the follower to the ISR.
+ISR changes are proposed to the controller through ``IsrUpdates`` (AlterPartition); the
+followers' own fetching is ``Followers``' job (``replica_fetcher``). Both are absent on a
+standalone node, whose partitions are their own ISR.
+
 Ordering: ``append`` does all its work before its first ``await``, so requests handled in
 arrival order append in that order (what pipelined ProduceStream relies on).
 
@@ -18,8 +25,10 @@ Thread-safety: one event loop drives a ReplicaManager.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 import structlog
 
@@ -30,6 +39,7 @@ from strom.errors import (
     InvalidRequiredAcksError,
     NotLeaderOrFollowerError,
     OffsetOutOfRangeError,
+    RequestTimedOutError,
     StorageError,
     UnknownServerError,
     UnknownTopicOrPartitionError,
@@ -44,7 +54,7 @@ from strom_storage.log import (
 from strom_storage.log.log_manager import LogManager
 from strom_storage.membership.assignment import PartitionAssignment
 from strom_storage.node.notifier import AppendNotifier
-from strom_storage.node.partition import Partition
+from strom_storage.node.partition import IsrChange, Partition
 from strom_storage.stats import NodeStats
 
 log = structlog.get_logger(__name__)
@@ -52,6 +62,8 @@ log = structlog.get_logger(__name__)
 __all__ = [
     "FetchPartitionRequest",
     "FetchPartitionResult",
+    "Followers",
+    "IsrUpdates",
     "ListOffsetsResult",
     "PartitionOutcome",
     "ProducePartitionResult",
@@ -59,6 +71,8 @@ __all__ = [
 ]
 
 VALID_ACKS = (0, 1, -1)
+#: acks=all wait when a produce request leaves timeout_ms unset (0), as Kafka's request.timeout.ms
+DEFAULT_PRODUCE_TIMEOUT_MS = 30000
 #: Partitions apply_assignments handles between two yields to the event loop.
 APPLY_BATCH = 32
 CONSUMER_REPLICA_ID = -1
@@ -112,6 +126,25 @@ class ListOffsetsResult:
     leader_epoch: int = -1
 
 
+class Followers(Protocol):
+    """Fetches the partitions this node follows from their leaders (``replica_fetcher``)."""
+
+    def follow(self, partition: Partition) -> None:
+        """Fetch ``partition`` from its leader at its leader epoch (after truncating)."""
+
+    def unfollow(self, key: tuple[str, int]) -> None: ...
+
+
+class IsrUpdates(Protocol):
+    """Sends ISR changes to the active controller (``isr_updates``)."""
+
+    def propose(self, change: IsrChange) -> None: ...
+
+
+def monotonic_ms() -> int:
+    return int(time.monotonic() * 1000)
+
+
 def _as_broker_error(exc: Exception) -> BrokerResponseError:
     if isinstance(exc, BrokerResponseError):
         return exc
@@ -121,10 +154,20 @@ def _as_broker_error(exc: Exception) -> BrokerResponseError:
 class ReplicaManager:
     """The partitions of one storage node and the requests served over them."""
 
-    def __init__(self, logs: LogManager, *, node_id: int, stats: NodeStats | None = None) -> None:
+    def __init__(
+        self,
+        logs: LogManager,
+        *,
+        node_id: int,
+        stats: NodeStats | None = None,
+        replica_lag_time_max_ms: int = 30000,
+    ) -> None:
         self.logs = logs
         self.node_id = node_id
         self.stats = stats or NodeStats()
+        self.replica_lag_time_max_ms = replica_lag_time_max_ms
+        self.followers: Followers | None = None
+        self.isr_updates: IsrUpdates | None = None
         self._partitions: dict[tuple[str, int], Partition] = {}
         self._notifier: AppendNotifier | None = None
         # What apply_assignments last applied, to skip partitions that did not change.
@@ -139,7 +182,7 @@ class ReplicaManager:
         for topic, index in found:
             log_ = self.logs.get_log(topic, index)
             assert log_ is not None
-            self._partitions[(topic, index)] = Partition(topic, index, log_)
+            self._partitions[(topic, index)] = Partition(topic, index, log_, node_id=self.node_id)
         return found
 
     def host(self, topic: str, index: int, config: LogConfig | None = None) -> Partition:
@@ -147,7 +190,7 @@ class ReplicaManager:
         partition = self._partitions.get((topic, index))
         log_ = self.logs.get_or_create_log(topic, index, config)
         if partition is None:
-            partition = Partition(topic, index, log_)
+            partition = Partition(topic, index, log_, node_id=self.node_id)
             self._partitions[(topic, index)] = partition
         return partition
 
@@ -201,9 +244,28 @@ class ReplicaManager:
             config = base_config
         partition = self.host(assignment.topic, assignment.partition, config)
         if assignment.leader == self.node_id:
-            changed = partition.make_leader(assignment.leader_epoch, assignment.isr)
+            changed = partition.make_leader(
+                assignment.leader_epoch,
+                assignment.isr,
+                replicas=assignment.replicas,
+                partition_epoch=assignment.partition_epoch,
+                now_ms=monotonic_ms(),
+            )
+            if changed and self.followers is not None:
+                self.followers.unfollow(key)
         else:
-            changed = partition.make_follower(assignment.leader_epoch)
+            changed = partition.make_follower(
+                assignment.leader,
+                assignment.leader_epoch,
+                replicas=assignment.replicas,
+                isr=assignment.isr,
+                partition_epoch=assignment.partition_epoch,
+            )
+            if changed and self.followers is not None:
+                if assignment.leader >= 0:
+                    self.followers.follow(partition)
+                else:
+                    self.followers.unfollow(key)
         if changed:
             log.info(
                 "partition role",
@@ -217,8 +279,14 @@ class ReplicaManager:
     def remove(self, topic: str, index: int) -> bool:
         """Stop serving the partition and delete its log."""
         self._applied.pop((topic, index), None)
-        if self._partitions.pop((topic, index), None) is None:
+        partition = self._partitions.pop((topic, index), None)
+        if partition is None:
             return False
+        if self.followers is not None:
+            self.followers.unfollow((topic, index))
+        partition.fail_waiters(
+            NotLeaderOrFollowerError(f"node {self.node_id} no longer hosts {topic}-{index}")
+        )
         self.logs.delete_log(topic, index)
         log.info("partition removed", topic=topic, partition=index)
         self._wake((topic, index))
@@ -254,10 +322,11 @@ class ReplicaManager:
             return [ProducePartitionResult(t, p, error) for t, p, _ in entries]
         notifier = self.notifier
         results = []
+        waits: list[tuple[int, Partition, int]] = []  # (result index, partition, offset)
         for topic, index, data in entries:
             try:
                 partition = self._partition(topic, index)
-                info = partition.append_as_leader(data)
+                info = partition.append_as_leader(data, acks=acks)
             except Exception as exc:  # per-partition outcome; the others proceed
                 error = _as_broker_error(exc)
                 if not isinstance(exc, BrokerResponseError):
@@ -267,6 +336,8 @@ class ReplicaManager:
             if not info.duplicate:
                 notifier.notify(partition.key)
                 self.stats.record_in(topic, info.size_bytes, info.record_count)
+            if acks == -1 and partition.log.high_watermark <= info.last_offset:
+                waits.append((len(results), partition, info.last_offset + 1))
             results.append(
                 ProducePartitionResult(
                     topic,
@@ -276,9 +347,38 @@ class ReplicaManager:
                     log_start_offset=info.log_start_offset,
                 )
             )
-        # acks=all needs nothing more while every partition is its own in-sync set; the
-        # replication issue adds the delayed produce (waiting on followers) here.
+        if waits:
+            await self._await_replication(results, waits, timeout_ms)
         return results
+
+    async def _await_replication(
+        self,
+        results: list[ProducePartitionResult],
+        waits: list[tuple[int, Partition, int]],
+        timeout_ms: int,
+    ) -> None:
+        """acks=all: the delayed produce, completed by the high watermark reaching each
+        partition's last offset (futures resolved by ``Partition``, no polling)."""
+        futures = [partition.wait_for_high_watermark(offset) for _, partition, offset in waits]
+        pending: set[asyncio.Future[None]] = {f for f in futures if not f.done()}
+        if pending:
+            timeout_ms = timeout_ms if timeout_ms > 0 else DEFAULT_PRODUCE_TIMEOUT_MS
+            _, pending = await asyncio.wait(pending, timeout=timeout_ms / 1000)
+        for (i, partition, offset), future in zip(waits, futures, strict=True):
+            error: BrokerResponseError | None
+            if future in pending:
+                future.cancel()
+                error = RequestTimedOutError(
+                    f"{partition.topic}-{partition.index}: the in-sync replicas "
+                    f"{list(partition.isr)} did not reach offset {offset - 1} within "
+                    f"{timeout_ms} ms (the write is on the leader and may still commit)"
+                )
+            else:
+                exc = future.exception()
+                error = None if exc is None else _as_broker_error(exc)  # type: ignore[arg-type]
+            if error is not None:
+                r = results[i]
+                results[i] = ProducePartitionResult(r.topic, r.partition, error)
 
     # -- fetch --------------------------------------------------------------------------------
 
@@ -313,18 +413,21 @@ class ReplicaManager:
 
         # Most fetches are answered at once: read first, and only a fetch that will wait
         # registers for wake-ups (before reading again, so no append can slip between).
-        results = self._read_all(requests, isolation, max_bytes)
+        refused: dict[tuple[str, int], Exception] = {}
+        if replica_id != CONSUMER_REPLICA_ID:
+            refused = self._record_follower_fetches(replica_id, requests)
+        results = self._read_all(requests, isolation, max_bytes, refused)
         keys = [(r.topic, r.partition) for r in requests]
         while not satisfied(results):
             waiter = self.notifier.watch(keys)
             try:
-                results = self._read_all(requests, isolation, max_bytes)
+                results = self._read_all(requests, isolation, max_bytes, refused)
                 if satisfied(results):
                     break
                 try:
                     await asyncio.wait_for(waiter.future, deadline - loop.time())
                 except TimeoutError:
-                    results = self._read_all(requests, isolation, max_bytes)
+                    results = self._read_all(requests, isolation, max_bytes, refused)
                     break
             finally:
                 self.notifier.unwatch(waiter)
@@ -333,20 +436,50 @@ class ReplicaManager:
                 self.stats.record_out(result.topic, result.records)
         return results
 
+    def _record_follower_fetches(
+        self, replica_id: int, requests: Sequence[FetchPartitionRequest]
+    ) -> dict[tuple[str, int], Exception]:
+        """A follower's fetch reports its log end offsets: advance high watermarks, wake the
+        reads and acks=all produces waiting for them, propose ISR expansions. Returns the
+        partitions whose fetch is refused, with why."""
+        refused: dict[tuple[str, int], Exception] = {}
+        now = monotonic_ms()
+        for request in requests:
+            key = (request.topic, request.partition)
+            try:
+                partition = self._partition(*key)
+                partition.check_epoch(request.current_leader_epoch)
+                if not partition.is_leader:
+                    raise NotLeaderOrFollowerError(
+                        f"node {self.node_id} does not lead {request.topic}-{request.partition}"
+                    )
+                if partition.update_follower(replica_id, request.fetch_offset, now):
+                    self._wake(key)
+                change = partition.isr_expansion(replica_id)
+            except Exception as exc:
+                refused[key] = exc
+                continue
+            if change is not None and self.isr_updates is not None:
+                self.isr_updates.propose(change)
+        return refused
+
     def _read_all(
         self,
         requests: Sequence[FetchPartitionRequest],
         isolation: FetchIsolation,
         max_bytes: int,
+        refused: Mapping[tuple[str, int], Exception],
     ) -> list[FetchPartitionResult]:
         results = []
         budget = max_bytes
         returned_any = False
         for request in requests:
             try:
+                if (reason := refused.get((request.topic, request.partition))) is not None:
+                    raise reason
                 partition = self._partition(request.topic, request.partition)
                 partition.check_epoch(request.current_leader_epoch)
-                if not partition.is_leader and isolation is FetchIsolation.HIGH_WATERMARK:
+                if not partition.is_leader:
                     raise NotLeaderOrFollowerError(
                         f"node {self.node_id} does not lead {request.topic}-{request.partition}"
                     )
@@ -453,6 +586,56 @@ class ReplicaManager:
         except Exception as exc:
             return _as_broker_error(exc), -1
         return None, low
+
+    # -- the ISR ------------------------------------------------------------------------------
+
+    def isr_committed(self, change: IsrChange, isr: tuple[int, ...], partition_epoch: int) -> None:
+        """The controller accepted an ISR change this node proposed."""
+        partition = self._partitions.get((change.topic, change.partition))
+        if partition is None:
+            return
+        before = set(partition.isr)
+        if partition.isr_committed(change, isr, partition_epoch):
+            self._wake(partition.key)
+        after = set(partition.isr)
+        if after != before:
+            self.stats.isr_changed(change.topic, expanded=len(after - before),
+                                   shrunk=len(before - after))  # fmt: skip
+            log.info("ISR changed", topic=change.topic, partition=change.partition,
+                     isr=sorted(after), partition_epoch=partition_epoch)  # fmt: skip
+
+    def isr_rejected(self, change: IsrChange) -> None:
+        partition = self._partitions.get((change.topic, change.partition))
+        if partition is not None:
+            partition.isr_rejected(change)
+
+    def shrink_lagging_isrs(self, now_ms: int | None = None) -> list[IsrChange]:
+        """Propose dropping followers that have not caught up for replica.lag.time.max.ms."""
+        now = monotonic_ms() if now_ms is None else now_ms
+        changes = []
+        for partition in self._partitions.values():
+            change = partition.isr_shrink(now, self.replica_lag_time_max_ms)
+            if change is not None:
+                changes.append(change)
+                log.warning(
+                    "follower(s) fell out of sync; shrinking the ISR",
+                    topic=partition.topic,
+                    partition=partition.index,
+                    isr=list(partition.isr),
+                    new_isr=list(change.new_isr),
+                )
+                if self.isr_updates is not None:
+                    self.isr_updates.propose(change)
+        return changes
+
+    async def run_isr_checks(self) -> None:
+        """Check for lagging followers every half replica.lag.time.max.ms (Kafka's rhythm)."""
+        while True:
+            await asyncio.sleep(self.replica_lag_time_max_ms / 2000)
+            try:
+                self.shrink_lagging_isrs()
+            except Exception:
+                log.exception("ISR check failed")
 
     # -- life cycle ---------------------------------------------------------------------------
 
