@@ -159,14 +159,20 @@ class LocalCluster:
         return f"{self.spec.host}:{self.spec.base_port + node_id}"
 
     def produce(
-        self, topic: str, partition: int, values: list[bytes], *, acks: int = -1
+        self,
+        topic: str,
+        partition: int,
+        values: list[bytes],
+        *,
+        acks: int = -1,
+        timeout_ms: int = 10000,
     ) -> storage_pb2.ProducePartitionResult:
         """Append ``values`` as one batch through the partition's current leader."""
         leader = self.describe(topic).partitions[partition].leader
         batch = encode_batch([(int(time.time() * 1000), None, v) for v in values])
         request = storage_pb2.ProduceRequest(
             acks=acks,
-            timeout_ms=10000,
+            timeout_ms=timeout_ms,
             partitions=[
                 storage_pb2.ProducePartitionData(topic=topic, partition=partition, records=batch)
             ],
@@ -177,7 +183,8 @@ class LocalCluster:
         return result
 
 
-def start_local_cluster(data_dir: Path) -> Iterator[LocalCluster]:
+def start_local_cluster(data_dir: Path, **spec: Any) -> Iterator[LocalCluster]:
+    """Start a cluster (``spec``: extra ``LocalClusterSpec`` fields) and stop it afterwards."""
     base = free_port_range(SERVICE_PORTS)
     etcd_ports: list[int] = []
     while len(etcd_ports) < 2:
@@ -191,6 +198,7 @@ def start_local_cluster(data_dir: Path) -> Iterator[LocalCluster]:
         base_port=base,
         storage_nodes=STORAGE_NODES,
         controllers=2,
+        **spec,
     )
     cluster = LocalCluster(spec)
     try:

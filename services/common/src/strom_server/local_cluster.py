@@ -64,6 +64,9 @@ class LocalClusterSpec:
     controllers: int = 2
     #: Topics to create once the cluster is up: ``name:partitions[:replication factor]``.
     topics: tuple[str, ...] = ()
+    #: Extra command-line settings for every storage node / controller (tests, chaos runs).
+    storage_flags: tuple[str, ...] = ()
+    controller_flags: tuple[str, ...] = ()
 
     @property
     def etcd_endpoint(self) -> str:
@@ -109,6 +112,7 @@ class LocalClusterSpec:
             "strom_controller",
             self.controller_address(controller_id),
             "--controller-id", str(controller_id),
+            *self.controller_flags,
         )  # fmt: skip
 
     def _storage_node(self, node_id: int) -> ManagedProcess:
@@ -119,6 +123,7 @@ class LocalClusterSpec:
             "--node-id", str(node_id),
             "--rack", f"rack-{node_id}",
             "--log-dirs", str(self.data_dir / f"storage-{node_id}"),
+            *self.storage_flags,
         )  # fmt: skip
 
     def _gateway(self) -> ManagedProcess:

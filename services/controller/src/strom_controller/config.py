@@ -1,10 +1,12 @@
-"""Settings of a controller: identity, election lease, topic-creation defaults.
+"""Settings of a controller: identity, election lease, topic-creation defaults, automatic
+leader rebalancing.
 
 Kafka names are used where Kafka has the setting (``auto.create.topics.enable``,
-``num.partitions``, ``default.replication.factor``); ``controller.session.timeout.ms`` is the
-TTL of the election lease. ``topic.config.defaults`` seeds the cluster-wide broker defaults of
-topic configs (the etcd key ``<prefix>/config/brokers``) the first time a controller becomes
-active; afterwards that key, changed through IncrementalAlterConfigs, is the source of truth.
+``num.partitions``, ``default.replication.factor``, ``auto.leader.rebalance.enable``,
+``leader.imbalance.*``); ``controller.session.timeout.ms`` is the TTL of the election lease.
+``topic.config.defaults`` seeds the cluster-wide broker defaults of topic configs (the etcd key
+``<prefix>/config/brokers``) the first time a controller becomes active; afterwards that key,
+changed through IncrementalAlterConfigs, is the source of truth.
 """
 
 from __future__ import annotations
@@ -79,6 +81,27 @@ class ControllerConfig(ServerConfig):
         help="cluster-wide topic config defaults as name=value (seeds <prefix>/config/brokers "
         "once)",
         check=_check_topic_defaults,
+    )
+    auto_leader_rebalance_enable: bool = setting(
+        True,
+        name="auto.leader.rebalance.enable",
+        help="hand leadership back to preferred replicas when a broker's leader imbalance "
+        "exceeds leader.imbalance.per.broker.percentage",
+    )
+    leader_imbalance_check_interval_seconds: int = setting(
+        300,
+        name="leader.imbalance.check.interval.seconds",
+        help="how often the active controller checks the leader imbalance",
+        min=1,
+        max=_INT_MAX,
+    )
+    leader_imbalance_per_broker_percentage: int = setting(
+        10,
+        name="leader.imbalance.per.broker.percentage",
+        help="a broker's share of preferred partitions it does not lead above which their "
+        "leadership is moved back",
+        min=0,
+        max=100,
     )
     etcd_retry_backoff_max_ms: int = setting(
         2000, help="longest pause between retries while etcd is unreachable", min=10,

@@ -10,7 +10,10 @@ On becoming active it waits until its cache holds everything up to its election 
 creates ``P/cluster/id`` and seeds ``P/config/brokers`` if absent, reconciles every partition
 with the live brokers (brokers may have died while no controller was active), and only then
 serves. Afterwards any change of the broker set, partition states or reassignments schedules a
-reconciliation (leader moves, ISR shrinks, reassignment completions).
+reconciliation (leader moves, ISR shrinks, reassignment completions). While active, and with
+``auto.leader.rebalance.enable``, it also checks the leader imbalance every
+``leader.imbalance.check.interval.seconds`` and runs preferred elections where it is too high
+(``managers.leader_balance``).
 
 Not thread-safe: one event loop.
 """
@@ -38,6 +41,7 @@ from strom_controller.election import ControllerElection
 from strom_controller.keys import KeyLayout, PartitionRecord, encode
 from strom_controller.managers.brokers import BrokerTracker
 from strom_controller.managers.configs import ConfigManager
+from strom_controller.managers.leader_balance import preferred_elections_due
 from strom_controller.managers.producer_ids import MAX_PRODUCER_EPOCH, ProducerIdManager
 from strom_controller.managers.reassignment import ReassignmentManager
 from strom_controller.managers.replication import ReplicationManager
@@ -110,6 +114,9 @@ class Controller:
         self._election: ControllerElection | None = None
         self._reconcile_wanted = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
+        self._balancer: asyncio.Task[None] | None = None
+        self.auto_leader_elections = 0
+        """Preferred elections run by the automatic rebalance (while this process was active)."""
 
     # --- life cycle ----------------------------------------------------------------------
 
@@ -146,6 +153,10 @@ class Controller:
                 await task
         if self._election is not None:
             await self._election.resign()
+        balancer = self._stop_balancer()
+        if balancer is not None:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await balancer
         await self._feeder.stop()
         await self.store.close()
 
@@ -184,6 +195,11 @@ class Controller:
         self._serving = True
         log.info("serving as the active controller", controller_id=self.config.controller_id,
                  epoch=self.election.record.epoch if self.election.record else None)  # fmt: skip
+        self._stop_balancer()
+        if self.config.auto_leader_rebalance_enable:
+            self._balancer = asyncio.create_task(
+                self._leader_balance_loop(), name="controller-leader-balance"
+            )
 
     async def _commit_if_absent(self, key: str, value: bytes) -> None:
         result: ControllerResult[None] = ControllerResult(
@@ -197,6 +213,15 @@ class Controller:
 
     def _on_deposed(self, reason: str) -> None:
         self._serving = False
+        self._stop_balancer()
+
+    def _stop_balancer(self) -> asyncio.Task[None] | None:
+        """Cancel the leader-balance task (if any); returns it for the caller to await."""
+        task, self._balancer = self._balancer, None
+        # Deposed by the balancer's own fenced write: it sees it is no longer current and ends.
+        if task is not None and task is not asyncio.current_task():
+            task.cancel()
+        return task
 
     # --- reacting to changes -------------------------------------------------------------
 
@@ -245,6 +270,56 @@ class Controller:
         for done in self.reassignments.completions(self.cache):
             await self._commit(done)
             log.info("reassignment completed", key=done.effects[0].key)
+
+    # --- automatic preferred-leader rebalance ---------------------------------------------
+
+    async def _leader_balance_loop(self) -> None:
+        """Runs only while active (started on election, cancelled when deposed or closing)."""
+        interval = self.config.leader_imbalance_check_interval_seconds
+        while self._balancer is asyncio.current_task():
+            await self.clock.sleep(interval)
+            try:
+                await self.rebalance_leaders()
+            except Exception:  # the next round tries again
+                log.exception("leader imbalance check failed")
+
+    async def rebalance_leaders(self) -> list[tuple[str, int, Outcome[PartitionRecord]]]:
+        """One leader-imbalance check: a preferred election for every partition that
+        ``preferred_elections_due`` picks, each committed like ``elect_leaders``."""
+        if not self.is_active:
+            return []
+        due = preferred_elections_due(
+            self.cache,
+            enabled=self.config.auto_leader_rebalance_enable,
+            percentage=self.config.leader_imbalance_per_broker_percentage,
+        )
+        out = []
+        for imbalance, partitions in due:
+            log.info("leader imbalance above the threshold", broker=imbalance.broker,
+                     not_leading=len(imbalance.not_leading), preferred=imbalance.preferred,
+                     percentage=self.config.leader_imbalance_per_broker_percentage)  # fmt: skip
+            for topic, partition in partitions:
+                state = self.cache.partitions.get((topic, partition))
+                previous = state.leader if state else -1
+                outcome = await self._admin(
+                    lambda t=topic, p=partition: self.replication.elect(
+                        self.cache, t, p, "preferred"
+                    )
+                )
+                out.append((topic, partition, outcome))
+                if outcome.error is not None:
+                    # Changed since the decision (e.g. the replica left the ISR); next round.
+                    log.info("automatic preferred leader election skipped", topic=topic,
+                             partition=partition, error=str(outcome.error))  # fmt: skip
+                    if isinstance(outcome.error, NotControllerError):
+                        return out
+                    continue
+                assert outcome.value is not None
+                self.auto_leader_elections += 1
+                log.info("automatic preferred leader election", topic=topic, partition=partition,
+                         leader=outcome.value.leader, previous_leader=previous,
+                         leader_epoch=outcome.value.leader_epoch)  # fmt: skip
+        return out
 
     def _partition_of(self, result: ControllerResult[PartitionRecord]) -> tuple[str, int]:
         key = result.effects[0].key

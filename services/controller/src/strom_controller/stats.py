@@ -1,9 +1,11 @@
 """Controller metrics through OpenTelemetry (exported on the Prometheus endpoint).
 
 Gauges, computed from the metadata cache when scraped: whether this controller is active, live
-brokers, topics, partitions, offline partitions (no leader) and under-replicated partitions
-(ISR smaller than the replica list); a counter of unclean leader elections. Request latency
-histograms come from strom_server's interceptor.
+brokers, topics, partitions, offline partitions (no leader), under-replicated partitions (ISR
+smaller than the replica list) and partitions not led by their preferred replica (Kafka's
+PreferredReplicaImbalanceCount); counters of unclean leader elections and of the preferred
+elections the automatic leader rebalance ran. Request latency histograms come from
+strom_server's interceptor.
 """
 
 from __future__ import annotations
@@ -40,6 +42,14 @@ def watch_controller(controller: Controller, meter: metrics.Meter | None = None)
             if topic in cache.topics and len(s.isr) < len(cache.topics[topic].partitions.get(p, ()))
         )
 
+    def preferred_imbalance() -> int:
+        count = 0
+        for (topic, p), s in cache.partitions.items():
+            record = cache.topics.get(topic)
+            replicas = record.partitions.get(p, ()) if record else ()
+            count += bool(replicas) and s.leader != replicas[0]
+        return count
+
     gauges: list[tuple[str, str, Callable[[], int]]] = [
         ("strom.controller.active", "1 when this controller is the active one",
          lambda: int(controller.is_active)),
@@ -49,11 +59,18 @@ def watch_controller(controller: Controller, meter: metrics.Meter | None = None)
         ("strom.controller.offline_partitions", "partitions without a leader", offline),
         ("strom.controller.under_replicated_partitions",
          "partitions whose ISR is smaller than their replica list", under_replicated),
+        ("strom.controller.preferred_replica_imbalance",
+         "partitions not led by their preferred replica", preferred_imbalance),
     ]  # fmt: skip
     for name, description, value in gauges:
         meter.create_observable_gauge(name, callbacks=[_gauge(value)], description=description)
-    meter.create_observable_counter(
-        "strom.controller.unclean_leader_elections",
-        callbacks=[_gauge(lambda: controller.replication.unclean_elections)],
-        description="leaders chosen outside the ISR by this controller",
-    )
+    counters: list[tuple[str, str, Callable[[], int]]] = [
+        ("strom.controller.unclean_leader_elections",
+         "leaders chosen outside the ISR by this controller",
+         lambda: controller.replication.unclean_elections),
+        ("strom.controller.auto_leader_rebalance_elections",
+         "preferred leader elections run by this controller's automatic leader rebalance",
+         lambda: controller.auto_leader_elections),
+    ]  # fmt: skip
+    for name, description, value in counters:
+        meter.create_observable_counter(name, callbacks=[_gauge(value)], description=description)

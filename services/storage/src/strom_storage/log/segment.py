@@ -412,19 +412,19 @@ class LogSegment:
         return truncated
 
     def truncate_to(self, offset: int) -> int:
-        """Remove every batch whose base offset is >= ``offset``; returns bytes removed.
+        """Remove every batch holding an offset >= ``offset``; returns bytes removed.
 
-        A batch holding ``offset`` in its middle is kept whole (callers truncate at batch
-        boundaries: a follower's epoch end offset, a log end offset).
+        A batch holding ``offset`` in its middle goes whole (as in Kafka): nothing at or above
+        ``offset`` may survive, so a follower never keeps records its leader lacks.
         """
-        position = self._size
+        position, cut = self._size, offset
         for location in self.batches(self.offset_index.lookup(offset).position):
-            if location.header.base_offset >= offset:
-                position = location.position
+            if location.header.last_offset >= offset:
+                position, cut = location.position, min(offset, location.header.base_offset)
                 break
         removed = self._size - position
-        self.offset_index.truncate_to(offset)
-        self.time_index.truncate_to(offset)
+        self.offset_index.truncate_to(cut)
+        self.time_index.truncate_to(cut)
         if removed:
             self._truncate_file(position)
         self._rolling_timestamp = None if position == 0 else self._rolling_timestamp

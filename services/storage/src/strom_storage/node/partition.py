@@ -78,6 +78,8 @@ class Partition:
         self.isr: tuple[int, ...] = ()
         self.pending_isr: IsrChange | None = None
         self.followers: dict[int, FollowerState] = {}
+        #: whether the controller ever assigned a role (until then: standalone leader)
+        self._assigned = False
         #: acks=all produces: (required offset, tie-breaker, future), smallest offset first
         self._waiters: list[tuple[int, int, asyncio.Future[None]]] = []
         # Becoming leader: a sole in-sync replica has committed its whole log (also after an
@@ -127,7 +129,8 @@ class Partition:
 
         A newer ``partition_epoch`` with the same leader epoch only updates the ISR (the
         controller committed an ISR change)."""
-        new_term = not self.is_leader or leader_epoch != self.leader_epoch
+        new_term = not self._assigned or not self.is_leader or leader_epoch != self.leader_epoch
+        self._assigned = True
         if not new_term and partition_epoch < self.partition_epoch:
             return False  # an older view of our own term
         self.replicas, self.partition_epoch = replicas, partition_epoch
@@ -165,7 +168,10 @@ class Partition:
         partition_epoch: int = -1,
     ) -> bool:
         """Follow ``leader`` (-1: nobody leads); returns whether the leadership changed."""
-        changed = leader != self.leader or leader_epoch != self.leader_epoch
+        changed = (
+            not self._assigned or leader != self.leader or leader_epoch != self.leader_epoch
+        )
+        self._assigned = True
         was_leader = self.is_leader
         self.leader, self.leader_epoch = leader, leader_epoch
         self.replicas, self.isr, self.partition_epoch = replicas, isr, partition_epoch

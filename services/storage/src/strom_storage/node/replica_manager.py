@@ -76,6 +76,8 @@ DEFAULT_PRODUCE_TIMEOUT_MS = 30000
 #: Partitions apply_assignments handles between two yields to the event loop.
 APPLY_BATCH = 32
 CONSUMER_REPLICA_ID = -1
+#: Kafka's debugging consumer: reads any replica (leader or follower) up to its high watermark
+DEBUG_REPLICA_ID = -2
 
 
 @dataclass(frozen=True, slots=True)
@@ -397,9 +399,7 @@ class ReplicaManager:
         if any(r.partition_max_bytes < 0 for r in requests):
             raise InvalidRequestError("fetch partition_max_bytes must be >= 0")
         isolation = (
-            FetchIsolation.HIGH_WATERMARK
-            if replica_id == CONSUMER_REPLICA_ID
-            else FetchIsolation.LOG_END
+            FetchIsolation.HIGH_WATERMARK if replica_id < 0 else FetchIsolation.LOG_END
         )
         loop = asyncio.get_running_loop()
         deadline = loop.time() + max_wait_ms / 1000
@@ -414,20 +414,21 @@ class ReplicaManager:
         # Most fetches are answered at once: read first, and only a fetch that will wait
         # registers for wake-ups (before reading again, so no append can slip between).
         refused: dict[tuple[str, int], Exception] = {}
-        if replica_id != CONSUMER_REPLICA_ID:
+        if replica_id >= 0:
             refused = self._record_follower_fetches(replica_id, requests)
-        results = self._read_all(requests, isolation, max_bytes, refused)
+        any_replica = replica_id == DEBUG_REPLICA_ID
+        results = self._read_all(requests, isolation, max_bytes, refused, any_replica)
         keys = [(r.topic, r.partition) for r in requests]
         while not satisfied(results):
             waiter = self.notifier.watch(keys)
             try:
-                results = self._read_all(requests, isolation, max_bytes, refused)
+                results = self._read_all(requests, isolation, max_bytes, refused, any_replica)
                 if satisfied(results):
                     break
                 try:
                     await asyncio.wait_for(waiter.future, deadline - loop.time())
                 except TimeoutError:
-                    results = self._read_all(requests, isolation, max_bytes, refused)
+                    results = self._read_all(requests, isolation, max_bytes, refused, any_replica)
                     break
             finally:
                 self.notifier.unwatch(waiter)
@@ -469,6 +470,7 @@ class ReplicaManager:
         isolation: FetchIsolation,
         max_bytes: int,
         refused: Mapping[tuple[str, int], Exception],
+        any_replica: bool = False,
     ) -> list[FetchPartitionResult]:
         results = []
         budget = max_bytes
@@ -479,7 +481,7 @@ class ReplicaManager:
                     raise reason
                 partition = self._partition(request.topic, request.partition)
                 partition.check_epoch(request.current_leader_epoch)
-                if not partition.is_leader:
+                if not partition.is_leader and not any_replica:
                     raise NotLeaderOrFollowerError(
                         f"node {self.node_id} does not lead {request.topic}-{request.partition}"
                     )
