@@ -168,9 +168,7 @@ class Partition:
         partition_epoch: int = -1,
     ) -> bool:
         """Follow ``leader`` (-1: nobody leads); returns whether the leadership changed."""
-        changed = (
-            not self._assigned or leader != self.leader or leader_epoch != self.leader_epoch
-        )
+        changed = not self._assigned or leader != self.leader or leader_epoch != self.leader_epoch
         self._assigned = True
         was_leader = self.is_leader
         self.leader, self.leader_epoch = leader, leader_epoch

@@ -398,9 +398,7 @@ class ReplicaManager:
             raise InvalidRequestError("fetch max_bytes, min_bytes and max_wait_ms must be >= 0")
         if any(r.partition_max_bytes < 0 for r in requests):
             raise InvalidRequestError("fetch partition_max_bytes must be >= 0")
-        isolation = (
-            FetchIsolation.HIGH_WATERMARK if replica_id < 0 else FetchIsolation.LOG_END
-        )
+        isolation = FetchIsolation.HIGH_WATERMARK if replica_id < 0 else FetchIsolation.LOG_END
         loop = asyncio.get_running_loop()
         deadline = loop.time() + max_wait_ms / 1000
 
