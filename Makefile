@@ -25,7 +25,7 @@ up: $(STAMP)
 	$(BIN)/strom cluster up
 
 test: $(STAMP)
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -m "not slow" $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
@@ -43,7 +43,7 @@ proto: $(STAMP)
 	$(BIN)/python proto/generate.py
 
 chaos: $(STAMP)
-	$(BIN)/python -m pytest -m slow tests/chaos $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -m slow -s tests/chaos $(PYTEST_ARGS)
 
 clean:
 	rm -rf $(VENV) build clients/build .strom

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import uuid
 from collections.abc import Callable, Sequence
 from typing import TypeVar
@@ -301,11 +302,10 @@ class Controller:
             for topic, partition in partitions:
                 state = self.cache.partitions.get((topic, partition))
                 previous = state.leader if state else -1
-                outcome = await self._admin(
-                    lambda t=topic, p=partition: self.replication.elect(
-                        self.cache, t, p, "preferred"
-                    )
+                elect = functools.partial(
+                    self.replication.elect, self.cache, topic, partition, "preferred"
                 )
+                outcome = await self._admin(elect)
                 out.append((topic, partition, outcome))
                 if outcome.error is not None:
                     # Changed since the decision (e.g. the replica left the ISR); next round.

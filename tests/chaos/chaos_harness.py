@@ -1,0 +1,366 @@
+"""A Jepsen-style fault harness: a workload, a nemesis, and a checker over a real cluster.
+
+Workload: producers (the real ``strom.Producer``, acks=all, idempotent) write uniquely numbered
+records to a replicated topic and remember, for every acknowledged record, the partition and
+offset they were told; a consumer (``strom.Consumer``, assigned every partition) reads alongside
+and records every poll. Nemesis (seeded ``random.Random``): kill -9 and restart a storage node,
+kill -9 and restart the active controller, SIGSTOP a storage node for longer than its session
+and SIGCONT it. At most one storage node is faulty at a time, so with replication factor 3 and
+min.insync.replicas 2 the cluster should stay writable most of the time; safety is checked
+regardless. At the end every fault is healed, the ISRs are waited for, and the checker reads
+every partition from every replica (Fetch with the debugging replica id, up to each replica's
+high watermark) and counts violations (every count must be 0):
+
+* lost: acknowledged records missing from the partition's leader;
+* duplicated: records present more than once (idempotence must prevent it);
+* wrong offset: acknowledged records found at another offset than the one acknowledged;
+* conflicting offsets: offsets holding different records on different replicas;
+* replica divergence: replicas whose log below their high watermark is not a prefix of the
+  leader's;
+* consumer skips and non-monotonic polls: the consumer saw an offset gap or went backwards
+  within its session.
+
+Replay a run with the seed it prints: ``STROM_CHAOS_SEED=<seed> make chaos``.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import grpc
+from cluster_testkit import LocalCluster, start_local_cluster, wait_until
+
+from strom import Consumer, NewTopic, Producer, TopicPartition
+from strom.protocol.v1 import storage_pb2, storage_pb2_grpc
+from strom.records import iter_records
+
+TOPIC = "chaos"
+PARTITIONS = 3
+REPLICAS = 3
+STORAGE_NODES = 3
+SESSION_MS = 4000
+LAG_MAX_MS = 3000
+DEBUG_REPLICA_ID = -2
+
+
+@dataclass
+class ChaosSettings:
+    seed: int
+    duration_s: float
+    producers: int = 2
+    records_per_second: int = 200  # per producer
+    fault_gap_s: tuple[float, float] = (2.0, 6.0)
+
+
+@dataclass
+class Outcome:
+    """What the workload saw; filled by the threads, read by the checker."""
+
+    acked: dict[str, tuple[int, int]] = field(default_factory=dict)  # id -> (partition, offset)
+    failed: Counter[str] = field(default_factory=Counter)  # error class -> count
+    sent: int = 0
+    consumed: dict[int, list[tuple[int, str]]] = field(default_factory=dict)
+    consumer_skips: int = 0
+    consumer_backwards: int = 0
+    faults: list[str] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+# -- workload -------------------------------------------------------------------------------------
+
+
+def run_producer(
+    cluster: LocalCluster,
+    index: int,
+    settings: ChaosSettings,
+    outcome: Outcome,
+    stop: threading.Event,
+) -> None:
+    """Send ``p<index>-<n>`` records paced at ``records_per_second`` until ``stop``."""
+    producer = Producer(
+        bootstrap_servers=cluster.gateway,
+        acks="all",
+        enable_idempotence=True,
+        linger_ms=5,
+        retry_backoff_ms=100,
+        request_timeout_ms=5000,
+        delivery_timeout_ms=120000,
+        max_block_ms=120000,
+    )
+    interval = 1 / settings.records_per_second
+    started = time.monotonic()
+    n = 0
+    try:
+        while not stop.is_set():
+            record_id = f"p{index}-{n}"
+            future = producer.send(TOPIC, value=record_id.encode(), partition=n % PARTITIONS)
+
+            def settle(done: Any, record_id: str = record_id) -> None:
+                error = done.exception()
+                with outcome.lock:
+                    if error is None:
+                        metadata = done.result()
+                        outcome.acked[record_id] = (metadata.partition, metadata.offset)
+                    else:
+                        outcome.failed[type(error).__name__] += 1
+
+            future.add_done_callback(settle)
+            with outcome.lock:
+                outcome.sent += 1
+            n += 1
+            delay = started + n * interval - time.monotonic()
+            if delay > 0:
+                stop.wait(delay)
+    finally:
+        producer.close(timeout=150)
+
+
+def run_consumer(cluster: LocalCluster, outcome: Outcome, stop: threading.Event) -> None:
+    consumer = Consumer(
+        bootstrap_servers=cluster.gateway, auto_offset_reset="earliest", enable_auto_commit=False
+    )
+    consumer.assign([TopicPartition(TOPIC, p) for p in range(PARTITIONS)])
+    last: dict[int, int] = {}
+    try:
+        while not stop.is_set():
+            for tp, records in consumer.poll(timeout_ms=500).items():
+                for record in records:
+                    previous = last.get(tp.partition, -1)
+                    with outcome.lock:
+                        if record.offset <= previous:
+                            outcome.consumer_backwards += 1
+                        elif record.offset != previous + 1:
+                            outcome.consumer_skips += 1
+                        outcome.consumed.setdefault(tp.partition, []).append(
+                            (record.offset, (record.value or b"").decode())
+                        )
+                    last[tp.partition] = record.offset
+    finally:
+        consumer.close()
+
+
+# -- nemesis --------------------------------------------------------------------------------------
+
+
+class Nemesis:
+    """Faults on the cluster's processes, chosen by a seeded random generator."""
+
+    def __init__(self, cluster: LocalCluster, rng: random.Random, outcome: Outcome) -> None:
+        self.cluster = cluster
+        self.rng = rng
+        self.outcome = outcome
+
+    def _note(self, text: str) -> None:
+        line = f"{time.strftime('%H:%M:%S')} {text}"
+        print(f"nemesis: {line}", flush=True)
+        self.outcome.faults.append(line)
+
+    def _kill(self, name: str) -> None:
+        popen = self.cluster.processes[name].popen
+        assert popen is not None
+        popen.kill()
+        popen.wait()
+
+    def active_controller(self) -> str | None:
+        try:
+            with self.cluster.admin() as admin:
+                controller = admin.describe_cluster().controller
+        except Exception:
+            return None
+        return None if controller is None else f"controller-{controller.node_id}"
+
+    def one_fault(self) -> None:
+        kind = self.rng.choice(["kill storage", "kill storage", "pause storage", "kill controller"])
+        if kind == "kill controller":
+            name = self.active_controller()
+            if name is None:
+                return
+            self._note(f"kill -9 {name} (the active controller)")
+            self._kill(name)
+            time.sleep(self.rng.uniform(0.5, 3.0))
+            self.cluster.restart(name)
+            self._note(f"restarted {name}")
+            return
+        name = f"storage-{self.rng.randint(1, STORAGE_NODES)}"
+        if kind == "kill storage":
+            self._note(f"kill -9 {name}")
+            self._kill(name)
+            time.sleep(self.rng.uniform(0.5, SESSION_MS / 1000 + 2))
+            self.cluster.restart(name)
+            self._note(f"restarted {name}")
+            return
+        popen = self.cluster.processes[name].popen
+        assert popen is not None
+        pause = self.rng.uniform(SESSION_MS / 1000 + 0.5, SESSION_MS / 1000 + 3)
+        self._note(f"SIGSTOP {name} for {pause:.1f} s (session {SESSION_MS / 1000:.0f} s)")
+        os.kill(popen.pid, signal.SIGSTOP)
+        try:
+            time.sleep(pause)
+        finally:
+            os.kill(popen.pid, signal.SIGCONT)
+        self._note(f"SIGCONT {name}")
+
+    def heal(self) -> None:
+        """Every process running again."""
+        for name, process in self.cluster.processes.items():
+            if process.popen is not None and process.exit_code() is None:
+                os.kill(process.popen.pid, signal.SIGCONT)
+            elif name != "etcd":
+                self._note(f"heal: restarting {name}")
+                self.cluster.restart(name)
+
+
+# -- checker --------------------------------------------------------------------------------------
+
+
+def read_replica(cluster: LocalCluster, node_id: int, partition: int) -> tuple[int, list[str]]:
+    """(high watermark, record ids at offsets 0..hw-1) of one replica."""
+    values: list[str] = []
+    offset = 0
+    with grpc.insecure_channel(cluster.storage_address(node_id)) as channel:
+        stub = storage_pb2_grpc.StorageNodeStub(channel)
+        while True:
+            fetch = storage_pb2.FetchPartition(
+                topic=TOPIC, partition=partition, fetch_offset=offset, partition_max_bytes=8 << 20
+            )
+            request = storage_pb2.FetchRequest(
+                replica_id=DEBUG_REPLICA_ID, max_bytes=8 << 20, partitions=[fetch]
+            )
+            (result,) = stub.Fetch(request, timeout=30).partitions
+            if result.error_code:
+                raise AssertionError(f"node {node_id} {TOPIC}-{partition}: {result.error_message}")
+            records = [r for r in iter_records(result.records) if r.offset >= offset]
+            for record in records:
+                assert record.offset == len(values), "offsets below the high watermark have gaps"
+                values.append((record.value or b"").decode())
+            if not records or len(values) >= result.high_watermark:
+                return result.high_watermark, values
+            offset = len(values)
+
+
+def check(cluster: LocalCluster, outcome: Outcome) -> dict[str, int]:
+    """Count every violation (see the module docstring)."""
+    lost = duplicated = wrong_offset = conflicting = divergent = 0
+    for partition in range(PARTITIONS):
+        leader = cluster.describe(TOPIC).partitions[partition].leader
+        copies = {n: read_replica(cluster, n, partition) for n in range(1, STORAGE_NODES + 1)}
+        _, log = copies[leader]
+        at: dict[str, list[int]] = {}
+        for offset, record_id in enumerate(log):
+            at.setdefault(record_id, []).append(offset)
+        duplicated += sum(len(offsets) - 1 for offsets in at.values())
+        for record_id, (acked_partition, acked_offset) in outcome.acked.items():
+            if acked_partition != partition:
+                continue
+            if record_id not in at:
+                lost += 1
+            elif acked_offset not in at[record_id]:
+                wrong_offset += 1
+        for offset in range(max(len(values) for _, values in copies.values())):
+            held = {values[offset] for _, values in copies.values() if offset < len(values)}
+            conflicting += len(held) > 1
+        divergent += sum(values != log[: len(values)] for _, values in copies.values())
+    return {
+        "acknowledged records lost": lost,
+        "duplicates": duplicated,
+        "records at another offset than acknowledged": wrong_offset,
+        "offsets holding different records across replicas": conflicting,
+        "consumer poll skips": outcome.consumer_skips,
+        "consumer non-monotonic polls": outcome.consumer_backwards,
+        "replica divergence below the high watermark": divergent,
+    }
+
+
+def table(results: dict[str, int], outcome: Outcome, settings: ChaosSettings) -> str:
+    width = max(len(k) for k in results)
+    lines = [
+        f"chaos run: seed {settings.seed}, {settings.duration_s:.0f} s, "
+        f"{len(outcome.faults)} nemesis events",
+        f"records sent {outcome.sent}, acknowledged {len(outcome.acked)}, "
+        f"failed {sum(outcome.failed.values())} {dict(outcome.failed)}, "
+        f"consumed {sum(len(v) for v in outcome.consumed.values())}",
+        f"{'check'.ljust(width)}  count",
+        f"{'-' * width}  -----",
+        *(f"{name.ljust(width)}  {count}" for name, count in results.items()),
+    ]
+    return "\n".join(lines)
+
+
+# -- the run --------------------------------------------------------------------------------------
+
+
+def chaos_run(data_dir: Path, settings: ChaosSettings) -> tuple[dict[str, int], Outcome]:
+    print(f"chaos seed {settings.seed} (replay: STROM_CHAOS_SEED={settings.seed})", flush=True)
+    rng = random.Random(settings.seed)
+    outcome = Outcome()
+    runner = start_local_cluster(
+        data_dir,
+        storage_flags=(
+            "--broker.session.timeout.ms", str(SESSION_MS),
+            "--replica.lag.time.max.ms", str(LAG_MAX_MS),
+            "--replica.fetch.backoff.ms", "200",
+        ),
+    )  # fmt: skip
+    cluster = next(runner)
+    try:
+        with cluster.admin() as admin:
+            configs = {"min.insync.replicas": "2"}
+            admin.create_topics([NewTopic(TOPIC, PARTITIONS, REPLICAS, topic_configs=configs)])
+        wait_for_full_isr(cluster, 30)
+        stop = threading.Event()
+        workers = [
+            threading.Thread(
+                target=run_producer,
+                args=(cluster, i, settings, outcome, stop),
+                name=f"producer-{i}",
+            )
+            for i in range(settings.producers)
+        ]
+        workers.append(
+            threading.Thread(target=run_consumer, args=(cluster, outcome, stop), name="consumer")
+        )
+        for worker in workers:
+            worker.start()
+        nemesis = Nemesis(cluster, rng, outcome)
+        deadline = time.monotonic() + settings.duration_s
+        try:
+            while time.monotonic() < deadline:
+                time.sleep(rng.uniform(*settings.fault_gap_s))
+                if time.monotonic() < deadline:
+                    nemesis.one_fault()
+        finally:
+            nemesis.heal()
+            wait_for_full_isr(cluster, 90)
+            stop.set()
+            for worker in workers:
+                worker.join(180)
+        wait_for_full_isr(cluster, 60)
+        results = check(cluster, outcome)
+        print(table(results, outcome, settings), flush=True)
+        return results, outcome
+    finally:
+        next(runner, None)
+
+
+def wait_for_full_isr(cluster: LocalCluster, timeout_s: float) -> None:
+    def full() -> bool:
+        try:
+            partitions = cluster.describe(TOPIC).partitions
+        except Exception:
+            return False
+        return all(len(p.isr) == REPLICAS and p.leader >= 0 for p in partitions)
+
+    wait_until(full, timeout_s, f"every partition of {TOPIC} to have {REPLICAS} replicas in sync")
+
+
+def seed_from_env() -> int:
+    raw = os.environ.get("STROM_CHAOS_SEED")
+    return int(raw) if raw else random.SystemRandom().randrange(1 << 32)
