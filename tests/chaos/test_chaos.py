@@ -21,12 +21,14 @@ def _run(tmp_path: Path, duration_s: float) -> None:
     assert not violations, f"seed {settings.seed}: {violations}"
 
 
+@pytest.mark.timeout(900)
 def test_chaos_short(tmp_path: Path) -> None:
     """About two minutes (CI)."""
     _run(tmp_path, float(os.environ.get("STROM_CHAOS_SHORT_SECONDS", "75")))
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(0)
 def test_chaos_long(tmp_path: Path) -> None:
     """``make chaos``: 10 minutes unless STROM_CHAOS_SECONDS says otherwise."""
     _run(tmp_path, float(os.environ.get("STROM_CHAOS_SECONDS", "600")))
