@@ -255,6 +255,7 @@ class ReplicaManager:
             )
             if changed and self.followers is not None:
                 self.followers.unfollow(key)
+            self._wake(key)  # a smaller ISR may have moved the high watermark
         else:
             changed = partition.make_follower(
                 assignment.leader,
@@ -451,6 +452,14 @@ class ReplicaManager:
                 if not partition.is_leader:
                     raise NotLeaderOrFollowerError(
                         f"node {self.node_id} does not lead {request.topic}-{request.partition}"
+                    )
+                if request.fetch_offset > partition.log.log_end_offset:
+                    # A follower past our end has not reconciled with us yet: its position must
+                    # not count towards the high watermark.
+                    raise OffsetOutOfRangeError(
+                        f"replica {replica_id} fetches {request.topic}-{request.partition} from "
+                        f"{request.fetch_offset}, past the leader's log end "
+                        f"{partition.log.log_end_offset}"
                     )
                 if partition.update_follower(replica_id, request.fetch_offset, now):
                     self._wake(key)
