@@ -66,6 +66,7 @@ class Outcome:
 
     acked: dict[str, tuple[int, int]] = field(default_factory=dict)  # id -> (partition, offset)
     failed: Counter[str] = field(default_factory=Counter)  # error class -> count
+    failure_examples: dict[str, str] = field(default_factory=dict)  # error class -> a message
     sent: int = 0
     consumed: dict[int, list[tuple[int, str]]] = field(default_factory=dict)
     consumer_skips: int = 0
@@ -111,6 +112,7 @@ def run_producer(
                         outcome.acked[record_id] = (metadata.partition, metadata.offset)
                     else:
                         outcome.failed[type(error).__name__] += 1
+                        outcome.failure_examples.setdefault(type(error).__name__, str(error))
 
             future.add_done_callback(settle)
             with outcome.lock:
@@ -287,6 +289,7 @@ def table(results: dict[str, int], outcome: Outcome, settings: ChaosSettings) ->
         f"records sent {outcome.sent}, acknowledged {len(outcome.acked)}, "
         f"failed {sum(outcome.failed.values())} {dict(outcome.failed)}, "
         f"consumed {sum(len(v) for v in outcome.consumed.values())}",
+        *(f"  e.g. {name}: {message[:300]}" for name, message in outcome.failure_examples.items()),
         f"{'check'.ljust(width)}  count",
         f"{'-' * width}  -----",
         *(f"{name.ljust(width)}  {count}" for name, count in results.items()),
