@@ -8,7 +8,11 @@ from pathlib import Path
 import pytest
 from storage_batches import make_batch
 
-from strom.errors import InvalidProducerEpochError, OutOfOrderSequenceNumberError
+from strom.errors import (
+    DuplicateSequenceNumberError,
+    InvalidProducerEpochError,
+    OutOfOrderSequenceNumberError,
+)
 from strom_server.clock import ManualClock
 from strom_storage.log import Log
 from strom_storage.log.producer_state import (
@@ -36,6 +40,28 @@ def test_duplicate_batch_returns_original_offsets(open_log: Callable[..., Log]) 
     retry = log.append_as_leader(_batch(1, 0, 3, n=2))
     assert (retry.first_offset, retry.last_offset) == (second.first_offset, second.last_offset)
     assert log.log_end_offset == end
+
+
+def test_a_retry_of_several_batches_answers_for_all_of_them(
+    open_log: Callable[..., Log],
+) -> None:
+    log = open_log()
+    first = log.append_as_leader(_batch(1, 0, 0, n=2) + _batch(1, 0, 2, n=3))
+    end = log.log_end_offset
+    retry = log.append_as_leader(_batch(1, 0, 0, n=2) + _batch(1, 0, 2, n=3))
+    assert retry.duplicate and log.log_end_offset == end
+    assert (retry.first_offset, retry.last_offset) == (first.first_offset, first.last_offset)
+
+
+def test_a_retry_mixed_with_new_batches_is_refused_whole(open_log: Callable[..., Log]) -> None:
+    """Skipping the whole append would drop the new batch; writing it whole would duplicate."""
+    log = open_log()
+    log.append_as_leader(_batch(1, 0, 0, n=2))
+    end = log.log_end_offset
+    with pytest.raises(DuplicateSequenceNumberError, match="mixes batches already written"):
+        log.append_as_leader(_batch(1, 0, 0, n=2) + _batch(1, 0, 2, n=1))
+    assert log.log_end_offset == end
+    assert log.append_as_leader(_batch(1, 0, 2, n=1)).first_offset == end
 
 
 def test_only_last_five_batches_are_remembered(open_log: Callable[..., Log]) -> None:

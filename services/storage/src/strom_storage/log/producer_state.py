@@ -48,7 +48,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
-from strom.errors import InvalidProducerEpochError, OutOfOrderSequenceNumberError
+from strom.errors import (
+    DuplicateSequenceNumberError,
+    InvalidProducerEpochError,
+    OutOfOrderSequenceNumberError,
+)
 from strom.records.crc import crc32c
 from strom.records.header import BatchHeader
 from strom_storage.log.checkpoints import write_atomically
@@ -151,11 +155,14 @@ class ProducerStateManager:
     def check_leader_append(self, headers: Iterable[BatchHeader]) -> BatchMetadata | None:
         """Validate the idempotent batches of a leader append, without changing the state.
 
-        Returns the original metadata when a batch is a retry of one already written (the
-        append must then write nothing); raises ``InvalidProducerEpochError`` or
-        ``OutOfOrderSequenceNumberError``.
+        Returns the original metadata (spanning all of them) when the batches are a retry of
+        ones already written (the append must then write nothing); raises
+        ``InvalidProducerEpochError``, ``OutOfOrderSequenceNumberError``, or
+        ``DuplicateSequenceNumberError`` for an append mixing written and new batches (which
+        could neither be skipped whole nor written whole).
         """
         pending: dict[int, ProducerStateEntry] = {}
+        duplicates: list[BatchMetadata] = []
         for header in headers:
             pid = header.producer_id
             if pid < 0 or header.is_control:
@@ -166,12 +173,27 @@ class ProducerStateManager:
                 if current is not None:
                     duplicate = current.find_duplicate(header)
                     if duplicate is not None:
-                        return duplicate
+                        duplicates.append(duplicate)
+                        continue
                 entry = current.copy() if current is not None else ProducerStateEntry(pid)
                 pending[pid] = entry
             self._check(entry, header, known=current is not None)
             entry.apply(header)
-        return None
+        if not duplicates:
+            return None
+        if pending:
+            raise DuplicateSequenceNumberError(
+                "the append mixes batches already written (a retry) with new ones; send the "
+                "retried batches on their own"
+            )
+        first, last = duplicates[0], duplicates[-1]
+        return BatchMetadata(
+            first.first_seq,
+            last.last_seq,
+            first.first_offset,
+            last.last_offset - first.first_offset,
+            max(d.max_timestamp for d in duplicates),
+        )
 
     @staticmethod
     def _check(entry: ProducerStateEntry, header: BatchHeader, *, known: bool) -> None:
