@@ -1,20 +1,28 @@
 """Strom: a distributed event-streaming platform. This is its client library.
 
-Today the package holds the protocol stubs (``strom.protocol.v1``), the record-batch format
-(``strom.records``), the error tree (``strom.errors``), topic configs (``strom.topic_config``),
-the synchronous ``Admin`` client and the ``strom`` CLI; the producer and consumer arrive with
-the client-library issue.
+``Producer``, ``Consumer`` and ``Admin`` (synchronous facades over the asyncio clients of
+``strom.aio``), their value types, the error tree (``strom.errors``), the record-batch format
+(``strom.records``), the protocol stubs (``strom.protocol.v1``), topic configs
+(``strom.topic_config``) and the ``strom`` CLI. See docs/clients.md.
 """
 
 from strom.admin import Admin
+from strom.consumer import Consumer
 from strom.errors import BrokerResponseError, ConfigurationError, StromError, StromTimeoutError
-from strom.types import NewTopic, TopicPartition
+from strom.producer.producer import Producer, RecordFuture, RecordMetadata
+from strom.types import ConsumerRecord, NewTopic, OffsetAndMetadata, TopicPartition
 
 __all__ = [
     "Admin",
     "BrokerResponseError",
     "ConfigurationError",
+    "Consumer",
+    "ConsumerRecord",
     "NewTopic",
+    "OffsetAndMetadata",
+    "Producer",
+    "RecordFuture",
+    "RecordMetadata",
     "StromError",
     "StromTimeoutError",
     "TopicPartition",

@@ -30,6 +30,8 @@ DEFAULT_MAX_MESSAGE_SIZE = 64 * 1024 * 1024
 
 _BY_STATUS: dict[grpc.StatusCode, type[StromError]] = {
     grpc.StatusCode.UNAVAILABLE: NetworkExceptionError,
+    # A server going away cancels the calls it was serving: a network failure, retriable.
+    grpc.StatusCode.CANCELLED: NetworkExceptionError,
     grpc.StatusCode.DEADLINE_EXCEEDED: RequestTimedOutError,
     grpc.StatusCode.RESOURCE_EXHAUSTED: MessageTooLargeError,
     grpc.StatusCode.UNIMPLEMENTED: UnsupportedVersionError,

@@ -4,12 +4,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any, NamedTuple
 
 __all__ = [
     "ClusterDescription",
     "ConfigValue",
+    "ConsumerRecord",
     "NewTopic",
     "NodeInfo",
+    "OffsetAndMetadata",
+    "OffsetAndTimestamp",
     "PartitionDescription",
     "TopicDescription",
     "TopicPartition",
@@ -82,3 +86,37 @@ class ConfigValue:
     value: str
     source: str
     read_only: bool = False
+
+
+class ConsumerRecord(NamedTuple):
+    """One record delivered by a ``Consumer`` (a tuple: cheap to build by the million).
+
+    ``timestamp_type`` is 0 (CreateTime) or 1 (LogAppendTime); ``key`` and ``value`` are what
+    the deserializers returned (bytes without one); the serialized sizes are -1 for null.
+    """
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+    timestamp_type: int
+    key: Any
+    value: Any
+    headers: tuple[tuple[str, bytes | None], ...]
+    serialized_key_size: int
+    serialized_value_size: int
+    leader_epoch: int
+
+
+class OffsetAndMetadata(NamedTuple):
+    """A committed position: the next offset to read, with optional metadata."""
+
+    offset: int
+    metadata: str = ""
+
+
+class OffsetAndTimestamp(NamedTuple):
+    """The answer of ``Consumer.offsets_for_times`` for one partition."""
+
+    offset: int
+    timestamp: int

@@ -302,7 +302,7 @@ def test_reassignment_to_new_replicas(cluster: LocalCluster, tmp_path: Path) -> 
     assert (before.replicas, before.leader, sorted(before.isr)) == ((2, 3), 2, [2, 3])
     wait_until(lambda: cluster.partition_dirs(2, "moving") == {"moving-0"}, 20, "moving-0 on 2")
     payload = [bytes([i % 251]) * 1000 for i in range(200)]
-    for _ in range(10):  # 2 MB for the new replica to copy under the throttle
+    for _ in range(25):  # 5 MB for the new replica to copy under the throttle
         assert cluster.produce("moving", 0, payload).error_code == 0
     plan = tmp_path / "plan.json"
     plan.write_text(
@@ -321,7 +321,7 @@ def test_reassignment_to_new_replicas(cluster: LocalCluster, tmp_path: Path) -> 
         ongoing = admin.list_partition_reassignments()
     (key,) = ongoing
     assert ongoing[key] == {"replicas": (3, 1, 2), "adding": (1,), "removing": (2,)}
-    # Node 1 copies ~2 MB at 500 kB/s: verify reports progress meanwhile.
+    # Node 1 copies ~5 MB at 500 kB/s: verify reports progress meanwhile.
     assert _verify(cluster, plan) == (1, {"moving:0": "in progress"})
 
     def verified() -> dict[str, str] | None:
@@ -331,7 +331,7 @@ def test_reassignment_to_new_replicas(cluster: LocalCluster, tmp_path: Path) -> 
     # The reassignment completes when node 1 caught up and its leader added it to the ISR.
     status = wait_until(verified, 60, "reassign verify to report complete")
     elapsed = time.monotonic() - started
-    print(f"reassignment of ~2 MB at 500 kB/s: execute -> verify complete in {elapsed:.2f} s")
+    print(f"reassignment of ~5 MB at 500 kB/s: execute -> verify complete in {elapsed:.2f} s")
     assert status == {"moving:0": "complete"}
     assert elapsed > 2.0, "the throttle did not hold the copy back"
     after = cluster.describe("moving").partitions[0]

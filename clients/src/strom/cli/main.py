@@ -12,7 +12,7 @@ import os
 import sys
 
 from strom import __version__
-from strom.cli import admin_commands, cluster
+from strom.cli import admin_commands, cluster, console
 from strom.errors import StromError
 
 EXIT_ERROR = 1
@@ -32,6 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     cluster.add_parser(commands)
     admin_commands.add_parsers(commands)
+    console.add_parsers(commands)
     return parser
 
 

@@ -1,0 +1,7 @@
+"""asyncio-native clients: the sync ``strom.Producer`` etc. are thin facades over these."""
+
+from strom.aio.admin import Admin
+from strom.aio.consumer import Consumer
+from strom.aio.producer import Producer
+
+__all__ = ["Admin", "Consumer", "Producer"]

@@ -1,0 +1,367 @@
+"""``strom.aio.Admin``: topic and cluster administration through the gateway (asyncio).
+
+::
+
+    from strom import NewTopic
+    from strom.aio import Admin
+
+    async with Admin(bootstrap_servers="localhost:9092") as admin:
+        await admin.create_topics([NewTopic("orders", num_partitions=6, replication_factor=3)])
+        print(await admin.describe_topics(["orders"]))
+
+Every method raises a ``strom.errors`` exception naming the topic or partition that failed;
+when several fail, the first one is raised. ``list_offsets`` and ``delete_records`` go to the
+partition leaders' storage nodes. The group operations arrive with the coordinator.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable, Mapping, Sequence
+from types import TracebackType
+from typing import Any
+
+import grpc
+
+from strom._transport import from_rpc_error
+from strom.aio._cluster import ClusterClient
+from strom.aio._offsets import METADATA_ERRORS, list_offsets, storage_call, where
+from strom.errors import ConfigurationError, StromError, StromTimeoutError, for_code
+from strom.protocol.v1 import common_pb2, controller_pb2, storage_pb2
+from strom.types import (
+    ClusterDescription,
+    ConfigValue,
+    NewTopic,
+    NodeInfo,
+    OffsetAndTimestamp,
+    PartitionDescription,
+    TopicDescription,
+    TopicPartition,
+)
+
+__all__ = ["Admin"]
+
+#: Wait before retrying partitions whose leader moved.
+_RETRY_BACKOFF_S = 0.1
+
+_SOURCES = {v: k for k, v in common_pb2.ConfigEntry.Source.items()}
+
+
+def _check(items: Iterable[object], describe: str) -> None:
+    """Raise the first per-item error of a response."""
+    for item in items:
+        code = getattr(item, "error_code", 0)
+        if code:
+            name = getattr(item, "name", "") or getattr(item, "topic", "")
+            partition = getattr(item, "partition", None)
+            where = (
+                f"{name}-{partition}" if partition is not None and describe == "partition" else name
+            )
+            message = getattr(item, "error_message", "")
+            raise for_code(code, f"{where}: {message}" if message else where)
+
+
+def _node(node: common_pb2.Node) -> NodeInfo:
+    return NodeInfo(node.node_id, node.host, node.port, node.rack)
+
+
+class Admin:
+    """Asyncio administration client; an async context manager (closes its channels)."""
+
+    def __init__(
+        self,
+        bootstrap_servers: str | Sequence[str] = "localhost:9092",
+        *,
+        request_timeout_ms: int = 30000,
+        client_id: str = "strom-admin",
+    ) -> None:
+        if isinstance(request_timeout_ms, bool) or not isinstance(request_timeout_ms, int):
+            raise ConfigurationError(
+                f"request_timeout_ms must be an int, got {request_timeout_ms!r}"
+            )
+        self._cluster = ClusterClient(
+            bootstrap_servers, request_timeout_ms=request_timeout_ms, client_id=client_id
+        )
+        self.bootstrap_servers = self._cluster.bootstrap_servers
+        self._timeout = request_timeout_ms / 1000
+
+    async def _call(self, method: str, request: object) -> Any:
+        target = self._cluster.gateway_address
+        try:
+            return await getattr(self._cluster.gateway, method)(request, timeout=self._timeout)
+        except grpc.RpcError as exc:
+            raise from_rpc_error(exc, target) from exc
+
+    # -- cluster ------------------------------------------------------------------------------
+
+    async def describe_cluster(self) -> ClusterDescription:
+        response = await self._call("Metadata", controller_pb2.MetadataRequest())
+        controller = response.controller if response.HasField("controller") else None
+        return ClusterDescription(
+            cluster_id=response.cluster_id,
+            controller=_node(controller) if controller is not None else None,
+            brokers=tuple(_node(b) for b in response.brokers),
+        )
+
+    # -- topics -------------------------------------------------------------------------------
+
+    async def create_topics(
+        self, new_topics: Sequence[NewTopic], *, validate_only: bool = False
+    ) -> None:
+        request = controller_pb2.CreateTopicsRequest(
+            timeout_ms=int(self._timeout * 1000), validate_only=validate_only
+        )
+        for topic in new_topics:
+            entry = request.topics.add(
+                name=topic.name,
+                num_partitions=topic.num_partitions,
+                replication_factor=topic.replication_factor,
+            )
+            entry.configs.update({str(k): str(v) for k, v in topic.topic_configs.items()})
+            for partition, brokers in sorted((topic.replica_assignment or {}).items()):
+                entry.assignments.add(partition=partition, broker_ids=list(brokers))
+        _check((await self._call("CreateTopics", request)).topics, "topic")
+
+    async def delete_topics(self, names: Sequence[str]) -> None:
+        request = controller_pb2.DeleteTopicsRequest(
+            names=list(names), timeout_ms=int(self._timeout * 1000)
+        )
+        _check((await self._call("DeleteTopics", request)).topics, "topic")
+
+    async def list_topics(self, *, include_internal: bool = False) -> list[str]:
+        response = await self._call("Metadata", controller_pb2.MetadataRequest())
+        return sorted(t.name for t in response.topics if include_internal or not t.is_internal)
+
+    async def describe_topics(self, names: Sequence[str] | None = None) -> list[TopicDescription]:
+        response = await self._call(
+            "Metadata", controller_pb2.MetadataRequest(topics=list(names or []))
+        )
+        described = []
+        for t in response.topics:
+            if t.error_code and names:
+                # Metadata has no error message: name the code, not just the topic.
+                raise for_code(t.error_code, f"{t.name}: {common_pb2.ErrorCode.Name(t.error_code)}")
+            partitions = tuple(
+                PartitionDescription(
+                    partition=p.partition,
+                    leader=p.leader_id,
+                    leader_epoch=p.leader_epoch,
+                    replicas=tuple(p.replicas),
+                    isr=tuple(p.isr),
+                    offline_replicas=tuple(p.offline_replicas),
+                    error=common_pb2.ErrorCode.Name(p.error_code) if p.error_code else "",
+                )
+                for p in sorted(t.partitions, key=lambda p: p.partition)
+            )
+            described.append(TopicDescription(t.name, t.topic_id, t.is_internal, partitions))
+        return sorted(described, key=lambda d: d.name)
+
+    async def create_partitions(self, new_counts: Mapping[str, int]) -> None:
+        request = controller_pb2.CreatePartitionsRequest(timeout_ms=int(self._timeout * 1000))
+        for name, count in new_counts.items():
+            request.topics.add(name=name, count=count)
+        _check((await self._call("CreatePartitions", request)).topics, "topic")
+
+    # -- configs ------------------------------------------------------------------------------
+
+    async def describe_configs(self, topic: str) -> dict[str, ConfigValue]:
+        request = controller_pb2.DescribeConfigsRequest(
+            resources=[
+                controller_pb2.ConfigResource(type=controller_pb2.RESOURCE_TOPIC, name=topic)
+            ]
+        )
+        results = (await self._call("DescribeConfigs", request)).results
+        _check(results, "topic")
+        return {
+            c.name: ConfigValue(
+                c.name, c.value, _SOURCES.get(c.source, "SOURCE_UNKNOWN"), c.read_only
+            )
+            for r in results
+            for c in r.configs
+        }
+
+    async def alter_configs(
+        self,
+        topic: str,
+        *,
+        set_configs: Mapping[str, str] | None = None,
+        delete_configs: Sequence[str] = (),
+        validate_only: bool = False,
+    ) -> None:
+        """Incrementally set and/or delete (back to the inherited value) topic configs."""
+        resource = controller_pb2.AlterConfigsResource(
+            type=controller_pb2.RESOURCE_TOPIC, name=topic
+        )
+        for name, value in (set_configs or {}).items():
+            resource.ops.add(name=name, value=str(value), op=controller_pb2.AlterConfigOp.SET)
+        for name in delete_configs:
+            resource.ops.add(name=name, op=controller_pb2.AlterConfigOp.DELETE)
+        request = controller_pb2.IncrementalAlterConfigsRequest(
+            resources=[resource], validate_only=validate_only
+        )
+        _check((await self._call("IncrementalAlterConfigs", request)).results, "topic")
+
+    # -- leaders and reassignment -------------------------------------------------------------
+
+    async def elect_leaders(
+        self, election_type: str = "preferred", partitions: Sequence[TopicPartition] | None = None
+    ) -> dict[TopicPartition, str]:
+        """Run a preferred (or unclean) election; returns each partition's outcome code name
+        (``NONE`` when a new leader was elected, ``ELECTION_NOT_NEEDED`` when it already led)."""
+        kinds = {"preferred": controller_pb2.PREFERRED, "unclean": controller_pb2.UNCLEAN}
+        if election_type not in kinds:
+            raise ConfigurationError(
+                f"election_type must be preferred or unclean, got {election_type!r}"
+            )
+        request = controller_pb2.ElectLeadersRequest(
+            election_type=kinds[election_type],
+            partitions=[
+                common_pb2.TopicPartition(topic=p.topic, partition=p.partition)
+                for p in partitions or ()
+            ],
+            timeout_ms=int(self._timeout * 1000),
+        )
+        response = await self._call("ElectLeaders", request)
+        return {
+            TopicPartition(p.topic, p.partition): common_pb2.ErrorCode.Name(p.error_code)
+            for p in response.partitions
+        }
+
+    async def alter_partition_reassignments(
+        self,
+        reassignments: Mapping[TopicPartition, Sequence[int] | None],
+        *,
+        throttle_bytes_per_sec: int = 0,
+    ) -> None:
+        """Move partitions to new replica lists (preferred leader first); None cancels."""
+        request = controller_pb2.AlterPartitionReassignmentsRequest(
+            throttle_bytes_per_sec=throttle_bytes_per_sec, timeout_ms=int(self._timeout * 1000)
+        )
+        for tp, replicas in reassignments.items():
+            request.reassignments.add(
+                topic=tp.topic, partition=tp.partition, replicas=list(replicas or [])
+            )
+        _check((await self._call("AlterPartitionReassignments", request)).partitions, "partition")
+
+    async def list_partition_reassignments(
+        self,
+    ) -> dict[TopicPartition, dict[str, tuple[int, ...]]]:
+        response = await self._call(
+            "ListPartitionReassignments", controller_pb2.ListPartitionReassignmentsRequest()
+        )
+        return {
+            TopicPartition(r.topic, r.partition): {
+                "replicas": tuple(r.replicas),
+                "adding": tuple(r.adding_replicas),
+                "removing": tuple(r.removing_replicas),
+            }
+            for r in response.reassignments
+        }
+
+    # -- offsets (on the partition leaders) ----------------------------------------------------
+
+    async def list_offsets(
+        self,
+        specs: Mapping[TopicPartition, str | int],
+        *,
+        isolation_level: str = "read_uncommitted",
+    ) -> dict[TopicPartition, OffsetAndTimestamp]:
+        """Offsets by spec per partition: ``"earliest"`` (log start), ``"latest"`` (high
+        watermark), ``"max_timestamp"`` or a timestamp in ms (first offset at or after it;
+        offset -1 when none is)."""
+        named = {
+            "earliest": common_pb2.EARLIEST,
+            "latest": common_pb2.LATEST,
+            "max_timestamp": common_pb2.MAX_TIMESTAMP,
+        }
+        requests: dict[TopicPartition, tuple[int, int]] = {}
+        for tp, spec in specs.items():
+            if isinstance(spec, str) and spec in named:
+                requests[tp] = (named[spec], 0)
+            elif isinstance(spec, int) and not isinstance(spec, bool) and spec >= 0:
+                requests[tp] = (common_pb2.TIMESTAMP, spec)
+            else:
+                raise ConfigurationError(
+                    f"offset spec for {tp} must be earliest, latest, max_timestamp or a "
+                    f"timestamp >= 0, got {spec!r}"
+                )
+        if isolation_level not in ("read_uncommitted", "read_committed"):
+            raise ConfigurationError(f"unknown isolation_level {isolation_level!r}")
+        found = await list_offsets(
+            self._cluster,
+            requests,
+            isolation_level=(
+                common_pb2.READ_COMMITTED
+                if isolation_level == "read_committed"
+                else common_pb2.READ_UNCOMMITTED
+            ),
+            timeout_s=self._timeout,
+        )
+        return {tp: OffsetAndTimestamp(offset, ts) for tp, (offset, ts) in found.items()}
+
+    async def delete_records(
+        self, offsets: Mapping[TopicPartition, int]
+    ) -> dict[TopicPartition, int]:
+        """Advance each partition's log start offset to the given offset (-1: the high
+        watermark); returns the new low watermarks."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._timeout
+        remaining = dict(offsets)
+        result: dict[TopicPartition, int] = {}
+        while True:
+            by_node: dict[int, list[TopicPartition]] = {}
+            for tp in remaining:
+                leader = await self._cluster.leader(tp)
+                by_node.setdefault(leader.leader, []).append(tp)
+            last: StromError | None = None
+            for node, tps in by_node.items():
+                request = storage_pb2.DeleteRecordsRequest(
+                    timeout_ms=int(self._timeout * 1000),
+                    partitions=[
+                        storage_pb2.DeleteRecordsPartition(
+                            topic=tp.topic, partition=tp.partition, offset=remaining[tp]
+                        )
+                        for tp in tps
+                    ],
+                )
+                try:
+                    response = await storage_call(
+                        self._cluster, node, "DeleteRecords", request, self._timeout
+                    )
+                except StromError as exc:
+                    if not exc.retriable:
+                        raise
+                    last = exc
+                    self._cluster.mark_stale()
+                    continue
+                for r in response.partitions:
+                    tp = TopicPartition(r.topic, r.partition)
+                    if r.error_code == 0:
+                        result[tp] = r.low_watermark
+                        remaining.pop(tp, None)
+                        continue
+                    last = for_code(r.error_code, where(tp, r.error_message))
+                    if r.error_code not in METADATA_ERRORS:
+                        raise last
+                    self._cluster.mark_stale(tp.topic)
+            if not remaining:
+                return result
+            if loop.time() + _RETRY_BACKOFF_S > deadline:
+                raise last or StromTimeoutError("delete records did not complete in time")
+            await asyncio.sleep(_RETRY_BACKOFF_S)  # retry backoff after a leader move
+
+    # -- life cycle ---------------------------------------------------------------------------
+
+    async def close(self) -> None:
+        await self._cluster.close()
+
+    async def __aenter__(self) -> Admin:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()

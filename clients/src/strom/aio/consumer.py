@@ -1,0 +1,573 @@
+"""``strom.aio.Consumer``: read records from partition leaders, asyncio-native.
+
+::
+
+    from strom import TopicPartition
+    from strom.aio import Consumer
+
+    async with Consumer(bootstrap_servers="localhost:9092", auto_offset_reset="earliest") as c:
+        c.assign([TopicPartition("orders", 0), TopicPartition("orders", 1)])
+        async for record in c:
+            print(record.offset, record.value)
+
+``assign()`` works fully. ``subscribe()`` without a ``group_id`` reads every partition of the
+matching topics (new partitions and topics are picked up on metadata refresh), as aiokafka
+does; with a ``group_id`` it needs the group coordinator, which arrives with a later issue:
+until then ``poll`` raises ``CoordinatorNotAvailableError``, and so do ``commit``,
+``commit_async`` and ``committed`` (without a group they raise ``InvalidGroupIdError``, as
+Kafka does). Group membership plugs in at ``_resolve_subscription``: it is the one place that
+turns a subscription into an assignment.
+
+Positions advance exactly: a record is returned once per session, in offset order per
+partition, and ``seek()`` drops whatever was prefetched for that partition.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import re
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
+from types import TracebackType
+from typing import Any
+
+from strom.aio._cluster import ClusterClient
+from strom.aio._fetcher import Deserializer, Fetcher, decode_records
+from strom.aio._subscription import PartitionState, SubscriptionState
+from strom.errors import (
+    ConfigurationError,
+    CoordinatorNotAvailableError,
+    InvalidGroupIdError,
+    OffsetOutOfRangeError,
+    StromError,
+    StromTimeoutError,
+    UnknownTopicOrPartitionError,
+)
+from strom.protocol.v1 import common_pb2
+from strom.types import ConsumerRecord, OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
+
+__all__ = ["Consumer"]
+
+log = logging.getLogger("strom.consumer")
+
+MiB = 1024 * 1024
+_ISOLATION = {
+    "read_uncommitted": common_pb2.READ_UNCOMMITTED,
+    "read_committed": common_pb2.READ_COMMITTED,
+}
+#: How often a topic subscription looks again for a topic that does not exist yet.
+_MISSING_TOPIC_RETRY_S = 1.0
+
+CommitCallback = Callable[[Mapping[TopicPartition, OffsetAndMetadata], Exception | None], Any]
+
+
+def _positive(name: str, value: object, minimum: int = 1) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+        raise ConfigurationError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    return value
+
+
+class Consumer:
+    """Reads records of assigned (or subscribed) partitions; see the module docstring.
+
+    Options carry Kafka's names and defaults. ``consumer_timeout_ms`` (default: forever) ends
+    iteration after that long without a record. Not thread-safe: use it from its event loop.
+    """
+
+    def __init__(
+        self,
+        *topics: str,
+        bootstrap_servers: str | Sequence[str] = "localhost:9092",
+        client_id: str = "strom-python",
+        group_id: str | None = None,
+        key_deserializer: Deserializer = None,
+        value_deserializer: Deserializer = None,
+        auto_offset_reset: str = "latest",
+        enable_auto_commit: bool = True,
+        auto_commit_interval_ms: int = 5000,
+        max_poll_records: int = 500,
+        fetch_min_bytes: int = 1,
+        fetch_max_wait_ms: int = 500,
+        fetch_max_bytes: int = 50 * MiB,
+        max_partition_fetch_bytes: int = 1 * MiB,
+        isolation_level: str = "read_uncommitted",
+        request_timeout_ms: int = 30000,
+        retry_backoff_ms: int = 100,
+        metadata_max_age_ms: int = 300000,
+        consumer_timeout_ms: int | None = None,
+    ) -> None:
+        if isolation_level not in _ISOLATION:
+            raise ConfigurationError(
+                f"isolation_level must be read_uncommitted or read_committed, "
+                f"got {isolation_level!r}"
+            )
+        if group_id is not None and (not isinstance(group_id, str) or not group_id):
+            raise ConfigurationError(
+                f"group_id must be a non-empty string or None, got {group_id!r}"
+            )
+        for name, fn in (
+            ("key_deserializer", key_deserializer),
+            ("value_deserializer", value_deserializer),
+        ):
+            if fn is not None and not callable(fn):
+                raise ConfigurationError(f"{name} must be callable, got {fn!r}")
+        self._max_poll_records = _positive("max_poll_records", max_poll_records)
+        _positive("auto_commit_interval_ms", auto_commit_interval_ms)
+        _positive("fetch_min_bytes", fetch_min_bytes, 0)
+        _positive("fetch_max_wait_ms", fetch_max_wait_ms, 0)
+        _positive("fetch_max_bytes", fetch_max_bytes)
+        _positive("max_partition_fetch_bytes", max_partition_fetch_bytes)
+        _positive("retry_backoff_ms", retry_backoff_ms, 0)
+        if consumer_timeout_ms is not None:
+            _positive("consumer_timeout_ms", consumer_timeout_ms, 0)
+        self._consumer_timeout = None if consumer_timeout_ms is None else consumer_timeout_ms / 1000
+        self._group_id = group_id
+        self._auto_commit = bool(enable_auto_commit) and group_id is not None
+        self._key_deserializer = key_deserializer
+        self._value_deserializer = value_deserializer
+        self._timeout = request_timeout_ms / 1000
+        self._metadata_max_age = metadata_max_age_ms / 1000
+        self._cluster = ClusterClient(
+            bootstrap_servers,
+            request_timeout_ms=request_timeout_ms,
+            metadata_max_age_ms=metadata_max_age_ms,
+            client_id=client_id,
+        )
+        self._subs = SubscriptionState(auto_offset_reset)
+        self._fetcher = Fetcher(
+            self._cluster,
+            self._subs,
+            fetch_min_bytes=fetch_min_bytes,
+            fetch_max_wait_ms=fetch_max_wait_ms,
+            fetch_max_bytes=fetch_max_bytes,
+            max_partition_fetch_bytes=max_partition_fetch_bytes,
+            isolation_level=_ISOLATION[isolation_level],
+            retry_backoff_ms=retry_backoff_ms,
+            request_timeout_ms=request_timeout_ms,
+            client_id=client_id,
+            before_step=self._resolve_subscription,
+        )
+        self._subs.on_change = self._fetcher.wake
+        self._subscription_due = 0.0
+        self._subscription_dirty = True
+        self._next_partition = 0
+        self._iterator: Iterator[ConsumerRecord] = iter(())
+        self._warned_auto_commit = False
+        self._closed = False
+        if topics:
+            self.subscribe(list(topics))
+
+    # -- life cycle ----------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Start the background fetcher (done by the first call that needs it)."""
+        self._check_open()
+        self._fetcher.start()
+
+    async def close(self) -> None:
+        """Stop fetching and close every connection; idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        await self._fetcher.close()
+        await self._cluster.close()
+
+    async def __aenter__(self) -> Consumer:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StromError("the consumer is closed")
+
+    # -- what to read --------------------------------------------------------------------------
+
+    def assign(self, partitions: Iterable[TopicPartition]) -> None:
+        """Read exactly these partitions (replacing any previous assignment)."""
+        self._check_open()
+        self._subs.assign(partitions)
+
+    def subscribe(
+        self,
+        topics: Iterable[str] | None = None,
+        pattern: str | re.Pattern[str] | None = None,
+        listener: Any = None,
+    ) -> None:
+        """Read the partitions of ``topics`` (or of every topic matching ``pattern``).
+
+        ``listener`` may have ``on_partitions_revoked(set)`` and ``on_partitions_assigned(set)``
+        (plain or async functions), called when the resolved assignment changes.
+        """
+        self._check_open()
+        self._subs.subscribe(topics, pattern, listener)
+        self._subscription_dirty = True
+
+    def unsubscribe(self) -> None:
+        """Forget the subscription or assignment, and every position."""
+        self._check_open()
+        self._subs.unsubscribe()
+
+    def subscription(self) -> set[str]:
+        return set(self._subs.topics)
+
+    def assignment(self) -> set[TopicPartition]:
+        return set(self._subs.assignment)
+
+    async def _resolve_subscription(self) -> float | None:
+        """Turn a subscription into an assignment (run by the fetcher before each step)."""
+        subs = self._subs
+        if subs.mode != "subscribe" or self._group_id is not None:
+            return None
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        if not self._subscription_dirty and now < self._subscription_due:
+            return self._subscription_due - now
+        if subs.pattern is not None:
+            names = [t for t in await self._cluster.topics() if subs.matches(t)]
+        else:
+            names = sorted(subs.topics)
+            await self._cluster.refresh(names)
+        wanted: list[TopicPartition] = []
+        missing = False
+        for name in names:
+            try:
+                wanted.extend(
+                    TopicPartition(name, p.partition) for p in await self._cluster.partitions(name)
+                )
+            except UnknownTopicOrPartitionError:
+                missing = True
+        self._subscription_dirty = False
+        self._subscription_due = loop.time() + (
+            _MISSING_TOPIC_RETRY_S if missing else self._metadata_max_age
+        )
+        old, new = set(subs.assignment), set(wanted)
+        if old != new:
+            listener = subs.listener
+            if listener is not None and old - new:
+                await _call_listener(listener, "on_partitions_revoked", old - new)
+            subs.set_subscribed_assignment(sorted(wanted))
+            if listener is not None:
+                await _call_listener(listener, "on_partitions_assigned", new)
+        return self._subscription_due - loop.time()
+
+    # -- reading -------------------------------------------------------------------------------
+
+    async def poll(
+        self, timeout_ms: int = 0, max_records: int | None = None
+    ) -> dict[TopicPartition, list[ConsumerRecord]]:
+        """Records fetched so far, waiting up to ``timeout_ms`` for the first one.
+
+        Returns at most ``max_records`` (default ``max_poll_records``), in offset order per
+        partition. Raises a partition's pending error once (e.g. ``OffsetOutOfRangeError``
+        with ``auto_offset_reset="none"``).
+        """
+        await self.start()
+        if self._subs.mode is None:
+            raise StromError("the consumer has neither an assignment nor a subscription")
+        limit = self._max_poll_records if max_records is None else max_records
+        _positive("max_records", limit)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + max(timeout_ms, 0) / 1000
+        ready = self._fetcher.data_ready
+        while True:
+            self._raise_pending()
+            found = self._drain(limit)
+            if found:
+                self._maybe_auto_commit()
+                return found
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return {}
+            ready.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(ready.wait(), remaining)
+
+    async def getmany(
+        self, timeout_ms: int = 0, max_records: int | None = None
+    ) -> dict[TopicPartition, list[ConsumerRecord]]:
+        """aiokafka's name for ``poll``."""
+        return await self.poll(timeout_ms, max_records)
+
+    def __aiter__(self) -> AsyncIterator[ConsumerRecord]:
+        return self
+
+    async def __anext__(self) -> ConsumerRecord:
+        for record in self._iterator:
+            return record
+        timeout_ms = 3_600_000 if self._consumer_timeout is None else self._consumer_timeout * 1000
+        while True:
+            batches = await self.poll(int(timeout_ms))
+            if batches:
+                self._iterator = iter([r for records in batches.values() for r in records])
+                return next(self._iterator)
+            if self._consumer_timeout is not None:
+                raise StopAsyncIteration
+
+    def _raise_pending(self) -> None:
+        if self._subs.mode == "subscribe" and self._group_id is not None:
+            raise self._no_coordinator("subscribe() with a group_id")
+        if self._fetcher.error is not None:
+            error, self._fetcher.error = self._fetcher.error, None
+            raise error
+        for tp, st in self._subs.assignment.items():
+            if st.error is not None:
+                error, st.error = st.error, None
+                self._fetcher.wake()
+                raise error
+            if st.position is None and st.reset is None:
+                raise OffsetOutOfRangeError(
+                    f"{tp.topic}-{tp.partition} has no position and auto_offset_reset is "
+                    "'none': seek() first"
+                )
+
+    def _drain(self, limit: int) -> dict[TopicPartition, list[ConsumerRecord]]:
+        """Take up to ``limit`` buffered records, starting after the partition last drained."""
+        found: dict[TopicPartition, list[ConsumerRecord]] = {}
+        items = list(self._subs.assignment.items())
+        count = len(items)
+        for i in range(count):
+            index = (self._next_partition + i) % count
+            tp, st = items[index]
+            if st.paused or not st.has_valid_position:
+                continue
+            if not st.buffered():
+                if st.reset_after_buffer is not None:  # out of range once this was delivered
+                    st.request_reset(st.reset_after_buffer)
+                    self._fetcher.wake()
+                continue
+            records = self._take(tp, st, limit)
+            if records:
+                found[tp] = records
+                limit -= len(records)
+                if limit <= 0:
+                    self._next_partition = index + 1
+                    break
+        return found
+
+    def _take(self, tp: TopicPartition, st: PartitionState, limit: int) -> list[ConsumerRecord]:
+        taken: list[ConsumerRecord] = []
+        while limit > 0:
+            if st.index >= len(st.records):
+                if not st.raw:
+                    break
+                raw = st.raw.popleft()
+                st.raw_bytes -= len(raw)
+                self._fetcher.wake()
+                position = st.position
+                assert position is not None
+                try:
+                    st.records, st.records_next = decode_records(
+                        raw, tp, position, self._key_deserializer, self._value_deserializer
+                    )
+                except Exception:
+                    # Nothing of the chunk was delivered: fetch it again from the position,
+                    # so the error repeats rather than records being skipped.
+                    st.seek(position)
+                    if taken:
+                        return taken
+                    raise
+                st.index = 0
+                if not st.records:
+                    st.position = max(position, st.records_next)
+                    continue
+            records, start = st.records, st.index
+            end = min(start + limit, len(records))
+            chunk = records if start == 0 and end == len(records) else records[start:end]
+            st.index = end
+            limit -= end - start
+            taken = chunk if not taken else taken + chunk
+            if end == len(records):
+                st.position = max(chunk[-1].offset + 1, st.records_next)
+                st.records, st.index = [], 0
+            else:
+                st.position = chunk[-1].offset + 1
+        return taken
+
+    # -- positions -----------------------------------------------------------------------------
+
+    async def position(self, tp: TopicPartition) -> int:
+        """The offset of the next record ``poll`` returns for ``tp`` (resolves a pending
+        reset first, within request_timeout_ms)."""
+        await self.start()
+        st = self._subs.state(tp)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._timeout
+        while not st.has_valid_position:
+            if st.error is not None:
+                error, st.error = st.error, None
+                raise error
+            if st.reset is None:
+                raise OffsetOutOfRangeError(
+                    f"{tp.topic}-{tp.partition} has no position and auto_offset_reset is "
+                    "'none': seek() first"
+                )
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                raise StromTimeoutError(f"no position for {tp.topic}-{tp.partition} in time")
+            self._fetcher.data_ready.clear()
+            self._fetcher.wake()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._fetcher.data_ready.wait(), remaining)
+            st = self._subs.state(tp)
+        assert st.position is not None
+        return st.position
+
+    def highwater(self, tp: TopicPartition) -> int | None:
+        """The partition's high watermark as of the last fetch (None before one)."""
+        hw = self._subs.state(tp).high_watermark
+        return None if hw < 0 else hw
+
+    def seek(self, tp: TopicPartition, offset: int) -> None:
+        """Make the next ``poll`` return ``tp``'s records from ``offset``."""
+        self._check_open()
+        if not isinstance(offset, int) or offset < 0:
+            raise ConfigurationError(f"seek offset must be an integer >= 0, got {offset!r}")
+        self._subs.state(tp).seek(offset)
+        self._fetcher.wake()
+
+    def seek_to_beginning(self, *partitions: TopicPartition) -> None:
+        """Seek to the log start offset (every assigned partition when none is given)."""
+        self._seek_reset("earliest", partitions)
+
+    def seek_to_end(self, *partitions: TopicPartition) -> None:
+        """Seek to the end of the log (every assigned partition when none is given)."""
+        self._seek_reset("latest", partitions)
+
+    def _seek_reset(self, strategy: str, partitions: Sequence[TopicPartition]) -> None:
+        self._check_open()
+        for tp in partitions or list(self._subs.assignment):
+            self._subs.state(tp).request_reset(strategy)
+        self._fetcher.wake()
+
+    def pause(self, *partitions: TopicPartition) -> None:
+        """Stop fetching and returning records of these partitions until ``resume``."""
+        for tp in partitions:
+            self._subs.state(tp).paused = True
+
+    def resume(self, *partitions: TopicPartition) -> None:
+        for tp in partitions:
+            self._subs.state(tp).paused = False
+        self._fetcher.wake()
+
+    def paused(self) -> set[TopicPartition]:
+        return {tp for tp, st in self._subs.assignment.items() if st.paused}
+
+    # -- offsets lookups -----------------------------------------------------------------------
+
+    async def beginning_offsets(
+        self, partitions: Iterable[TopicPartition]
+    ) -> dict[TopicPartition, int]:
+        """Each partition's log start offset."""
+        return await self._list(partitions, common_pb2.EARLIEST)
+
+    async def end_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        """Each partition's end offset (the high watermark: the offset after the last record)."""
+        return await self._list(partitions, common_pb2.LATEST)
+
+    async def offsets_for_times(
+        self, timestamps: Mapping[TopicPartition, int]
+    ) -> dict[TopicPartition, OffsetAndTimestamp | None]:
+        """The first offset whose timestamp is >= the given one (ms), per partition; None when
+        no record is that recent."""
+        for tp, ts in timestamps.items():
+            if not isinstance(ts, int) or ts < 0:
+                raise ConfigurationError(f"timestamp for {tp} must be an integer >= 0, got {ts!r}")
+        self._check_open()
+        found = await self._fetcher.list_offsets(
+            {tp: (common_pb2.TIMESTAMP, ts) for tp, ts in timestamps.items()}, self._timeout
+        )
+        return {
+            tp: OffsetAndTimestamp(offset, ts) if offset >= 0 else None
+            for tp, (offset, ts) in found.items()
+        }
+
+    async def _list(
+        self, partitions: Iterable[TopicPartition], spec: int
+    ) -> dict[TopicPartition, int]:
+        self._check_open()
+        found = await self._fetcher.list_offsets(
+            {tp: (spec, 0) for tp in partitions}, self._timeout
+        )
+        return {tp: offset for tp, (offset, _) in found.items()}
+
+    async def partitions_for_topic(self, topic: str) -> set[int]:
+        """The partition ids of ``topic`` (UnknownTopicOrPartitionError when it does not exist)."""
+        return {p.partition for p in await self._cluster.partitions(topic)}
+
+    async def topics(self) -> set[str]:
+        return set(await self._cluster.topics())
+
+    # -- committing (needs the group coordinator) ----------------------------------------------
+
+    def _no_coordinator(self, what: str) -> StromError:
+        if self._group_id is None:
+            return InvalidGroupIdError(f"{what} needs a group_id (this consumer has none)")
+        return CoordinatorNotAvailableError(
+            f"{what}: group coordination is not available yet (the group coordinator service "
+            f"arrives with a later release); use assign() and keep offsets yourself"
+        )
+
+    async def commit(
+        self, offsets: Mapping[TopicPartition, OffsetAndMetadata | int] | None = None
+    ) -> None:
+        """Commit offsets for the group (the coordinator is not available yet: raises)."""
+        raise self._no_coordinator("commit()")
+
+    def commit_async(
+        self,
+        offsets: Mapping[TopicPartition, OffsetAndMetadata | int] | None = None,
+        callback: CommitCallback | None = None,
+    ) -> asyncio.Future[None]:
+        """Commit without waiting; ``callback(offsets, exception)`` runs when done."""
+        error = self._no_coordinator("commit_async()")
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        future.set_exception(error)
+        future.exception()  # the callback reports it; an unobserved future must not warn
+        if callback is not None:
+            callback(self._current_offsets(offsets), error)
+        return future
+
+    async def committed(self, tp: TopicPartition) -> OffsetAndMetadata | None:
+        """The group's committed offset for ``tp`` (the coordinator is not available yet)."""
+        raise self._no_coordinator("committed()")
+
+    def _current_offsets(
+        self, offsets: Mapping[TopicPartition, OffsetAndMetadata | int] | None
+    ) -> dict[TopicPartition, OffsetAndMetadata]:
+        if offsets is not None:
+            return {
+                tp: o if isinstance(o, OffsetAndMetadata) else OffsetAndMetadata(o)
+                for tp, o in offsets.items()
+            }
+        return {
+            tp: OffsetAndMetadata(st.position)
+            for tp, st in self._subs.assignment.items()
+            if st.position is not None
+        }
+
+    def _maybe_auto_commit(self) -> None:
+        if self._auto_commit and not self._warned_auto_commit:
+            self._warned_auto_commit = True
+            log.warning(
+                "enable_auto_commit: offsets of group %r are not committed: group coordination "
+                "is not available yet",
+                self._group_id,
+            )
+
+
+async def _call_listener(listener: Any, name: str, partitions: set[TopicPartition]) -> None:
+    method = getattr(listener, name, None)
+    if method is None:
+        return
+    outcome = method(set(partitions))
+    if asyncio.iscoroutine(outcome):
+        await outcome

@@ -1,0 +1,543 @@
+"""``strom.aio.Producer``: the asyncio producer (the sync ``strom.Producer`` wraps it).
+
+::
+
+    async with Producer(bootstrap_servers="localhost:9092", acks="all") as producer:
+        future = await producer.send("orders", b"payload", key=b"customer-7")
+        metadata = await future          # RecordMetadata(topic, partition, offset, ...)
+        await producer.send_many("orders", [b"a", b"b", b"c"])   # one future for all
+        await producer.flush()
+
+``send`` appends the record to its partition's batch and returns a ``RecordFuture`` at once
+(it only waits when ``buffer_memory`` is full or the topic's metadata is not known yet, up to
+``max_block_ms``). The sender task on the same loop sends batches to partition leaders and
+completes the futures; ``on_delivery`` callbacks run on the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+import time
+from collections.abc import Callable, Sequence
+from types import TracebackType
+from typing import Any
+
+from strom.aio._cluster import ClusterClient
+from strom.errors import (
+    ConfigurationError,
+    MessageTooLargeError,
+    StromError,
+    StromTimeoutError,
+    UnknownTopicOrPartitionError,
+)
+from strom.producer.accumulator import RECORD_OVERHEAD, Accumulator, record_size
+from strom.producer.batch import DeliveryCallback, ProducerBatch, RecordFuture, RecordMetadata
+from strom.producer.config import DEFAULT_BUFFER_MEMORY, DEFAULT_MAX_REQUEST_SIZE, ProducerConfig
+from strom.producer.partitioner import Partitioner, StickyPartitioner, murmur2_partition
+from strom.producer.sender import Sender
+
+__all__ = ["Producer", "RecordFuture", "RecordMetadata"]
+
+Headers = Sequence[tuple[str, bytes | None]]
+
+
+_wall_clock = time.time
+
+
+class NeedMetadata(Exception):
+    """Internal: the topic's partition count is not cached yet."""
+
+
+class NeedRoom(Exception):
+    """Internal: buffer_memory has no room for ``size`` bytes right now."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+
+
+class BulkTracker:
+    """Completion of one ``send_many`` call: counts its chunks, settles once."""
+
+    __slots__ = ("_done", "_error", "_lock", "_pending", "_records", "_sealed", "_settle")
+
+    def __init__(self, settle: Callable[[int, BaseException | None], None]) -> None:
+        self._settle = settle
+        self._lock = threading.Lock()
+        self._pending = 0
+        self._records = 0
+        self._sealed = False
+        self._done = False
+        self._error: BaseException | None = None
+
+    def track(self, batch: ProducerBatch, count: int) -> None:
+        with self._lock:
+            self._pending += 1
+            self._records += count
+        batch.add_callback(self._chunk_done)
+
+    def _chunk_done(self, batch: ProducerBatch) -> None:
+        with self._lock:
+            self._pending -= 1
+            if batch.error is not None and self._error is None:
+                self._error = batch.error
+            finish = self._sealed and self._pending == 0 and not self._done
+            if finish:
+                self._done = True
+        if finish:
+            self._settle(self._records, self._error)
+
+    def seal(self, error: BaseException | None = None) -> None:
+        """No more chunks; ``error`` is a failure that stopped the call part-way."""
+        with self._lock:
+            self._sealed = True
+            if error is not None and self._error is None:
+                self._error = error
+            finish = self._pending == 0 and not self._done
+            if finish:
+                self._done = True
+        if finish:
+            self._settle(self._records, self._error)
+
+
+class Producer:
+    """Asyncio producer; see the module docstring and docs/clients.md for the options."""
+
+    def __init__(
+        self,
+        bootstrap_servers: str | Sequence[str] = "localhost:9092",
+        *,
+        acks: int | str = "all",
+        enable_idempotence: bool = True,
+        compression_type: str | None = "lz4",
+        linger_ms: float = 5,
+        batch_size: int = 16384,
+        buffer_memory: int = DEFAULT_BUFFER_MEMORY,
+        max_block_ms: int = 60000,
+        retries: int = 2147483647,
+        retry_backoff_ms: int = 100,
+        delivery_timeout_ms: int = 120000,
+        request_timeout_ms: int = 30000,
+        max_in_flight_requests_per_connection: int = 5,
+        max_request_size: int = DEFAULT_MAX_REQUEST_SIZE,
+        metadata_max_age_ms: int = 300000,
+        partitioner: Partitioner | None = None,
+        key_serializer: Callable[[Any], bytes | None] | None = None,
+        value_serializer: Callable[[Any], bytes | None] | None = None,
+        client_id: str = "strom-producer",
+    ) -> None:
+        config = ProducerConfig.create(
+            bootstrap_servers=bootstrap_servers,
+            acks=acks,
+            enable_idempotence=enable_idempotence,
+            compression_type=compression_type,
+            linger_ms=linger_ms,
+            batch_size=batch_size,
+            buffer_memory=buffer_memory,
+            max_block_ms=max_block_ms,
+            retries=retries,
+            retry_backoff_ms=retry_backoff_ms,
+            delivery_timeout_ms=delivery_timeout_ms,
+            request_timeout_ms=request_timeout_ms,
+            max_in_flight_requests_per_connection=max_in_flight_requests_per_connection,
+            max_request_size=max_request_size,
+            metadata_max_age_ms=metadata_max_age_ms,
+            partitioner=partitioner,
+            key_serializer=key_serializer,
+            value_serializer=value_serializer,
+            client_id=client_id,
+        )
+        self.config = config
+        self._cluster = ClusterClient(
+            config.bootstrap_servers,
+            request_timeout_ms=config.request_timeout_ms,
+            metadata_max_age_ms=config.metadata_max_age_ms,
+            client_id=client_id,
+        )
+        self._acc = Accumulator(
+            batch_size=min(config.batch_size, config.max_request_size),
+            buffer_memory=config.buffer_memory,
+            linger_ms=config.linger_ms,
+            compression=config.compression,
+        )
+        self._sender = Sender(config, self._cluster, self._acc)
+        self._sticky = StickyPartitioner()
+        self._max_record = min(config.max_request_size, config.buffer_memory)
+        self._max_block = config.max_block_ms / 1000
+        self._key_serializer = config.key_serializer
+        self._value_serializer = config.value_serializer
+        self._partitioner = config.partitioner
+        self._serializing = config.key_serializer is not None or config.value_serializer is not None
+        self._metadata = self._cluster._topics  # read-only here: partition counts
+        self._sticky_current = self._sticky._current
+        self._append = self._acc.append
+        self._closed = False
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Start the sender on the running loop (``send`` and ``async with`` call it)."""
+        if self._loop is None:
+            self._loop = asyncio.get_running_loop()
+            self._sender.start()
+
+    async def __aenter__(self) -> Producer:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    # -- the hot path (thread-safe: the sync facade calls it from user threads) ----------------
+
+    def _try_send(  # noqa: PLR0917 - the per-record hot path, positional for speed
+        self,
+        topic: str,
+        value: Any,
+        key: Any,
+        headers: Headers | None,
+        partition: int | None,
+        timestamp_ms: int | None,
+        on_delivery: DeliveryCallback | None,
+    ) -> RecordFuture:
+        """Append one record or raise NeedMetadata / NeedRoom (the callers wait and retry)."""
+        sender = self._sender
+        if sender.fatal is not None:
+            raise sender.fatal
+        if self._serializing:
+            if self._key_serializer is not None:
+                key = self._key_serializer(key)
+            if self._value_serializer is not None:
+                value = self._value_serializer(value)
+        key_size = len(key) if key is not None else -1
+        value_size = len(value) if value is not None else -1
+        if headers:
+            size = record_size(key, value, headers)
+        else:
+            size = RECORD_OVERHEAD + (key_size if key_size > 0 else 0)
+            size += value_size if value_size > 0 else 0
+        if size > self._max_record:
+            raise self._too_large(size)
+        partitions = self._metadata.get(topic)
+        if partitions is None:
+            raise NeedMetadata
+        count = len(partitions)
+        sticky = False
+        if partition is None:
+            if self._partitioner is not None:
+                partition = self._partitioner(topic, key, count)
+            elif key is not None:
+                partition = murmur2_partition(key, count)
+            else:
+                partition = self._sticky_current.get(topic)
+                if partition is None or partition >= count:
+                    partition = self._sticky.partition(topic, count)
+                sticky = True
+        if not 0 <= partition < count:
+            raise UnknownTopicOrPartitionError(
+                f"partition {partition} of '{topic}' does not exist ({count} partitions)"
+            )
+        if timestamp_ms is None:
+            timestamp_ms = int(_wall_clock() * 1000)
+        appended = self._append(topic, partition, timestamp_ms, key, value, headers, size)  # type: ignore[arg-type]
+        if appended is None:
+            raise NeedRoom(size)
+        batch, index = appended
+        if sticky and batch.closed:
+            self._sticky.next(topic, count, partition)  # type: ignore[arg-type]
+        future = RecordFuture(batch, index, timestamp_ms, key_size, value_size)
+        if on_delivery is not None:
+            batch.add_callback(lambda _b: _deliver(future, on_delivery))
+        return future
+
+    def _too_large(self, size: int) -> MessageTooLargeError:
+        return MessageTooLargeError(
+            f"the record is {size} bytes serialized, larger than max_request_size "
+            f"({self.config.max_request_size}) or buffer_memory ({self.config.buffer_memory})"
+        )
+
+    def _deadline(self) -> float:
+        return time.monotonic() + self._max_block
+
+    async def _wait_for(self, need: Exception, topic: str, deadline: float) -> None:
+        """Wait (on the loop) for what ``_try_send`` lacked, up to ``deadline``."""
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise _blocked_too_long(need, topic, self.config.max_block_ms)
+        if isinstance(need, NeedMetadata):
+            try:
+                await asyncio.wait_for(self._cluster.partitions(topic), left)
+            except TimeoutError:
+                raise _blocked_too_long(need, topic, self.config.max_block_ms) from None
+        elif isinstance(need, NeedRoom):
+            self._sender.wakeup()
+            if not await self._acc.wait_for_room_async(need.size, left):
+                raise _blocked_too_long(need, topic, self.config.max_block_ms)
+
+    # -- public API ----------------------------------------------------------------------------
+
+    async def send(  # noqa: PLR0917 - the issue's (and kafka-python's) positional order
+        self,
+        topic: str,
+        value: Any = None,
+        key: Any = None,
+        headers: Headers | None = None,
+        partition: int | None = None,
+        timestamp_ms: int | None = None,
+        on_delivery: DeliveryCallback | None = None,
+    ) -> RecordFuture:
+        """Queue one record; returns its ``RecordFuture`` (await it for the RecordMetadata).
+
+        Waits only while buffer_memory is full or the topic's metadata is unknown, up to
+        max_block_ms (then StromTimeoutError). Raises MessageTooLargeError for a record larger
+        than max_request_size or buffer_memory, before anything is sent.
+        """
+        if self._loop is None:
+            await self.start()
+        deadline = 0.0
+        while True:
+            try:
+                return self._try_send(
+                    topic, value, key, headers, partition, timestamp_ms, on_delivery
+                )
+            except (NeedMetadata, NeedRoom) as need:
+                deadline = deadline or self._deadline()
+                await self._wait_for(need, topic, deadline)
+
+    def plan_many(
+        self,
+        topic: str,
+        values: Sequence[Any],
+        keys: Sequence[Any] | None,
+        partition: int | None,
+        timestamp_ms: int | None,
+    ) -> list[tuple[int, list[int], list[Any], list[Any], int]]:
+        """Split a send_many call into chunks of (partition, timestamps, keys, values, size),
+        each within batch_size, in record order per partition. Raises NeedMetadata."""
+        if self._sender.fatal is not None:
+            raise self._sender.fatal
+        if keys is not None and len(keys) != len(values):
+            raise ConfigurationError(
+                f"send_many: {len(keys)} keys for {len(values)} values (lengths must match)"
+            )
+        if self._value_serializer is not None:
+            values = [self._value_serializer(v) for v in values]
+        if keys is not None and self._key_serializer is not None:
+            keys = [self._key_serializer(k) for k in keys]
+        count = self._cluster.partition_count(topic)
+        if count is None:
+            raise NeedMetadata
+        if partition is not None and not 0 <= partition < count:
+            raise UnknownTopicOrPartitionError(
+                f"partition {partition} of '{topic}' does not exist ({count} partitions)"
+            )
+        ts = int(time.time() * 1000) if timestamp_ms is None else timestamp_ms
+        limit = self._acc.batch_size
+        max_record = self._max_record
+        chunks: list[tuple[int, list[int], list[Any], list[Any], int]] = []
+        if keys is None:
+            # One partition (given, or sticky: the next one after each full chunk).
+            part = partition if partition is not None else self._sticky.partition(topic, count)
+            cur_v: list[Any] = []
+            size = 0
+            for value in values:
+                rsize = RECORD_OVERHEAD + (len(value) if value is not None else 0)
+                if rsize > max_record:
+                    raise self._too_large(rsize)
+                if cur_v and size + rsize > limit:
+                    chunks.append((part, [ts] * len(cur_v), [None] * len(cur_v), cur_v, size))
+                    if partition is None:
+                        self._sticky.next(topic, count, part)
+                        part = self._sticky.partition(topic, count)
+                    cur_v, size = [], 0
+                cur_v.append(value)
+                size += rsize
+            if cur_v:
+                chunks.append((part, [ts] * len(cur_v), [None] * len(cur_v), cur_v, size))
+            return chunks
+        groups: dict[int, tuple[list[Any], list[Any], list[int]]] = {}
+        for key, value in zip(keys, values, strict=True):
+            if partition is not None:
+                part = partition
+            elif self._partitioner is not None:
+                part = self._partitioner(topic, key, count)
+            elif key is not None:
+                part = murmur2_partition(key, count)
+            else:
+                part = self._sticky.partition(topic, count)
+            rsize = RECORD_OVERHEAD + (len(key) if key is not None else 0)
+            rsize += len(value) if value is not None else 0
+            if rsize > max_record:
+                raise self._too_large(rsize)
+            group = groups.get(part)
+            if group is None:
+                group = groups[part] = ([], [], [0])
+            if group[1] and group[2][0] + rsize > limit:
+                n = len(group[1])
+                chunks.append((part, [ts] * n, group[0], group[1], group[2][0]))
+                group = groups[part] = ([], [], [0])
+            group[0].append(key)
+            group[1].append(value)
+            group[2][0] += rsize
+        for part, (gk, gv, gs) in groups.items():
+            chunks.append((part, [ts] * len(gv), gk, gv, gs[0]))
+        return chunks
+
+    async def send_many(
+        self,
+        topic: str,
+        values: Sequence[Any],
+        keys: Sequence[Any] | None = None,
+        partition: int | None = None,
+        timestamp_ms: int | None = None,
+    ) -> asyncio.Future[int]:
+        """Queue many records at once; returns one future for the whole call, resolving to the
+        number of records acknowledged, or failing with the first error.
+
+        Far cheaper per record than ``send`` (records go to the batch encoder in bulk, no
+        per-record future). Keys, when given, partition as ``send`` does; without keys the
+        records fill sticky partitions batch by batch. Order is kept within each partition.
+        """
+        if self._loop is None:
+            await self.start()
+        loop = asyncio.get_running_loop()
+        result: asyncio.Future[int] = loop.create_future()
+
+        def settle(count: int, error: BaseException | None) -> None:
+            if result.done():
+                return
+            if error is not None:
+                result.set_exception(error)
+            else:
+                result.set_result(count)
+
+        deadline = 0.0
+        while True:
+            try:
+                chunks = self.plan_many(topic, values, keys, partition, timestamp_ms)
+                break
+            except NeedMetadata as need:
+                deadline = deadline or self._deadline()
+                await self._wait_for(need, topic, deadline)
+        tracker = BulkTracker(lambda n, e: _on_loop(loop, settle, n, e))
+        try:
+            for part, tss, ks, vs, size in chunks:
+                while True:
+                    batch = self._acc.append_many(topic, part, tss, ks, vs, None, size)
+                    if batch is not None:
+                        tracker.track(batch, len(vs))
+                        break
+                    deadline = deadline or self._deadline()
+                    await self._wait_for(NeedRoom(size), topic, deadline)
+        except BaseException as exc:
+            tracker.seal(exc)
+            raise
+        tracker.seal()
+        return result
+
+    async def flush(self, timeout: float | None = None) -> None:  # noqa: ASYNC109 - Kafka's API
+        """Send everything queued now and wait until it completes (StromTimeoutError after
+        ``timeout`` seconds). Records that failed do not raise here: see their futures."""
+        if self._loop is None:
+            return
+        pending = list(self._acc.incomplete)
+        if not pending:
+            if self.config.acks == 0:
+                await self._quiesce(timeout)
+            return
+        loop = asyncio.get_running_loop()
+        waiter: asyncio.Future[None] = loop.create_future()
+        remaining = [len(pending)]
+
+        def one_done(_batch: ProducerBatch) -> None:
+            remaining[0] -= 1
+            if remaining[0] == 0:
+                _on_loop(loop, _settle_none, waiter)
+
+        self._acc.flushing += 1
+        try:
+            for batch in pending:
+                batch.add_callback(one_done)
+            self._sender.wakeup()
+            try:
+                await asyncio.wait_for(asyncio.shield(waiter), timeout)
+            except TimeoutError:
+                raise StromTimeoutError(f"flush did not complete within {timeout} s") from None
+        finally:
+            self._acc.flushing -= 1
+        if self.config.acks == 0:
+            await self._quiesce(timeout)
+
+    async def _quiesce(self, timeout: float | None) -> None:  # noqa: ASYNC109
+        try:
+            await asyncio.wait_for(self._sender.quiesce(), timeout)
+        except TimeoutError:
+            raise StromTimeoutError(f"flush did not complete within {timeout} s") from None
+
+    async def close(self, timeout: float | None = None) -> None:  # noqa: ASYNC109 - Kafka's API
+        """Flush (up to ``timeout`` seconds), then stop: what is still pending fails."""
+        if self._closed:
+            return
+        try:
+            if self._loop is not None:
+                self._acc.closing = True
+                with contextlib.suppress(StromTimeoutError):
+                    await self.flush(timeout)
+        finally:
+            self._closed = True
+            if self._sender.fatal is None:
+                self._sender.fatal = StromError("send() on a closed producer")
+            if self._loop is not None:
+                await self._sender.stop()
+            await self._cluster.close()
+
+    async def partitions_for(self, topic: str) -> list[int]:
+        """The topic's partition ids (from metadata)."""
+        return [p.partition for p in await self._cluster.partitions(topic)]
+
+    @property
+    def cluster(self) -> ClusterClient:
+        return self._cluster
+
+
+def _deliver(future: RecordFuture, callback: DeliveryCallback) -> None:
+    error = future._batch.error
+    if error is not None:
+        callback(None, error)
+    else:
+        callback(future._metadata(), None)
+
+
+def _on_loop(loop: asyncio.AbstractEventLoop, fn: Callable[..., None], *args: Any) -> None:
+    """Call ``fn`` now when on ``loop``'s thread, else schedule it there."""
+    try:
+        running = asyncio.get_running_loop()
+    except RuntimeError:
+        running = None
+    if running is loop:
+        fn(*args)
+    else:
+        loop.call_soon_threadsafe(fn, *args)
+
+
+def _settle_none(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
+
+
+def _blocked_too_long(need: Exception, topic: str, max_block_ms: int) -> StromTimeoutError:
+    if isinstance(need, NeedRoom):
+        return StromTimeoutError(
+            f"buffer_memory full: no room for {need.size} bytes within max_block_ms "
+            f"({max_block_ms} ms)"
+        )
+    return StromTimeoutError(
+        f"metadata for topic '{topic}' not available within max_block_ms ({max_block_ms} ms)"
+    )

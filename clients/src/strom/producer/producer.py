@@ -1,0 +1,224 @@
+"""``strom.Producer``: the synchronous producer, a thin facade over ``strom.aio.Producer``.
+
+::
+
+    from strom import Producer
+
+    with Producer(bootstrap_servers="localhost:9092", acks="all") as producer:
+        future = producer.send("orders", b"payload", key=b"customer-7")
+        print(future.result(timeout=10))            # RecordMetadata(...)
+        producer.send("orders", b"x", on_delivery=lambda md, err: print(md, err))
+        producer.send_many("orders", [b"a", b"b"]).result()
+        producer.flush()
+
+``send`` appends to the accumulator in the calling thread (thread-safe: several threads may
+share one producer) and returns at once; the asyncio producer runs on the process's shared
+background loop (``strom._loop.BackgroundLoop``), which sends the batches, completes the
+futures and runs ``on_delivery`` and done callbacks. Callbacks therefore run on that thread
+without any polling; they must be quick and must not call blocking producer methods
+(``flush``, ``close``, ``result``); ``send`` from a callback works unless it would block.
+"""
+
+from __future__ import annotations
+
+import atexit
+import concurrent.futures
+import contextlib
+import time
+import weakref
+from collections.abc import Callable, Sequence
+from types import TracebackType
+from typing import Any
+
+from strom._loop import BackgroundLoop
+from strom.aio.producer import BulkTracker, Headers, NeedMetadata, NeedRoom, _blocked_too_long
+from strom.aio.producer import Producer as AsyncProducer
+from strom.errors import StromError
+from strom.producer.batch import DeliveryCallback, RecordFuture, RecordMetadata
+from strom.producer.config import DEFAULT_BUFFER_MEMORY, DEFAULT_MAX_REQUEST_SIZE
+from strom.producer.partitioner import Partitioner
+
+__all__ = ["Producer", "RecordFuture", "RecordMetadata"]
+
+# Producers not closed yet: closed (flushed) at interpreter exit, so records queued in the
+# daemon loop thread are not silently dropped.
+_OPEN: weakref.WeakSet[Producer] = weakref.WeakSet()
+
+
+@atexit.register
+def _close_at_exit() -> None:
+    for producer in list(_OPEN):
+        # Exiting anyway: the records' futures carry any error.
+        with contextlib.suppress(Exception):
+            producer.close(producer.config.delivery_timeout_ms / 1000)
+
+
+class Producer:
+    """Synchronous producer; options as ``strom.aio.Producer`` (see docs/clients.md)."""
+
+    def __init__(
+        self,
+        bootstrap_servers: str | Sequence[str] = "localhost:9092",
+        *,
+        acks: int | str = "all",
+        enable_idempotence: bool = True,
+        compression_type: str | None = "lz4",
+        linger_ms: float = 5,
+        batch_size: int = 16384,
+        buffer_memory: int = DEFAULT_BUFFER_MEMORY,
+        max_block_ms: int = 60000,
+        retries: int = 2147483647,
+        retry_backoff_ms: int = 100,
+        delivery_timeout_ms: int = 120000,
+        request_timeout_ms: int = 30000,
+        max_in_flight_requests_per_connection: int = 5,
+        max_request_size: int = DEFAULT_MAX_REQUEST_SIZE,
+        metadata_max_age_ms: int = 300000,
+        partitioner: Partitioner | None = None,
+        key_serializer: Callable[[Any], bytes | None] | None = None,
+        value_serializer: Callable[[Any], bytes | None] | None = None,
+        client_id: str = "strom-producer",
+    ) -> None:
+        self._aio = AsyncProducer(
+            bootstrap_servers,
+            acks=acks,
+            enable_idempotence=enable_idempotence,
+            compression_type=compression_type,
+            linger_ms=linger_ms,
+            batch_size=batch_size,
+            buffer_memory=buffer_memory,
+            max_block_ms=max_block_ms,
+            retries=retries,
+            retry_backoff_ms=retry_backoff_ms,
+            delivery_timeout_ms=delivery_timeout_ms,
+            request_timeout_ms=request_timeout_ms,
+            max_in_flight_requests_per_connection=max_in_flight_requests_per_connection,
+            max_request_size=max_request_size,
+            metadata_max_age_ms=metadata_max_age_ms,
+            partitioner=partitioner,
+            key_serializer=key_serializer,
+            value_serializer=value_serializer,
+            client_id=client_id,
+        )
+        self.config = self._aio.config
+        self._bg = BackgroundLoop.shared()
+        self._bg.run(self._aio.start())
+        self._try_send = self._aio._try_send
+        self._max_block = self.config.max_block_ms / 1000
+        _OPEN.add(self)
+
+    def __enter__(self) -> Producer:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def _wait(self, need: Exception, topic: str, deadline: float) -> None:
+        """Block this thread for what the hot path lacked (up to max_block_ms)."""
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise _blocked_too_long(need, topic, self.config.max_block_ms)
+        if isinstance(need, NeedRoom):
+            if self._bg.in_loop_thread():
+                raise _blocked_too_long(need, topic, 0)  # blocking here would stall the sender
+            self._aio._sender.wakeup()
+            if not self._aio._acc.wait_for_room(need.size, left):
+                raise _blocked_too_long(need, topic, self.config.max_block_ms)
+        else:
+            self._bg.run(self._aio._wait_for(need, topic, deadline), timeout=left + 1)
+
+    def send(  # noqa: PLR0917 - the issue's (and kafka-python's) positional order
+        self,
+        topic: str,
+        value: Any = None,
+        key: Any = None,
+        headers: Headers | None = None,
+        partition: int | None = None,
+        timestamp_ms: int | None = None,
+        on_delivery: DeliveryCallback | None = None,
+    ) -> RecordFuture:
+        """Queue one record and return its ``RecordFuture`` at once.
+
+        Blocks only while buffer_memory is full or the topic's metadata is unknown, up to
+        max_block_ms (then StromTimeoutError). A record larger than max_request_size or
+        buffer_memory raises MessageTooLargeError before anything is sent.
+        ``on_delivery(metadata, error)`` runs on the background loop thread.
+        """
+        try:
+            return self._try_send(topic, value, key, headers, partition, timestamp_ms, on_delivery)
+        except (NeedMetadata, NeedRoom) as first:
+            need: Exception = first
+        deadline = time.monotonic() + self._max_block
+        while True:
+            self._wait(need, topic, deadline)
+            try:
+                return self._try_send(
+                    topic, value, key, headers, partition, timestamp_ms, on_delivery
+                )
+            except (NeedMetadata, NeedRoom) as again:
+                need = again
+
+    def send_many(
+        self,
+        topic: str,
+        values: Sequence[Any],
+        keys: Sequence[Any] | None = None,
+        partition: int | None = None,
+        timestamp_ms: int | None = None,
+    ) -> concurrent.futures.Future[int]:
+        """Queue many records; one future for the call (the number of records acknowledged,
+        or the first error). See ``strom.aio.Producer.send_many``."""
+        aio = self._aio
+        deadline = time.monotonic() + self._max_block
+        while True:
+            try:
+                chunks = aio.plan_many(topic, values, keys, partition, timestamp_ms)
+                break
+            except NeedMetadata as need:
+                self._wait(need, topic, deadline)
+        result: concurrent.futures.Future[int] = concurrent.futures.Future()
+
+        def settle(count: int, error: BaseException | None) -> None:
+            if error is not None:
+                result.set_exception(error)
+            else:
+                result.set_result(count)
+
+        tracker = BulkTracker(settle)
+        try:
+            for part, tss, ks, vs, size in chunks:
+                while True:
+                    batch = aio._acc.append_many(topic, part, tss, ks, vs, None, size)
+                    if batch is not None:
+                        tracker.track(batch, len(vs))
+                        break
+                    self._wait(NeedRoom(size), topic, deadline)
+        except BaseException as exc:
+            tracker.seal(exc)
+            raise
+        tracker.seal()
+        return result
+
+    def flush(self, timeout: float | None = None) -> None:
+        """Send everything queued and wait for it (StromTimeoutError after ``timeout`` s)."""
+        self._bg.run(self._aio.flush(timeout))
+
+    def close(self, timeout: float | None = None) -> None:
+        """Flush (up to ``timeout`` seconds) and release the connections; idempotent."""
+        if self._bg.in_loop_thread():
+            raise StromError("Producer.close() called from a producer callback")
+        _OPEN.discard(self)
+        self._bg.run(self._aio.close(timeout))
+
+    def partitions_for(self, topic: str) -> list[int]:
+        return self._bg.run(self._aio.partitions_for(topic))
+
+    @property
+    def aio(self) -> AsyncProducer:
+        """The asyncio producer underneath (lives on the background loop)."""
+        return self._aio

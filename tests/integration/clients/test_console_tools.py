@@ -1,0 +1,205 @@
+"""``strom produce`` and ``strom consume`` end to end, as subprocesses against a real cluster."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+from pathlib import Path
+
+import pytest
+from cluster_testkit import STROM, CliResult, LocalCluster, assert_ok, assert_one_line_error
+from strom_testkit import wait_until
+
+from strom import NewTopic
+
+pytestmark = pytest.mark.integration
+
+
+def strom(cluster: LocalCluster, *args: str, stdin: str = "", timeout_s: float = 60) -> CliResult:
+    argv = [*args, "--bootstrap-server", cluster.gateway]
+    done = subprocess.run(
+        [STROM, *argv], input=stdin, capture_output=True, text=True, timeout=timeout_s
+    )
+    return CliResult(tuple(argv), done.returncode, done.stdout, done.stderr)
+
+
+@pytest.fixture(scope="module")
+def topic(cluster: LocalCluster) -> str:
+    with cluster.admin() as admin:
+        admin.create_topics([NewTopic("console", 2, 1)])
+    wait_until(
+        lambda: all(p.leader > 0 for p in cluster.describe("console").partitions), 20, "leaders"
+    )
+    return "console"
+
+
+def test_produce_keys_and_headers_then_consume_json(cluster: LocalCluster, topic: str) -> None:
+    lines = "".join(f"k{i}:value {i}\n" for i in range(10))
+    assert_ok(
+        strom(
+            cluster,
+            "produce",
+            topic,
+            "--key-separator",
+            ":",
+            "--header",
+            "source=test",
+            "--header",
+            "n=1",
+            "--partition",
+            "0",
+            stdin=lines,
+        )
+    )
+    result = assert_ok(
+        strom(
+            cluster,
+            "consume",
+            topic,
+            "--from-beginning",
+            "--partition",
+            "0",
+            "--max-messages",
+            "10",
+            "--format",
+            "json",
+            "--print-key",
+            "--print-headers",
+            "--print-offset",
+            "--print-timestamp",
+        )
+    )
+    records = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [r["value"] for r in records] == [f"value {i}" for i in range(10)]
+    assert [r["key"] for r in records] == [f"k{i}" for i in range(10)]
+    assert [r["offset"] for r in records] == list(range(10))
+    assert all(r["partition"] == 0 for r in records)
+    assert records[0]["headers"] == [["source", "test"], ["n", "1"]]
+    assert records[0]["timestamp"] > 0 and records[0]["timestamp_type"] == "CreateTime"
+
+
+def test_produce_file_with_progress_then_consume_text_and_hex(
+    cluster: LocalCluster, topic: str, tmp_path: Path
+) -> None:
+    data = tmp_path / "lines.txt"
+    data.write_text("".join(f"line {i}\n" for i in range(20)))
+    result = assert_ok(
+        strom(cluster, "produce", topic, "--file", str(data), "--partition", "1", "--rate", "200")
+    )
+    assert "100.0%" in result.stderr and "20 records" in result.stderr
+    text = assert_ok(
+        strom(
+            cluster,
+            "consume",
+            topic,
+            "--partition",
+            "1",
+            "--offset",
+            "5",
+            "--max-messages",
+            "3",
+            "--print-offset",
+        )
+    )
+    assert text.stdout.splitlines() == [f"Partition:1\tOffset:{i}\tline {i}" for i in range(5, 8)]
+    hexed = assert_ok(
+        strom(
+            cluster,
+            "consume",
+            topic,
+            "--partition",
+            "1",
+            "--offset",
+            "0",
+            "--max-messages",
+            "1",
+            "--format",
+            "hex",
+            "--print-key",
+        )
+    )
+    assert hexed.stdout == f"null\t{b'line 0'.hex()}\n"
+
+
+def test_consume_every_partition_until_idle(cluster: LocalCluster, topic: str) -> None:
+    assert_ok(strom(cluster, "produce", topic, stdin="a\nb\nc\n"))
+    result = assert_ok(
+        strom(cluster, "consume", topic, "--from-beginning", "--idle-timeout-ms", "1500")
+    )
+    assert {"a", "b", "c"} <= set(result.stdout.splitlines())
+
+
+def test_errors_are_one_line(cluster: LocalCluster, topic: str) -> None:
+    assert_one_line_error(strom(cluster, "consume", "no-such-topic"), "no-such-topic")
+    assert_one_line_error(
+        strom(cluster, "consume", topic, "--group", "g"), "group coordination is not available"
+    )
+    assert_one_line_error(
+        strom(cluster, "produce", topic, "--key-separator", ":", stdin="nokey\n"),
+        "line 1 has no key separator",
+    )
+    assert_one_line_error(strom(cluster, "consume", topic, "--partition", "7"), "no partition 7")
+
+
+def test_ctrl_c_exits_130_without_traceback(cluster: LocalCluster, topic: str) -> None:
+    assert_ok(strom(cluster, "produce", topic, "--partition", "0", stdin="first\n"))
+    consume = subprocess.Popen(
+        [STROM, "consume", topic, "--from-beginning", "--bootstrap-server", cluster.gateway],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    produce = subprocess.Popen(
+        [STROM, "produce", topic, "--bootstrap-server", cluster.gateway],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert consume.stdout is not None and produce.stdin is not None
+        consume.stdout.readline()  # it is reading: one record printed
+        produce.stdin.write("sent before ctrl-c\n")
+        produce.stdin.flush()
+        # Both are running (not still starting up) once the consumer prints that record.
+        while consume.stdout.readline() != "sent before ctrl-c\n":
+            pass
+        for process in (consume, produce):
+            process.send_signal(signal.SIGINT)
+        for process in (consume, produce):
+            _, err = process.communicate(timeout=30)
+            assert process.returncode == 130, err
+            assert "Traceback" not in err, err
+    finally:
+        for process in (consume, produce):
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+
+
+def test_consume_ends_quietly_when_its_reader_goes_away(cluster: LocalCluster, topic: str) -> None:
+    assert_ok(strom(cluster, "produce", topic, "--partition", "0", stdin="one\n"))
+    consume = subprocess.Popen(
+        [STROM, "consume", topic, "--from-beginning", "--bootstrap-server", cluster.gateway],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert consume.stdout is not None and consume.stderr is not None
+        consume.stdout.readline()
+        consume.stdout.close()  # as `| head -1` does
+        for _ in range(20):  # its next writes fail
+            assert_ok(strom(cluster, "produce", topic, "--partition", "0", stdin="more\n"))
+            if consume.poll() is not None:
+                break
+        assert consume.wait(timeout=30) == 0
+        err = consume.stderr.read()
+        assert err == "", err
+    finally:
+        if consume.poll() is None:
+            consume.kill()
+            consume.wait()
