@@ -141,6 +141,7 @@ class _ReplicaFetcher:
         self._changed = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._channel = PeerChannel()
+        self._stub_cache: storage_pb2_grpc.StorageNodeStub | None = None
         self._stream: grpc.aio.StreamStreamCall | None = None
         self._throttle = _Throttle()
         self._correlation = 0
@@ -169,15 +170,17 @@ class _ReplicaFetcher:
         address = self._manager._address_of(self.leader_id)
         if address is None:
             return None
-        if address != self._channel.address:
+        if address != self._channel.address or self._stub_cache is None:
             self._stream = None
-        return storage_pb2_grpc.StorageNodeStub(self._channel.get(address))
+            self._stub_cache = storage_pb2_grpc.StorageNodeStub(self._channel.get(address))
+        return self._stub_cache
 
     async def _reset(self) -> None:
         if self._stream is not None:
             self._stream.cancel()
             self._stream = None
         await self._channel.close()
+        self._stub_cache = None
 
     # -- the loop -----------------------------------------------------------------------------
 
@@ -322,9 +325,9 @@ class _ReplicaFetcher:
         if self._stream is None:
             self._stream = stub.FetchStream()
         await self._stream.write(request)
-        response = await asyncio.wait_for(
-            self._stream.read(), settings.max_wait_ms / 1000 + settings.request_timeout_s
-        )
+        # asyncio.timeout, not wait_for: no task per read on this per-round path.
+        async with asyncio.timeout(settings.max_wait_ms / 1000 + settings.request_timeout_s):
+            response = await self._stream.read()
         if response is grpc.aio.EOF:
             raise ConnectionError(f"leader {self.leader_id} closed the fetch stream")
         received = 0
