@@ -27,6 +27,7 @@ from typing import TypeVar
 from strom.errors import ConfigurationError
 from strom_server.allocator import tune_allocator
 from strom_server.config import ServerConfig, config_items, load_config
+from strom_server.gc_tuning import tune_gc
 from strom_server.grpc_server import GrpcServer
 from strom_server.logs import configure_logging, get_logger
 from strom_server.telemetry import Telemetry, setup_telemetry
@@ -47,10 +48,14 @@ async def serve_config(
     *,
     telemetry: Telemetry | None = None,
     handle_signals: bool = True,
+    freeze_gc: bool = False,
 ) -> None:
-    """Build the server for ``config`` and serve it until a signal (or ``request_stop``)."""
+    """Build the server for ``config`` and serve it until a signal (or ``request_stop``);
+    ``freeze_gc`` (a service process) tunes the garbage collector once built."""
     server = GrpcServer(config, service_name, telemetry=telemetry)
     await build(config, server)
+    if freeze_gc:
+        tune_gc()
     await server.serve(handle_signals=handle_signals)
 
 
@@ -76,7 +81,7 @@ def run_service(
         log.exception("cannot set up telemetry")
         return 1
     try:
-        asyncio.run(serve_config(config, service_name, build, telemetry=telemetry))
+        asyncio.run(serve_config(config, service_name, build, telemetry=telemetry, freeze_gc=True))
     except KeyboardInterrupt:  # Ctrl-C before the signal handlers were installed
         log.info("interrupted during start-up")
         return 130
