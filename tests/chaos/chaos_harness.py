@@ -177,7 +177,9 @@ class Nemesis:
                 controller = admin.describe_cluster().controller
         except Exception:
             return None
-        return None if controller is None else f"controller-{controller.node_id}"
+        if controller is None or controller.node_id < 0:
+            return None  # none active right now (an election is under way)
+        return f"controller-{controller.node_id}"
 
     def one_fault(self) -> None:
         kind = self.rng.choice(["kill storage", "kill storage", "pause storage", "kill controller"])
