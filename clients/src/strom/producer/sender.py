@@ -23,7 +23,6 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import AsyncIterator
 
 import grpc
 
@@ -91,12 +90,18 @@ class NodeStream:
         self.broken = False
         self._queue: asyncio.Queue[storage_pb2.ProduceRequest] = asyncio.Queue()
         stub = sender.cluster.storage(node)
-        self._call = stub.ProduceStream(self._requests())
+        # Written from a task of ours rather than through a request iterator: grpc.aio cannot
+        # close an async generator suspended in its own await when the call dies, and logs it.
+        self._call = stub.ProduceStream()
+        self._writer = asyncio.ensure_future(self._write())
         self._reader = asyncio.ensure_future(self._read())
 
-    async def _requests(self) -> AsyncIterator[storage_pb2.ProduceRequest]:
-        while True:
-            yield await self._queue.get()
+    async def _write(self) -> None:
+        try:
+            while True:
+                await self._call.write(await self._queue.get())
+        except (grpc.RpcError, asyncio.InvalidStateError):
+            pass  # the reader sees the call fail and reports it
 
     def send(self, request: storage_pb2.ProduceRequest, entry: _Request) -> None:
         self.pending.append(entry)
@@ -127,6 +132,7 @@ class NodeStream:
             error = NetworkExceptionError(f"{self.address}: produce stream cancelled")
         finally:
             self.broken = True
+            self._writer.cancel()
             failed, self.pending = self.pending, deque()
             self.sender.on_stream_broken(self, failed, error)
 
@@ -138,6 +144,7 @@ class NodeStream:
         self.broken = True
         failed, self.pending = self.pending, deque()
         self._call.cancel()
+        self._writer.cancel()
         self.sender.on_stream_broken(self, failed, error)
 
 
