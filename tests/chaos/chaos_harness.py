@@ -39,6 +39,7 @@ import grpc
 from cluster_testkit import LocalCluster, start_local_cluster, wait_until
 
 from strom import Consumer, NewTopic, Producer, TopicPartition
+from strom._transport import channel_options
 from strom.protocol.v1 import storage_pb2, storage_pb2_grpc
 from strom.records import iter_records
 
@@ -229,7 +230,9 @@ def read_replica(cluster: LocalCluster, node_id: int, partition: int) -> tuple[i
     """(high watermark, record ids at offsets 0..hw-1) of one replica."""
     values: list[str] = []
     offset = 0
-    with grpc.insecure_channel(cluster.storage_address(node_id)) as channel:
+    with grpc.insecure_channel(
+        cluster.storage_address(node_id), options=channel_options()
+    ) as channel:
         stub = storage_pb2_grpc.StorageNodeStub(channel)
         while True:
             fetch = storage_pb2.FetchPartition(

@@ -10,6 +10,7 @@ from contextlib import contextmanager
 import grpc
 from cluster_testkit import LocalCluster
 
+from strom._transport import channel_options
 from strom.protocol.v1 import storage_pb2, storage_pb2_grpc
 from strom.records import iter_records
 
@@ -22,7 +23,9 @@ def replica_values(
     """(high watermark, values below it) as node ``node_id``'s replica holds them."""
     values: list[bytes] = []
     offset = 0
-    with grpc.insecure_channel(cluster.storage_address(node_id)) as channel:
+    with grpc.insecure_channel(
+        cluster.storage_address(node_id), options=channel_options()
+    ) as channel:
         stub = storage_pb2_grpc.StorageNodeStub(channel)
         while True:
             request = storage_pb2.FetchRequest(
