@@ -1,7 +1,9 @@
-"""The storage node's request-level domain: partitions it leads, produce, fetch, offsets.
+"""The storage node's request-level domain: the partitions it hosts (leader or follower),
+produce, fetch and offsets, and the replication decisions (``Partition``: ISR, high
+watermark, acks=all waits; ``follower``: truncation, applying fetched data).
 
-``ReplicaManager`` is what the gRPC servicer calls; it never sees protobuf. Replication
-(followers, ISR, acks=all waiting on followers) extends ``Partition`` in its own issue.
+``ReplicaManager`` is what the gRPC servicer calls; it never sees protobuf. The network side of
+replication is ``strom_storage.replication``.
 """
 
 from strom_storage.node.partition import Partition
