@@ -4,12 +4,12 @@ Workload: producers (the real ``strom.Producer``, acks=all, idempotent) write un
 records to a replicated topic and remember, for every acknowledged record, the partition and
 offset they were told; a consumer (``strom.Consumer``, assigned every partition) reads alongside
 and records every poll. Nemesis (seeded ``random.Random``): kill -9 and restart a storage node,
-kill -9 and restart the active controller, SIGSTOP a storage node for longer than its session
-and SIGCONT it. At most one storage node is faulty at a time, so with replication factor 3 and
-min.insync.replicas 2 the cluster should stay writable most of the time; safety is checked
-regardless. At the end every fault is healed, the ISRs are waited for, and the checker reads
-every partition from every replica (Fetch with the debugging replica id, up to each replica's
-high watermark) and counts violations (every count must be 0):
+kill -9 and restart the active controller, SIGSTOP a storage node or the active controller for
+longer than its session and SIGCONT it. At most one storage node is faulty at a time, so with
+replication factor 3 and min.insync.replicas 2 the cluster should stay writable most of the
+time; safety is checked regardless. At the end every fault is healed, the ISRs are waited
+for, and the checker reads every partition from every replica (Fetch with the debugging
+replica id, up to each replica's high watermark) and counts violations (every count must be 0):
 
 * lost: acknowledged records missing from the partition's leader;
 * duplicated: records present more than once (idempotence must prevent it);
@@ -47,7 +47,7 @@ TOPIC = "chaos"
 PARTITIONS = 3
 REPLICAS = 3
 STORAGE_NODES = 3
-SESSION_MS = 4000
+SESSION_MS = 4000  # storage nodes' and controllers' etcd sessions
 LAG_MAX_MS = 3000
 DEBUG_REPLICA_ID = -2
 
@@ -183,7 +183,15 @@ class Nemesis:
         return f"controller-{controller.node_id}"
 
     def one_fault(self) -> None:
-        kind = self.rng.choice(["kill storage", "kill storage", "pause storage", "kill controller"])
+        kind = self.rng.choice(
+            ["kill storage", "kill storage", "pause storage", "kill controller", "pause controller"]
+        )
+        if kind == "pause controller":
+            name = self.active_controller()
+            if name is None:
+                return
+            self._pause(name, self.rng.uniform(SESSION_MS / 1000 + 0.5, SESSION_MS / 1000 + 3))
+            return
         if kind == "kill controller":
             name = self.active_controller()
             if name is None:
@@ -202,13 +210,17 @@ class Nemesis:
             self.cluster.restart(name)
             self._note(f"restarted {name}")
             return
+        self._pause(name, self.rng.uniform(SESSION_MS / 1000 + 0.5, SESSION_MS / 1000 + 3))
+
+    def _pause(self, name: str, seconds: float) -> None:
+        """SIGSTOP for longer than the session (the process is declared dead), then SIGCONT:
+        it wakes up believing it still leads or is registered, and must be fenced."""
         popen = self.cluster.processes[name].popen
         assert popen is not None
-        pause = self.rng.uniform(SESSION_MS / 1000 + 0.5, SESSION_MS / 1000 + 3)
-        self._note(f"SIGSTOP {name} for {pause:.1f} s (session {SESSION_MS / 1000:.0f} s)")
+        self._note(f"SIGSTOP {name} for {seconds:.1f} s (session {SESSION_MS / 1000:.0f} s)")
         os.kill(popen.pid, signal.SIGSTOP)
         try:
-            time.sleep(pause)
+            time.sleep(seconds)
         finally:
             os.kill(popen.pid, signal.SIGCONT)
         self._note(f"SIGCONT {name}")
@@ -316,6 +328,7 @@ def chaos_run(data_dir: Path, settings: ChaosSettings) -> tuple[dict[str, int], 
             "--replica.lag.time.max.ms", str(LAG_MAX_MS),
             "--replica.fetch.backoff.ms", "200",
         ),
+        controller_flags=("--controller.session.timeout.ms", str(SESSION_MS)),
     )  # fmt: skip
     cluster = next(runner)
     try:
