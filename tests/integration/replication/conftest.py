@@ -7,9 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 from cluster_testkit import LocalCluster, start_local_cluster
-
-LAG_MAX_MS = 2000
-SESSION_MS = 6000
+from replication_testkit import LAG_MAX_MS, SESSION_MS
 
 
 @pytest.fixture(scope="module")

@@ -14,6 +14,10 @@ from strom._transport import channel_options
 from strom.protocol.v1 import storage_pb2, storage_pb2_grpc
 from strom.records import iter_records
 
+#: The module cluster's settings (conftest.py): followers leave the ISR after 2 s of lag, node
+#: sessions expire after 6 s.
+LAG_MAX_MS = 2000
+SESSION_MS = 6000
 DEBUG_REPLICA_ID = -2  # reads any replica, leader or follower, up to its high watermark
 
 

@@ -7,8 +7,7 @@ from __future__ import annotations
 import time
 
 from cluster_testkit import LocalCluster, assert_ok, wait_until
-from conftest import LAG_MAX_MS
-from replication_testkit import paused, replica_values
+from replication_testkit import LAG_MAX_MS, paused, replica_values
 
 from strom import NewTopic
 from strom.errors import (
