@@ -494,6 +494,12 @@ class Sender:
             and not batch.expired(now, self._delivery_timeout)
         ):
             self._retry(batch, pk)
+        elif error.retriable and batch.expired(now, self._delivery_timeout):
+            # Out of time rather than out of luck: report the expiry (as Kafka's
+            # TimeoutException), naming the last error.
+            expired = _expired(batch, now)
+            expired.args = (f"{expired.args[0]}; last error: {error}",)
+            self._fail(batch, expired)
         else:
             self._fail(batch, error)
 
