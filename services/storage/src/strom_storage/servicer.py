@@ -63,19 +63,32 @@ class StorageServicer(storage_pb2_grpc.StorageNodeServicer):
 
     def __init__(self, replicas: ReplicaManager) -> None:
         self.replicas = replicas
-        self._streams: set[asyncio.Task[Any]] = set()
+        self._closing = asyncio.Event()
 
     async def close_streams(self) -> None:
-        """End every open stream (shutdown: followers' fetch streams never end by themselves).
-        Their handler tasks are cancelled, so no per-message work is spent watching for it."""
-        for task in list(self._streams):
-            task.cancel()
+        """End every open stream after its current request (shutdown: followers' fetch streams
+        never end by themselves)."""
+        self._closing.set()
 
-    def _track_stream(self) -> asyncio.Task[Any] | None:
-        task = asyncio.current_task()
-        if task is not None:
-            self._streams.add(task)
-        return task
+    async def _until_closing(self, requests: AsyncIterator[Any]) -> AsyncIterator[Any]:
+        """``requests`` until the stream ends or the servicer closes."""
+        closing = asyncio.ensure_future(self._closing.wait())
+        try:
+            iterator = aiter(requests)
+            while not self._closing.is_set():
+                following = asyncio.ensure_future(anext(iterator))
+                done, _ = await asyncio.wait(
+                    {following, closing}, return_when=asyncio.FIRST_COMPLETED
+                )
+                if following not in done:
+                    following.cancel()
+                    return
+                try:
+                    yield following.result()
+                except StopAsyncIteration:
+                    return
+        finally:
+            closing.cancel()
 
     async def Produce(
         self, request: storage_pb2.ProduceRequest, context: grpc.aio.ServicerContext
@@ -97,19 +110,17 @@ class StorageServicer(storage_pb2_grpc.StorageNodeServicer):
 
         async def read_requests() -> None:
             try:
-                async for request in request_iterator:
+                async for request in self._until_closing(request_iterator):
                     await in_flight.put(asyncio.ensure_future(self.Produce(request, context)))
             finally:
                 await in_flight.put(None)
 
         reader = asyncio.ensure_future(read_requests())
-        stream = self._track_stream()
         try:
             while (task := await in_flight.get()) is not None:
                 yield await task
             await reader
         finally:
-            self._streams.discard(stream)
             reader.cancel()
             while not in_flight.empty():
                 pending = in_flight.get_nowait()
@@ -134,12 +145,8 @@ class StorageServicer(storage_pb2_grpc.StorageNodeServicer):
         request_iterator: AsyncIterator[storage_pb2.FetchRequest],
         context: grpc.aio.ServicerContext,
     ) -> AsyncIterator[bytes]:
-        stream = self._track_stream()
-        try:
-            async for request in request_iterator:
-                yield await self.Fetch(request, context)
-        finally:
-            self._streams.discard(stream)
+        async for request in self._until_closing(request_iterator):
+            yield await self.Fetch(request, context)
 
     async def ListOffsets(
         self, request: storage_pb2.ListOffsetsRequest, context: grpc.aio.ServicerContext
