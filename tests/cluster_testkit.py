@@ -22,8 +22,9 @@ import pytest
 from strom_testkit import free_port, free_port_range, wait_until
 
 from strom import Admin
+from strom._transport import channel_options
 from strom.protocol.v1 import storage_pb2, storage_pb2_grpc
-from strom.records import encode_batch
+from strom.records import Record, encode_batch, iter_records
 from strom.types import TopicDescription
 from strom_server.local_cluster import LocalClusterSpec
 from strom_server.supervisor import ManagedProcess
@@ -32,6 +33,8 @@ STROM = str(Path(sys.executable).parent / "strom")
 STORAGE_NODES = 3
 #: gateway, 3 storage nodes, 2 controllers on consecutive ports from the base port
 SERVICE_PORTS = 6
+#: Kafka's debugging reader: Fetch from any replica, leader or follower, up to its high watermark
+DEBUG_REPLICA_ID = -2
 
 
 @dataclass
@@ -181,6 +184,31 @@ class LocalCluster:
             response = storage_pb2_grpc.StorageNodeStub(channel).Produce(request, timeout=30)
         (result,) = response.partitions
         return result
+
+    def replica_records(self, node_id: int, topic: str, partition: int) -> tuple[int, list[Record]]:
+        """(high watermark, records below it) as node ``node_id``'s replica holds them, leader
+        or follower: Fetch with Kafka's debugging replica id (-2)."""
+        records: list[Record] = []
+        offset = 0
+        with grpc.insecure_channel(
+            self.storage_address(node_id), options=channel_options()
+        ) as channel:
+            stub = storage_pb2_grpc.StorageNodeStub(channel)
+            while True:
+                fetch = storage_pb2.FetchPartition(
+                    topic=topic, partition=partition, fetch_offset=offset,
+                    partition_max_bytes=8 << 20,
+                )  # fmt: skip
+                request = storage_pb2.FetchRequest(
+                    replica_id=DEBUG_REPLICA_ID, max_bytes=8 << 20, partitions=[fetch]
+                )
+                (result,) = stub.Fetch(request, timeout=30).partitions
+                assert result.error_code == 0, f"node {node_id}: {result.error_message}"
+                new = [r for r in iter_records(result.records) if r.offset >= offset]
+                records += new
+                if not new or new[-1].offset + 1 >= result.high_watermark:
+                    return result.high_watermark, records
+                offset = new[-1].offset + 1
 
 
 def start_local_cluster(data_dir: Path, **spec: Any) -> Iterator[LocalCluster]:

@@ -35,13 +35,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import grpc
 from cluster_testkit import LocalCluster, start_local_cluster, wait_until
 
 from strom import Consumer, NewTopic, Producer, TopicPartition
-from strom._transport import channel_options
-from strom.protocol.v1 import storage_pb2, storage_pb2_grpc
-from strom.records import iter_records
 
 TOPIC = "chaos"
 PARTITIONS = 3
@@ -49,7 +45,6 @@ REPLICAS = 3
 STORAGE_NODES = 3
 SESSION_MS = 4000  # storage nodes' and controllers' etcd sessions
 LAG_MAX_MS = 3000
-DEBUG_REPLICA_ID = -2
 
 
 @dataclass
@@ -240,29 +235,9 @@ class Nemesis:
 
 def read_replica(cluster: LocalCluster, node_id: int, partition: int) -> tuple[int, list[str]]:
     """(high watermark, record ids at offsets 0..hw-1) of one replica."""
-    values: list[str] = []
-    offset = 0
-    with grpc.insecure_channel(
-        cluster.storage_address(node_id), options=channel_options()
-    ) as channel:
-        stub = storage_pb2_grpc.StorageNodeStub(channel)
-        while True:
-            fetch = storage_pb2.FetchPartition(
-                topic=TOPIC, partition=partition, fetch_offset=offset, partition_max_bytes=8 << 20
-            )
-            request = storage_pb2.FetchRequest(
-                replica_id=DEBUG_REPLICA_ID, max_bytes=8 << 20, partitions=[fetch]
-            )
-            (result,) = stub.Fetch(request, timeout=30).partitions
-            if result.error_code:
-                raise AssertionError(f"node {node_id} {TOPIC}-{partition}: {result.error_message}")
-            records = [r for r in iter_records(result.records) if r.offset >= offset]
-            for record in records:
-                assert record.offset == len(values), "offsets below the high watermark have gaps"
-                values.append((record.value or b"").decode())
-            if not records or len(values) >= result.high_watermark:
-                return result.high_watermark, values
-            offset = len(values)
+    high_watermark, records = cluster.replica_records(node_id, TOPIC, partition)
+    assert [r.offset for r in records] == list(range(len(records))), "offsets have gaps"
+    return high_watermark, [(r.value or b"").decode() for r in records]
 
 
 def check(cluster: LocalCluster, outcome: Outcome) -> dict[str, int]:

@@ -18,17 +18,10 @@ import grpc.aio
 from opentelemetry import propagate, trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
+from strom._transport import channel_options
 from strom_server.values import MiB
 
-__all__ = ["PeerChannel", "channel_options", "open_channel", "tracing_interceptors"]
-
-
-def channel_options(max_message_size: int = 64 * MiB) -> list[tuple[str, Any]]:
-    """Channel options bounding sent and received messages to ``max_message_size`` bytes."""
-    return [
-        ("grpc.max_send_message_length", max_message_size),
-        ("grpc.max_receive_message_length", max_message_size),
-    ]
+__all__ = ["PeerChannel", "open_channel", "tracing_interceptors"]
 
 
 class _TracingMixin:

@@ -121,10 +121,6 @@ class ReplicaFetcherManager:
         if leader is not None:
             self._fetchers[leader].remove(key)
 
-    def followed(self) -> dict[Key, int]:
-        """Each followed partition and the leader it is fetched from."""
-        return dict(self._leader_of)
-
     async def close(self) -> None:
         fetchers, self._fetchers = list(self._fetchers.values()), {}
         for fetcher in fetchers:
