@@ -18,6 +18,9 @@ P/config/brokers                   {topic-config name: value}: cluster-wide defa
 P/reassignments/<topic>/<p>        {"target", "adding", "removing",                      ctrl
                                    "throttle_bytes_per_sec"}
 P/producer_ids/next_block          {"next": n}                                           ctrl
+P/coordinators/ids/<id>            {"id", "host", "port"} on the coordinator's lease     coord
+P/coordinators/owners/<p>          {"coordinator_id", "epoch"} on the owner's lease:      coord
+                                   who serves partition p of __consumer_offsets
 =================================  ====================================================  =======
 
 Every controller write is a transaction guarded by the value of ``P/controller/leader``, so a
@@ -112,6 +115,30 @@ class ClusterKeys:
     @property
     def producer_id_block(self) -> str:
         return self._key("producer_ids", "next_block")
+
+    @property
+    def coordinators(self) -> str:
+        """Prefix of every coordinator registration (ends with a slash)."""
+        return self._key("coordinators", "ids", "")
+
+    def coordinator(self, coordinator_id: int) -> str:
+        return self._key("coordinators", "ids", coordinator_id)
+
+    @property
+    def coordinator_owners(self) -> str:
+        """Prefix of the ownership keys of ``__consumer_offsets`` partitions."""
+        return self._key("coordinators", "owners", "")
+
+    def coordinator_owner(self, partition: int) -> str:
+        return self._key("coordinators", "owners", partition)
+
+    def parse_coordinator_key(self, key: str) -> int | None:
+        rest = key.removeprefix(self.coordinators)
+        return int(rest) if rest != key and rest.isdigit() else None
+
+    def parse_coordinator_owner_key(self, key: str) -> int | None:
+        rest = key.removeprefix(self.coordinator_owners)
+        return int(rest) if rest != key and rest.isdigit() else None
 
     def parse_partition_key(self, key: str) -> tuple[str, int] | None:
         """(topic, partition) of a ``P/partitions/<topic>/<p>`` key, else None."""

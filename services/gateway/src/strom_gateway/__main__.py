@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from strom.protocol.v1.gateway_pb2_grpc import add_GatewayServicer_to_server
 from strom_gateway.config import GatewayConfig
-from strom_gateway.controller_locator import ControllerLocator
 from strom_gateway.routing import ControllerRouter
 from strom_gateway.servicer import GatewayServicer
 from strom_server.cluster_keys import ClusterKeys
+from strom_server.controller_locator import ControllerLocator
 from strom_server.etcd_store import EtcdStore
 from strom_server.grpc_server import GrpcServer
 from strom_server.runner import run_service
