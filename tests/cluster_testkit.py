@@ -1,4 +1,5 @@
-"""A real local cluster (etcd, 2 controllers, 3 storage nodes, gateway) for integration tests,
+"""A real local cluster (etcd, 2 controllers, 3 storage nodes, gateway, coordinators) for
+integration tests,
 the ``strom`` CLI run as a subprocess against it, and small polling helpers.
 
 Shared by every test folder (tests/ is on the import path; test folders are not packages).
@@ -9,6 +10,7 @@ even when a test failed."""
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 import time
@@ -23,7 +25,7 @@ from strom_testkit import free_port, free_port_range, wait_until
 
 from strom import Admin
 from strom._transport import channel_options
-from strom.protocol.v1 import storage_pb2, storage_pb2_grpc
+from strom.protocol.v1 import common_pb2, storage_pb2, storage_pb2_grpc
 from strom.records import Record, encode_batch, iter_records
 from strom.types import TopicDescription
 from strom_server.local_cluster import LocalClusterSpec
@@ -31,10 +33,16 @@ from strom_server.supervisor import ManagedProcess
 
 STROM = str(Path(sys.executable).parent / "strom")
 STORAGE_NODES = 3
-#: gateway, 3 storage nodes, 2 controllers on consecutive ports from the base port
+#: gateway, 3 storage nodes, 2 controllers on consecutive ports from the base port (then the
+#: coordinators)
 SERVICE_PORTS = 6
 #: Kafka's debugging reader: Fetch from any replica, leader or follower, up to its high watermark
 DEBUG_REPLICA_ID = -2
+#: Produce answers meaning "this node does not lead the partition yet (metadata in flight)"
+_NOT_HOSTED_YET = (
+    common_pb2.UNKNOWN_TOPIC_OR_PARTITION,
+    common_pb2.NOT_LEADER_OR_FOLLOWER,
+)
 
 
 @dataclass
@@ -105,10 +113,28 @@ class LocalCluster:
 
     def stop_all(self) -> None:
         for process in reversed(self.started):
+            if process.popen is not None and process.popen.poll() is None:
+                process.popen.send_signal(signal.SIGCONT)  # a paused process cannot stop
             process.stop(10.0)
 
     def stop(self, name: str) -> int | None:
         return self.processes[name].stop(10.0)
+
+    def kill(self, name: str) -> int | None:
+        """SIGKILL ``name`` (no clean shutdown: leases expire by themselves)."""
+        popen = self.processes[name].popen
+        assert popen is not None
+        popen.kill()
+        return popen.wait(10.0)
+
+    def signal(self, name: str, signum: int) -> None:
+        """Send ``signum`` to ``name`` (SIGSTOP / SIGCONT pause and resume it)."""
+        popen = self.processes[name].popen
+        assert popen is not None and popen.poll() is None, f"{name} is not running"
+        popen.send_signal(signum)
+
+    def coordinator_address(self, coordinator_id: int) -> str:
+        return self.spec.coordinator_address(coordinator_id)
 
     def restart(self, name: str, ready_timeout_s: float = 60.0) -> ManagedProcess:
         """Start a stopped process again with the same command line, log and probe."""
@@ -170,8 +196,8 @@ class LocalCluster:
         acks: int = -1,
         timeout_ms: int = 10000,
     ) -> storage_pb2.ProducePartitionResult:
-        """Append ``values`` as one batch through the partition's current leader."""
-        leader = self.describe(topic).partitions[partition].leader
+        """Append ``values`` as one batch through the partition's current leader (asked again
+        while the leader does not host the partition yet: a topic just created)."""
         batch = encode_batch([(int(time.time() * 1000), None, v) for v in values])
         request = storage_pb2.ProduceRequest(
             acks=acks,
@@ -180,10 +206,15 @@ class LocalCluster:
                 storage_pb2.ProducePartitionData(topic=topic, partition=partition, records=batch)
             ],
         )
-        with grpc.insecure_channel(self.storage_address(leader)) as channel:
-            response = storage_pb2_grpc.StorageNodeStub(channel).Produce(request, timeout=30)
-        (result,) = response.partitions
-        return result
+        deadline = time.monotonic() + 15
+        while True:
+            leader = self.describe(topic).partitions[partition].leader
+            with grpc.insecure_channel(self.storage_address(leader)) as channel:
+                response = storage_pb2_grpc.StorageNodeStub(channel).Produce(request, timeout=30)
+            (result,) = response.partitions
+            if result.error_code not in _NOT_HOSTED_YET or time.monotonic() > deadline:
+                return result
+            time.sleep(0.1)
 
     def replica_records(self, node_id: int, topic: str, partition: int) -> tuple[int, list[Record]]:
         """(high watermark, records below it) as node ``node_id``'s replica holds them, leader
@@ -212,12 +243,14 @@ class LocalCluster:
 
 
 def start_local_cluster(data_dir: Path, **spec: Any) -> Iterator[LocalCluster]:
-    """Start a cluster (``spec``: extra ``LocalClusterSpec`` fields) and stop it afterwards."""
-    base = free_port_range(SERVICE_PORTS)
+    """Start a cluster (``spec``: extra ``LocalClusterSpec`` fields, e.g. ``coordinators=2,
+    coordinator_flags=(...)``) and stop it afterwards."""
+    ports = SERVICE_PORTS + int(spec.get("coordinators", 1))
+    base = free_port_range(ports)
     etcd_ports: list[int] = []
     while len(etcd_ports) < 2:
         port = free_port()
-        if port not in etcd_ports and not base <= port < base + SERVICE_PORTS:
+        if port not in etcd_ports and not base <= port < base + ports:
             etcd_ports.append(port)
     spec = LocalClusterSpec(
         data_dir=data_dir,

@@ -20,6 +20,16 @@ replica id, up to each replica's high watermark) and counts violations (every co
 * consumer skips and non-monotonic polls: the consumer saw an offset gap or went backwards
   within its session.
 
+Group churn: a consumer group of member processes (chaos_group_member.py, committing after
+processing) reads the topic too; the nemesis also kills -9 members (a replacement starts),
+kills -9 a coordinator or pauses it past its session (two coordinators share
+``__consumer_offsets``). After the heal the group must catch up with the log, then:
+
+* group records never consumed: acknowledged records no member ever read (at-least-once);
+* group commits lost: partitions whose final committed offset is below an offset a member
+  was told it committed;
+* group not caught up: partitions whose committed offset never reached the log end.
+
 Replay a run with the seed it prints: ``STROM_CHAOS_SEED=<seed> make chaos``.
 """
 
@@ -28,6 +38,8 @@ from __future__ import annotations
 import os
 import random
 import signal
+import subprocess
+import sys
 import threading
 import time
 from collections import Counter
@@ -43,8 +55,11 @@ TOPIC = "chaos"
 PARTITIONS = 3
 REPLICAS = 3
 STORAGE_NODES = 3
-SESSION_MS = 4000  # storage nodes' and controllers' etcd sessions
+SESSION_MS = 4000  # storage nodes', controllers' and coordinators' etcd sessions
 LAG_MAX_MS = 3000
+GROUP = "chaos-group"
+MEMBER_SESSION_MS = 3000
+MEMBER_SCRIPT = Path(__file__).with_name("chaos_group_member.py")
 
 
 @dataclass
@@ -54,6 +69,7 @@ class ChaosSettings:
     producers: int = 2
     records_per_second: int = 200  # per producer
     fault_gap_s: tuple[float, float] = (2.0, 6.0)
+    group_members: int = 3
 
 
 @dataclass
@@ -69,6 +85,7 @@ class Outcome:
     consumer_backwards: int = 0
     faults: list[str] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    group_journals: list[Path] = field(default_factory=list)
 
 
 # -- workload -------------------------------------------------------------------------------------
@@ -145,16 +162,101 @@ def run_consumer(cluster: LocalCluster, outcome: Outcome, stop: threading.Event)
         consumer.close()
 
 
+class GroupMembers:
+    """The consumer group's member processes, each with its own journal."""
+
+    def __init__(self, cluster: LocalCluster, outcome: Outcome) -> None:
+        self.cluster = cluster
+        self.outcome = outcome
+        self.members: list[subprocess.Popen[bytes]] = []
+        self._dir = cluster.spec.data_dir / "group"
+        self._dir.mkdir(exist_ok=True)
+
+    def start_one(self) -> int:
+        journal = self._dir / f"member-{len(self.outcome.group_journals)}.log"
+        self.outcome.group_journals.append(journal)
+        argv = [
+            sys.executable, str(MEMBER_SCRIPT),
+            self.cluster.gateway, GROUP, TOPIC, str(journal), str(MEMBER_SESSION_MS),
+        ]  # fmt: skip
+        log = open(journal.with_suffix(".out"), "wb")  # noqa: SIM115 - closed with the process
+        self.members.append(subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT))
+        log.close()
+        return len(self.members) - 1
+
+    def kill_one(self, rng: random.Random) -> int:
+        alive = [i for i, p in enumerate(self.members) if p.poll() is None]
+        index = rng.choice(alive)
+        self.members[index].kill()
+        self.members[index].wait()
+        return index
+
+    def stop_all(self) -> None:
+        for member in self.members:
+            if member.poll() is None:
+                member.terminate()
+        for member in self.members:
+            try:
+                member.wait(30)
+            except subprocess.TimeoutExpired:
+                member.kill()
+                member.wait()
+
+
+def read_journals(journals: list[Path]) -> tuple[set[str], dict[int, int]]:
+    """(values read by any member, highest acknowledged commit per partition)."""
+    read: set[str] = set()
+    committed: dict[int, int] = {}
+    for journal in journals:
+        if not journal.exists():
+            continue
+        for line in journal.read_text().splitlines():
+            parts = line.split(" ")
+            if parts[0] == "R" and len(parts) == 4:
+                read.add(parts[3])
+            elif parts[0] == "C" and len(parts) == 3:
+                partition, offset = int(parts[1]), int(parts[2])
+                committed[partition] = max(committed.get(partition, 0), offset)
+    return read, committed
+
+
+def group_offsets(cluster: LocalCluster) -> dict[int, int]:
+    with cluster.admin() as admin:
+        found = admin.list_consumer_group_offsets(GROUP)
+    return {tp.partition: o.offset for tp, o in found.items() if tp.topic == TOPIC}
+
+
+def wait_for_group(cluster: LocalCluster, timeout_s: float) -> dict[int, int]:
+    """Committed offsets once every partition's reached the log end (or the timeout)."""
+    with cluster.admin() as admin:
+        end = admin.list_offsets({TopicPartition(TOPIC, p): "latest" for p in range(PARTITIONS)})
+    ends = {tp.partition: info.offset for tp, info in end.items()}
+    deadline = time.monotonic() + timeout_s
+    offsets: dict[int, int] = {}
+    while time.monotonic() < deadline:
+        try:
+            offsets = group_offsets(cluster)
+        except Exception:
+            offsets = {}
+        if all(offsets.get(p, -1) >= ends[p] for p in range(PARTITIONS)):
+            break
+        time.sleep(1)
+    return {p: offsets.get(p, -1) - ends[p] for p in range(PARTITIONS)}
+
+
 # -- nemesis --------------------------------------------------------------------------------------
 
 
 class Nemesis:
     """Faults on the cluster's processes, chosen by a seeded random generator."""
 
-    def __init__(self, cluster: LocalCluster, rng: random.Random, outcome: Outcome) -> None:
+    def __init__(
+        self, cluster: LocalCluster, rng: random.Random, outcome: Outcome, group: GroupMembers
+    ) -> None:
         self.cluster = cluster
         self.rng = rng
         self.outcome = outcome
+        self.group = group
 
     def _note(self, text: str) -> None:
         line = f"{time.strftime('%H:%M:%S')} {text}"
@@ -179,8 +281,28 @@ class Nemesis:
 
     def one_fault(self) -> None:
         kind = self.rng.choice(
-            ["kill storage", "kill storage", "pause storage", "kill controller", "pause controller"]
-        )
+            [
+                "kill storage", "kill storage", "pause storage", "kill controller",
+                "pause controller", "kill member", "kill member", "kill coordinator",
+                "pause coordinator",
+            ]
+        )  # fmt: skip
+        if kind == "kill member":
+            index = self.group.kill_one(self.rng)
+            self._note(f"kill -9 group member {index}")
+            self._note(f"started group member {self.group.start_one()}")
+            return
+        if kind in ("kill coordinator", "pause coordinator"):
+            name = f"coordinator-{self.rng.randint(1, 2)}"
+            if kind == "pause coordinator":
+                self._pause(name, self.rng.uniform(SESSION_MS / 1000 + 0.5, SESSION_MS / 1000 + 3))
+                return
+            self._note(f"kill -9 {name}")
+            self._kill(name)
+            time.sleep(self.rng.uniform(0.5, SESSION_MS / 1000 + 2))
+            self.cluster.restart(name)
+            self._note(f"restarted {name}")
+            return
         if kind == "pause controller":
             name = self.active_controller()
             if name is None:
@@ -240,8 +362,11 @@ def read_replica(cluster: LocalCluster, node_id: int, partition: int) -> tuple[i
     return high_watermark, [(r.value or b"").decode() for r in records]
 
 
-def check(cluster: LocalCluster, outcome: Outcome) -> dict[str, int]:
-    """Count every violation (see the module docstring)."""
+def check(
+    cluster: LocalCluster, outcome: Outcome, behind: dict[int, int] | None = None
+) -> dict[str, int]:
+    """Count every violation (see the module docstring); ``behind`` is the group's committed
+    offset minus the log end per partition after the catch-up wait."""
     lost = duplicated = wrong_offset = conflicting = divergent = 0
     for partition in range(PARTITIONS):
         leader = cluster.describe(TOPIC).partitions[partition].leader
@@ -262,6 +387,9 @@ def check(cluster: LocalCluster, outcome: Outcome) -> dict[str, int]:
             held = {values[offset] for _, values in copies.values() if offset < len(values)}
             conflicting += len(held) > 1
         divergent += sum(values != log[: len(values)] for _, values in copies.values())
+    read, acked_commits = read_journals(outcome.group_journals)
+    final = group_offsets(cluster) if outcome.group_journals else {}
+    behind = behind or {}
     return {
         "acknowledged records lost": lost,
         "duplicates": duplicated,
@@ -270,6 +398,11 @@ def check(cluster: LocalCluster, outcome: Outcome) -> dict[str, int]:
         "consumer poll skips": outcome.consumer_skips,
         "consumer non-monotonic polls": outcome.consumer_backwards,
         "replica divergence below the high watermark": divergent,
+        "group records never consumed": (
+            sum(record_id not in read for record_id in outcome.acked) if read or final else 0
+        ),
+        "group commits lost": sum(final.get(p, -1) < offset for p, offset in acked_commits.items()),
+        "group partitions not caught up": sum(gap < 0 for gap in behind.values()),
     }
 
 
@@ -298,6 +431,13 @@ def chaos_run(data_dir: Path, settings: ChaosSettings) -> tuple[dict[str, int], 
     outcome = Outcome()
     runner = start_local_cluster(
         data_dir,
+        coordinators=2,
+        coordinator_flags=(
+            "--coordinator.session.timeout.ms", str(SESSION_MS),
+            "--group.initial.rebalance.delay.ms", "0",
+            "--group.min.session.timeout.ms", "500",
+            "--offsets.topic.num.partitions", "6",
+        ),
         storage_flags=(
             "--broker.session.timeout.ms", str(SESSION_MS),
             "--replica.lag.time.max.ms", str(LAG_MAX_MS),
@@ -325,7 +465,10 @@ def chaos_run(data_dir: Path, settings: ChaosSettings) -> tuple[dict[str, int], 
         )
         for worker in workers:
             worker.start()
-        nemesis = Nemesis(cluster, rng, outcome)
+        group = GroupMembers(cluster, outcome)
+        for _ in range(settings.group_members):
+            group.start_one()
+        nemesis = Nemesis(cluster, rng, outcome, group)
         deadline = time.monotonic() + settings.duration_s
         try:
             while time.monotonic() < deadline:
@@ -338,8 +481,12 @@ def chaos_run(data_dir: Path, settings: ChaosSettings) -> tuple[dict[str, int], 
             stop.set()
             for worker in workers:
                 worker.join(180)
+            try:
+                behind = wait_for_group(cluster, 120)
+            finally:
+                group.stop_all()
         wait_for_full_isr(cluster, 60)
-        results = check(cluster, outcome)
+        results = check(cluster, outcome, behind)
         print(table(results, outcome, settings), flush=True)
         return results, outcome
     finally:

@@ -50,8 +50,8 @@ def start_cluster(
     started: list[subprocess.Popen[str]] = []
 
     def start(*args: str) -> subprocess.Popen[str]:
-        if "--base-port" not in args:  # gateway, 3 storage nodes, 2 controllers
-            args = (*args, "--base-port", str(free_port_range(6)))
+        if "--base-port" not in args:  # gateway, 3 storage nodes, 2 controllers, 1 coordinator
+            args = (*args, "--base-port", str(free_port_range(7)))
         process = subprocess.Popen(
             [STROM, "cluster", "up", *args],
             stdout=subprocess.PIPE,
@@ -87,7 +87,7 @@ def test_up_serves_until_ctrl_c_and_keeps_its_data(
 ) -> None:
     data_dir = tmp_path / "cluster"
     client_port, peer_port = free_port(), free_port()
-    base = free_port_range(6)
+    base = free_port_range(7)
     args = (
         "--data-dir",
         str(data_dir),
@@ -137,7 +137,7 @@ def test_up_serves_until_ctrl_c_and_keeps_its_data(
     assert first.wait(30) == 0
     assert _pids_using(data_dir) == []
     stopped = first.stdout.read()  # type: ignore[union-attr]
-    for name in ("etcd", "controller-1", "controller-2", "storage-3", "gateway"):
+    for name in ("etcd", "controller-1", "controller-2", "storage-3", "gateway", "coordinator-1"):
         assert f"{name} (stopped)" in stopped, stopped
     after = subprocess.run(
         [STROM, "cluster", "status", "--data-dir", str(data_dir)], capture_output=True, text=True

@@ -8,10 +8,10 @@
         admin.create_topics([NewTopic("orders", num_partitions=6, replication_factor=3)])
         print(admin.describe_topics(["orders"]))
 
-Every method raises a ``strom.errors`` exception naming the topic or partition that failed;
-when several fail, the first one is raised. This is a thin facade over ``strom.aio.Admin``
-running on the process's background event loop; the group operations arrive with the
-coordinator.
+Every method raises a ``strom.errors`` exception naming the topic, partition or group that
+failed; when several fail, the first one is raised (``delete_consumer_groups`` reports each
+group's outcome instead). This is a thin facade over ``strom.aio.Admin`` running on the
+process's background event loop.
 """
 
 from __future__ import annotations
@@ -22,10 +22,14 @@ from typing import Any, TypeVar
 
 from strom._loop import BackgroundLoop
 from strom.aio.admin import Admin as AioAdmin
+from strom.errors import BrokerResponseError
 from strom.types import (
     ClusterDescription,
     ConfigValue,
+    ConsumerGroupDescription,
+    ConsumerGroupListing,
     NewTopic,
+    OffsetAndMetadata,
     OffsetAndTimestamp,
     TopicDescription,
     TopicPartition,
@@ -44,11 +48,14 @@ class Admin:
         bootstrap_servers: str | Sequence[str] = "localhost:9092",
         *,
         request_timeout_ms: int = 30000,
+        gateway_only: bool = False,
     ) -> None:
         self._bg = BackgroundLoop.shared()
 
         async def create() -> AioAdmin:
-            return AioAdmin(bootstrap_servers, request_timeout_ms=request_timeout_ms)
+            return AioAdmin(
+                bootstrap_servers, request_timeout_ms=request_timeout_ms, gateway_only=gateway_only
+            )
 
         self._aio = self._bg.run(create())
         self.bootstrap_servers = self._aio.bootstrap_servers
@@ -140,6 +147,44 @@ class Admin:
     def delete_records(self, offsets: Mapping[TopicPartition, int]) -> dict[TopicPartition, int]:
         """See ``strom.aio.Admin.delete_records``."""
         return self._run(self._aio.delete_records(offsets))
+
+    # -- consumer groups ----------------------------------------------------------------------
+
+    def list_consumer_groups(
+        self, states: Sequence[str] | None = None
+    ) -> list[ConsumerGroupListing]:
+        """See ``strom.aio.Admin.list_consumer_groups``."""
+        return self._run(self._aio.list_consumer_groups(states))
+
+    def describe_consumer_groups(
+        self, group_ids: Sequence[str]
+    ) -> dict[str, ConsumerGroupDescription]:
+        """See ``strom.aio.Admin.describe_consumer_groups``."""
+        return self._run(self._aio.describe_consumer_groups(group_ids))
+
+    def delete_consumer_groups(
+        self, group_ids: Sequence[str]
+    ) -> dict[str, BrokerResponseError | None]:
+        """See ``strom.aio.Admin.delete_consumer_groups``."""
+        return self._run(self._aio.delete_consumer_groups(group_ids))
+
+    def list_consumer_group_offsets(
+        self, group_id: str, partitions: Sequence[TopicPartition] | None = None
+    ) -> dict[TopicPartition, OffsetAndMetadata]:
+        """See ``strom.aio.Admin.list_consumer_group_offsets``."""
+        return self._run(self._aio.list_consumer_group_offsets(group_id, partitions))
+
+    def alter_consumer_group_offsets(
+        self, group_id: str, offsets: Mapping[TopicPartition, OffsetAndMetadata | int]
+    ) -> None:
+        """See ``strom.aio.Admin.alter_consumer_group_offsets``."""
+        self._run(self._aio.alter_consumer_group_offsets(group_id, offsets))
+
+    def delete_consumer_group_offsets(
+        self, group_id: str, partitions: Sequence[TopicPartition]
+    ) -> None:
+        """See ``strom.aio.Admin.delete_consumer_group_offsets``."""
+        self._run(self._aio.delete_consumer_group_offsets(group_id, partitions))
 
     # -- life cycle ---------------------------------------------------------------------------
 

@@ -10,27 +10,81 @@
             print(record.offset, record.key, record.value)
 
 Every call runs on the process's one background event loop (``BackgroundLoop.shared()``),
-where the fetcher keeps prefetching between calls. Options and semantics are those of
-``strom.aio.Consumer``.
+where the fetcher keeps prefetching and heartbeats keep the group membership alive between
+calls. Options and semantics are those of ``strom.aio.Consumer``; a group's rebalance
+listener is called in the thread that called ``poll`` (or ``close``), as in Kafka.
 """
 
 from __future__ import annotations
 
+import asyncio
+import inspect
+import queue
 import re
 from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, TypeVar, overload
 
 from strom._loop import BackgroundLoop
 from strom.aio._fetcher import Deserializer
-from strom.aio.consumer import CommitCallback, MiB
+from strom.aio._group_options import DEFAULT_ASSIGNORS
+from strom.aio.consumer import AssignorSpec, CommitCallback, MiB
 from strom.aio.consumer import Consumer as AioConsumer
+from strom.errors import StromError
 from strom.types import ConsumerRecord, OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
 
 __all__ = ["Consumer"]
 
 T = TypeVar("T")
+
+#: A listener call waiting for the calling thread: (method, partitions, its future, loop).
+_ListenerCall = tuple[
+    Callable[[set[TopicPartition]], Any],
+    set[TopicPartition],
+    "asyncio.Future[None]",
+    asyncio.AbstractEventLoop,
+]
+
+
+class _CallerThreadListener:
+    """Hands the user's listener calls from the event loop to the thread blocked in ``poll``
+    or ``close`` (through ``inbox``), and waits until that thread has run them."""
+
+    def __init__(self, listener: Any, inbox: queue.SimpleQueue[_ListenerCall | None]) -> None:
+        self._listener = listener
+        self._inbox = inbox
+
+    async def on_partitions_revoked(self, partitions: set[TopicPartition]) -> None:
+        await self._call("on_partitions_revoked", partitions)
+
+    async def on_partitions_assigned(self, partitions: set[TopicPartition]) -> None:
+        await self._call("on_partitions_assigned", partitions)
+
+    async def on_partitions_lost(self, partitions: set[TopicPartition]) -> None:
+        lost = hasattr(self._listener, "on_partitions_lost")
+        await self._call("on_partitions_lost" if lost else "on_partitions_revoked", partitions)
+
+    async def _call(self, name: str, partitions: set[TopicPartition]) -> None:
+        method = getattr(self._listener, name, None)
+        if method is None:
+            return
+        if inspect.iscoroutinefunction(method):
+            await method(set(partitions))  # an async listener runs on the loop itself
+            return
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[None] = loop.create_future()
+        self._inbox.put((method, set(partitions), done, loop))
+        await done
+
+
+def _settle(future: asyncio.Future[None], error: Exception | None) -> None:
+    if future.done():
+        return
+    if error is None:
+        future.set_result(None)
+    else:
+        future.set_exception(error)
 
 
 class Consumer:
@@ -57,9 +111,18 @@ class Consumer:
         retry_backoff_ms: int = 100,
         metadata_max_age_ms: int = 300000,
         consumer_timeout_ms: int | None = None,
+        session_timeout_ms: int = 45000,
+        heartbeat_interval_ms: int = 3000,
+        max_poll_interval_ms: int = 300000,
+        rebalance_timeout_ms: int | None = None,
+        group_instance_id: str | None = None,
+        partition_assignment_strategy: Sequence[AssignorSpec] | AssignorSpec = DEFAULT_ASSIGNORS,
+        gateway_only: bool = False,
     ) -> None:
         self._bg = BackgroundLoop.shared()
         self._consumer_timeout_ms = consumer_timeout_ms
+        self._group_id = group_id
+        self._inbox: queue.SimpleQueue[_ListenerCall | None] = queue.SimpleQueue()
 
         async def create() -> AioConsumer:
             return AioConsumer(
@@ -82,6 +145,13 @@ class Consumer:
                 retry_backoff_ms=retry_backoff_ms,
                 metadata_max_age_ms=metadata_max_age_ms,
                 consumer_timeout_ms=consumer_timeout_ms,
+                session_timeout_ms=session_timeout_ms,
+                heartbeat_interval_ms=heartbeat_interval_ms,
+                max_poll_interval_ms=max_poll_interval_ms,
+                rebalance_timeout_ms=rebalance_timeout_ms,
+                group_instance_id=group_instance_id,
+                partition_assignment_strategy=partition_assignment_strategy,
+                gateway_only=gateway_only,
             )
 
         self._aio: AioConsumer = self._bg.run(create())
@@ -103,6 +173,33 @@ class Consumer:
 
         return self._bg.run(call())
 
+    def _run_with_listener(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Run ``coro`` on the loop; meanwhile run, in this thread, the listener calls it
+        hands over (a group's rebalance listener runs in the thread calling ``poll``)."""
+        if self._bg.in_loop_thread():
+            return self._bg.run(coro)  # raises: a blocking call on the loop thread
+        future = self._bg.submit(coro)
+        inbox = self._inbox
+        future.add_done_callback(lambda _: inbox.put(None))
+        while True:
+            item = inbox.get()
+            if item is None:
+                if future.done():
+                    return future.result()
+                continue
+            method, partitions, done, loop = item
+            error: Exception | None = None
+            try:
+                method(partitions)
+            except Exception as exc:
+                error = exc
+            except BaseException:  # Ctrl-C in the listener: unblock the loop side, then raise
+                loop.call_soon_threadsafe(
+                    _settle, done, StromError("the rebalance listener was interrupted")
+                )
+                raise
+            loop.call_soon_threadsafe(_settle, done, error)
+
     # -- what to read --------------------------------------------------------------------------
 
     def assign(self, partitions: Iterable[TopicPartition]) -> None:
@@ -114,6 +211,8 @@ class Consumer:
         pattern: str | re.Pattern[str] | None = None,
         listener: Any = None,
     ) -> None:
+        if listener is not None and self._group_id is not None:
+            listener = _CallerThreadListener(listener, self._inbox)
         self._call(self._aio.subscribe, topics, pattern, listener)
 
     def unsubscribe(self) -> None:
@@ -130,7 +229,7 @@ class Consumer:
     def poll(
         self, timeout_ms: int = 0, max_records: int | None = None
     ) -> dict[TopicPartition, list[ConsumerRecord]]:
-        return self._run(self._aio.poll(timeout_ms, max_records))
+        return self._run_with_listener(self._aio.poll(timeout_ms, max_records))
 
     def __iter__(self) -> Iterator[ConsumerRecord]:
         return self
@@ -211,13 +310,26 @@ class Consumer:
 
         return self._bg.submit(commit())
 
-    def committed(self, tp: TopicPartition) -> OffsetAndMetadata | None:
-        return self._run(self._aio.committed(tp))
+    @overload
+    def committed(self, partitions: TopicPartition) -> OffsetAndMetadata | None: ...
+
+    @overload
+    def committed(
+        self, partitions: Iterable[TopicPartition]
+    ) -> dict[TopicPartition, OffsetAndMetadata | None]: ...
+
+    def committed(
+        self, partitions: TopicPartition | Iterable[TopicPartition]
+    ) -> OffsetAndMetadata | dict[TopicPartition, OffsetAndMetadata | None] | None:
+        """The group's committed offset for ``tp`` (None if none), or a dict for several."""
+        if isinstance(partitions, TopicPartition):
+            return self._run(self._aio.committed(partitions))
+        return self._run(self._aio.committed(list(partitions)))
 
     # -- life cycle ----------------------------------------------------------------------------
 
     def close(self) -> None:
-        self._run(self._aio.close())
+        self._run_with_listener(self._aio.close())
 
     def __enter__(self) -> Consumer:
         return self

@@ -9,7 +9,11 @@ from typing import Any, NamedTuple
 __all__ = [
     "ClusterDescription",
     "ConfigValue",
+    "ConsumerGroupDescription",
+    "ConsumerGroupListing",
     "ConsumerRecord",
+    "MemberAssignment",
+    "MemberDescription",
     "NewTopic",
     "NodeInfo",
     "OffsetAndMetadata",
@@ -120,3 +124,51 @@ class OffsetAndTimestamp(NamedTuple):
 
     offset: int
     timestamp: int
+
+
+@dataclass(frozen=True)
+class ConsumerGroupListing:
+    """One group of ``Admin.list_consumer_groups``; ``state`` is Empty, PreparingRebalance,
+    CompletingRebalance, Stable or Dead."""
+
+    group_id: str
+    protocol_type: str
+    state: str
+
+    @property
+    def is_simple_consumer_group(self) -> bool:
+        """A group used only to store offsets (no group management): no protocol type."""
+        return self.protocol_type == ""
+
+
+@dataclass(frozen=True)
+class MemberAssignment:
+    """The partitions assigned to a member."""
+
+    topic_partitions: tuple[TopicPartition, ...] = ()
+
+
+@dataclass(frozen=True)
+class MemberDescription:
+    """One member of a described group; ``group_instance_id`` is None for dynamic members."""
+
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    host: str
+    assignment: MemberAssignment
+
+
+@dataclass(frozen=True)
+class ConsumerGroupDescription:
+    """A group as ``Admin.describe_consumer_groups`` reports it; ``partition_assignor`` is the
+    chosen protocol (e.g. ``range``), empty when the group is not stable."""
+
+    group_id: str
+    is_simple_consumer_group: bool
+    members: tuple[MemberDescription, ...]
+    partition_assignor: str
+    state: str
+    coordinator: NodeInfo | None
+    protocol_type: str = ""
+    generation_id: int = -1

@@ -130,11 +130,20 @@ def test_consume_every_partition_until_idle(cluster: LocalCluster, topic: str) -
     assert {"a", "b", "c"} <= set(result.stdout.splitlines())
 
 
+def test_consume_with_a_group_resumes_after_its_commit(cluster: LocalCluster) -> None:
+    with cluster.admin() as admin:
+        admin.create_topics([NewTopic("console-group", 1, 1)])
+    assert_ok(strom(cluster, "produce", "console-group", stdin="g1\ng2\ng3\n"))
+    group = ("--group", "console-g", "--from-beginning")
+    first = assert_ok(strom(cluster, "consume", "console-group", *group, "--max-messages", "3"))
+    assert first.stdout.splitlines() == ["g1", "g2", "g3"]
+    assert_ok(strom(cluster, "produce", "console-group", stdin="g4\n"))
+    second = assert_ok(strom(cluster, "consume", "console-group", *group, "--max-messages", "1"))
+    assert second.stdout.splitlines() == ["g4"]  # from the committed offset, not the beginning
+
+
 def test_errors_are_one_line(cluster: LocalCluster, topic: str) -> None:
     assert_one_line_error(strom(cluster, "consume", "no-such-topic"), "no-such-topic")
-    assert_one_line_error(
-        strom(cluster, "consume", topic, "--group", "g"), "group coordination is not available"
-    )
     assert_one_line_error(
         strom(cluster, "produce", topic, "--key-separator", ":", stdin="nokey\n"),
         "line 1 has no key separator",

@@ -20,7 +20,6 @@ from strom.aio import Admin as AioAdmin
 from strom.aio import Consumer as AioConsumer
 from strom.errors import (
     ConfigurationError,
-    CoordinatorNotAvailableError,
     InvalidGroupIdError,
     OffsetOutOfRangeError,
 )
@@ -273,15 +272,7 @@ def test_subscribe_without_group_reads_all_partitions(cluster: LocalCluster, dat
         assert len(drain(c, 3000)) == 3000
 
 
-def test_group_features_need_the_coordinator(cluster: LocalCluster, data: str) -> None:
-    with consumer(cluster, group_id="g1") as c:
-        c.subscribe([data])
-        with pytest.raises(CoordinatorNotAvailableError, match="not available yet"):
-            c.poll(timeout_ms=100)
-        with pytest.raises(CoordinatorNotAvailableError):
-            c.commit()
-        with pytest.raises(CoordinatorNotAvailableError):
-            c.committed(TopicPartition(data, 0))
+def test_commits_need_a_group(cluster: LocalCluster, data: str) -> None:
     with consumer(cluster) as c:
         c.assign([TopicPartition(data, 0)])
         with pytest.raises(InvalidGroupIdError):

@@ -12,7 +12,7 @@ import pytest
 from strom.aio import Consumer as AioConsumer
 from strom.aio._fetcher import decode_records, next_fetch_offset
 from strom.aio._subscription import SubscriptionState
-from strom.errors import ConfigurationError, CoordinatorNotAvailableError, InvalidGroupIdError
+from strom.errors import ConfigurationError, InvalidGroupIdError
 from strom.records import BatchBuilder, encode_batch
 from strom.types import ConsumerRecord, OffsetAndMetadata, TopicPartition
 
@@ -195,26 +195,21 @@ def test_poll_is_fair_across_partitions() -> None:
     run(scenario)
 
 
-def test_commit_needs_a_group_and_the_coordinator() -> None:
+def test_commit_needs_a_group() -> None:
     async def no_group(c: AioConsumer) -> None:
         with pytest.raises(InvalidGroupIdError, match="group_id"):
             await c.commit()
         with pytest.raises(InvalidGroupIdError):
             await c.committed(TP)
-
-    async def group(c: AioConsumer) -> None:
         c.assign([TP])
         c._subs.state(TP).seek(5)
         seen: list[Any] = []
         future = c.commit_async(callback=lambda offsets, exc: seen.append((offsets, exc)))
-        with pytest.raises(CoordinatorNotAvailableError, match="not available yet"):
+        with pytest.raises(InvalidGroupIdError):
             await future
         assert seen[0][0] == {TP: OffsetAndMetadata(5)}
-        with pytest.raises(CoordinatorNotAvailableError):
-            await c.commit({TP: OffsetAndMetadata(3, "meta")})
 
     run(no_group)
-    run(group, group_id="g")
 
 
 @pytest.mark.parametrize(

@@ -52,7 +52,11 @@ def test_generic_folder_names_are_not_installed(tmp_path: Path) -> None:
 
 
 def test_distribution_names_match_import_names() -> None:
-    expected = {"clients": ("strom", "strom"), "common": ("strom-server", "strom_server")}
+    expected = {
+        "clients": ("strom", "strom"),
+        "common": ("strom-server", "strom_server"),
+        "spark_connector": ("strom-spark", "strom_spark"),
+    }
     for dist in _with_pyproject():
         name = tomllib.loads((dist / "pyproject.toml").read_text())["project"]["name"]
         dist_name, import_name = expected.get(

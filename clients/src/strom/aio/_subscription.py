@@ -51,6 +51,11 @@ class PartitionState:
     index: int = 0
     #: The offset after the batches ``records`` came from (compaction may leave a gap).
     records_next: int = 0
+    #: Newly assigned by the group: the position comes from the committed offset (OffsetFetch)
+    #: before ``auto_offset_reset`` applies; neither fetched nor reset meanwhile.
+    awaiting_committed: bool = False
+    #: The leader epoch of the record before ``position`` (-1: unknown), committed with it.
+    position_epoch: int = -1
 
     @property
     def has_valid_position(self) -> bool:
@@ -69,7 +74,9 @@ class PartitionState:
         self.generation += 1
         self.clear_buffer()
         self.position = self.fetch_offset = offset
+        self.position_epoch = -1
         self.reset = self.reset_after_buffer = None
+        self.awaiting_committed = False
         self.error = None
         self.backoff_until = 0.0
 
@@ -77,8 +84,10 @@ class PartitionState:
         self.generation += 1
         self.clear_buffer()
         self.position = self.fetch_offset = None
+        self.position_epoch = -1
         self.reset = strategy
         self.reset_after_buffer = None
+        self.awaiting_committed = False
         self.error = None
         self.backoff_until = 0.0
 
@@ -147,16 +156,23 @@ class SubscriptionState:
         self.listener = None
         self._set_assignment([])
 
-    def set_subscribed_assignment(self, partitions: Iterable[TopicPartition]) -> None:
-        """The assignment a subscription resolved to (all partitions, or a group's share)."""
-        self._set_assignment(list(partitions))
+    def set_subscribed_assignment(
+        self, partitions: Iterable[TopicPartition], *, await_committed: bool = False
+    ) -> None:
+        """The assignment a subscription resolved to (all partitions, or a group's share).
+        ``await_committed``: new partitions wait for their committed offsets."""
+        self._set_assignment(list(partitions), await_committed)
 
-    def _set_assignment(self, partitions: list[TopicPartition]) -> None:
+    def _set_assignment(
+        self, partitions: list[TopicPartition], await_committed: bool = False
+    ) -> None:
         old = self.assignment
-        self.assignment = {tp: old.get(tp) or self._new_state() for tp in partitions}
+        self.assignment = {tp: old.get(tp) or self._new_state(await_committed) for tp in partitions}
         self.on_change()
 
-    def _new_state(self) -> PartitionState:
+    def _new_state(self, await_committed: bool = False) -> PartitionState:
+        if await_committed:
+            return PartitionState(awaiting_committed=True)
         # With "none" there is no reset to run: poll raises until seek() gives a position.
         reset = None if self.default_reset == "none" else self.default_reset
         return PartitionState(reset=reset)

@@ -9,14 +9,17 @@
         await admin.create_topics([NewTopic("orders", num_partitions=6, replication_factor=3)])
         print(await admin.describe_topics(["orders"]))
 
-Every method raises a ``strom.errors`` exception naming the topic or partition that failed;
-when several fail, the first one is raised. ``list_offsets`` and ``delete_records`` go to the
-partition leaders' storage nodes. The group operations arrive with the coordinator.
+Every method raises a ``strom.errors`` exception naming the topic, partition or group that
+failed; when several fail, the first one is raised (``delete_consumer_groups`` reports each
+group's outcome instead). ``list_offsets`` and ``delete_records`` go to the partition leaders'
+storage nodes; the consumer-group operations go through the gateway to the group coordinators,
+and are retried while a coordinator is moving or loading, within ``request_timeout_ms``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import Any
@@ -26,13 +29,27 @@ import grpc
 from strom._transport import from_rpc_error
 from strom.aio._cluster import ClusterClient
 from strom.aio._offsets import METADATA_ERRORS, list_offsets, storage_call, where
-from strom.errors import ConfigurationError, StromError, StromTimeoutError, for_code
-from strom.protocol.v1 import common_pb2, controller_pb2, storage_pb2
+from strom.errors import (
+    BrokerResponseError,
+    ConfigurationError,
+    InconsistentGroupProtocolError,
+    StromError,
+    StromTimeoutError,
+    for_code,
+    is_retriable,
+)
+from strom.group.protocol import PROTOCOL_TYPE, decode_assignment
+from strom.protocol.v1 import common_pb2, controller_pb2, coordinator_pb2, storage_pb2
 from strom.types import (
     ClusterDescription,
     ConfigValue,
+    ConsumerGroupDescription,
+    ConsumerGroupListing,
+    MemberAssignment,
+    MemberDescription,
     NewTopic,
     NodeInfo,
+    OffsetAndMetadata,
     OffsetAndTimestamp,
     PartitionDescription,
     TopicDescription,
@@ -65,6 +82,48 @@ def _node(node: common_pb2.Node) -> NodeInfo:
     return NodeInfo(node.node_id, node.host, node.port, node.rack)
 
 
+def _retriable_code(response: Any) -> int:
+    """The first retriable error code of a response, top level or per item (0: none)."""
+    code = getattr(response, "error_code", 0)
+    if code and is_retriable(code):
+        return int(code)
+    for field, value in response.ListFields():
+        if field.message_type is not None and field.is_repeated:
+            for item in value:
+                item_code = getattr(item, "error_code", 0)
+                if item_code and is_retriable(item_code):
+                    return int(item_code)
+    return 0
+
+
+def _group_error(group_id: str, code: int, message: str) -> BrokerResponseError:
+    text = f"group {group_id}: {message or common_pb2.ErrorCode.Name(code)}"
+    return for_code(code, text)
+
+
+def _member(member: coordinator_pb2.DescribedGroupMember, protocol_type: str) -> MemberDescription:
+    partitions: tuple[TopicPartition, ...] = ()
+    if protocol_type == PROTOCOL_TYPE and member.member_assignment:
+        # Not a consumer's assignment after all: shown as none.
+        with contextlib.suppress(InconsistentGroupProtocolError):
+            partitions = tuple(sorted(decode_assignment(member.member_assignment).partitions))
+    return MemberDescription(
+        member_id=member.member_id,
+        group_instance_id=member.group_instance_id or None,
+        client_id=member.client_id,
+        host=member.client_host,
+        assignment=MemberAssignment(partitions),
+    )
+
+
+def _offset_of(value: OffsetAndMetadata | int) -> tuple[int, str]:
+    if isinstance(value, OffsetAndMetadata):
+        return value.offset, value.metadata
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigurationError(f"an offset must be an int or OffsetAndMetadata, got {value!r}")
+    return value, ""
+
+
 class Admin:
     """Asyncio administration client; an async context manager (closes its channels)."""
 
@@ -74,23 +133,41 @@ class Admin:
         *,
         request_timeout_ms: int = 30000,
         client_id: str = "strom-admin",
+        gateway_only: bool = False,
     ) -> None:
         if isinstance(request_timeout_ms, bool) or not isinstance(request_timeout_ms, int):
             raise ConfigurationError(
                 f"request_timeout_ms must be an int, got {request_timeout_ms!r}"
             )
         self._cluster = ClusterClient(
-            bootstrap_servers, request_timeout_ms=request_timeout_ms, client_id=client_id
+            bootstrap_servers,
+            request_timeout_ms=request_timeout_ms,
+            client_id=client_id,
+            gateway_only=gateway_only,
         )
         self.bootstrap_servers = self._cluster.bootstrap_servers
         self._timeout = request_timeout_ms / 1000
 
-    async def _call(self, method: str, request: object) -> Any:
+    async def _call(self, method: str, request: object, timeout_s: float | None = None) -> Any:
         target = self._cluster.gateway_address
         try:
-            return await getattr(self._cluster.gateway, method)(request, timeout=self._timeout)
+            return await getattr(self._cluster.gateway, method)(
+                request, timeout=self._timeout if timeout_s is None else timeout_s
+            )
         except grpc.RpcError as exc:
             raise from_rpc_error(exc, target) from exc
+
+    async def _group_call(self, method: str, request: object) -> Any:
+        """A group RPC through the gateway, asked again while its answer carries a retriable
+        error (a coordinator loading or moving) until the request timeout; returns the last
+        answer."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._timeout
+        while True:
+            response = await self._call(method, request, max(deadline - loop.time(), 0.001))
+            if not _retriable_code(response) or loop.time() + _RETRY_BACKOFF_S > deadline:
+                return response
+            await asyncio.sleep(_RETRY_BACKOFF_S)  # retry backoff: the coordinator is moving
 
     # -- cluster ------------------------------------------------------------------------------
 
@@ -349,6 +426,148 @@ class Admin:
             if loop.time() + _RETRY_BACKOFF_S > deadline:
                 raise last or StromTimeoutError("delete records did not complete in time")
             await asyncio.sleep(_RETRY_BACKOFF_S)  # retry backoff after a leader move
+
+    # -- consumer groups (through the gateway to the group coordinators) -----------------------
+
+    async def list_consumer_groups(
+        self, states: Sequence[str] | None = None
+    ) -> list[ConsumerGroupListing]:
+        """Every group known to the coordinators, optionally only those in ``states`` (Empty,
+        PreparingRebalance, CompletingRebalance, Stable, Dead); sorted by group id."""
+        request = coordinator_pb2.ListGroupsRequest(states_filter=list(states or ()))
+        response = await self._group_call("ListGroups", request)
+        if response.error_code:
+            message = response.error_message or common_pb2.ErrorCode.Name(response.error_code)
+            raise for_code(response.error_code, f"list groups: {message}")
+        return sorted(
+            (
+                ConsumerGroupListing(g.group_id, g.protocol_type, g.group_state)
+                for g in response.groups
+            ),
+            key=lambda g: g.group_id,
+        )
+
+    async def describe_consumer_groups(
+        self, group_ids: Sequence[str]
+    ) -> dict[str, ConsumerGroupDescription]:
+        """State, chosen assignor, coordinator and members (with their decoded assignments)
+        of each group."""
+        request = coordinator_pb2.DescribeGroupsRequest(group_ids=list(group_ids))
+        response = await self._group_call("DescribeGroups", request)
+        for g in response.groups:
+            if g.error_code:
+                raise _group_error(g.group_id, g.error_code, g.error_message)
+        coordinators = await asyncio.gather(
+            *(self._coordinator(g.group_id) for g in response.groups)
+        )
+        return {
+            g.group_id: ConsumerGroupDescription(
+                group_id=g.group_id,
+                is_simple_consumer_group=g.protocol_type == "",
+                members=tuple(_member(m, g.protocol_type) for m in g.members),
+                partition_assignor=g.protocol_data,
+                state=g.group_state,
+                coordinator=coordinator,
+                protocol_type=g.protocol_type,
+                generation_id=g.generation_id,
+            )
+            for g, coordinator in zip(response.groups, coordinators, strict=True)
+        }
+
+    async def _coordinator(self, group_id: str) -> NodeInfo | None:
+        request = coordinator_pb2.FindCoordinatorRequest(group_id=group_id)
+        response = await self._group_call("FindCoordinator", request)
+        return None if response.error_code else _node(response.coordinator)
+
+    async def delete_consumer_groups(
+        self, group_ids: Sequence[str]
+    ) -> dict[str, BrokerResponseError | None]:
+        """Delete groups with no members, and their committed offsets. Returns each group's
+        outcome: None when deleted, else the error (``NonEmptyGroupError``,
+        ``GroupIdNotFoundError``, ...); raises only when the request as a whole fails."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._timeout
+        outcome: dict[str, BrokerResponseError | None] = {}
+        pending = list(dict.fromkeys(group_ids))
+        while True:
+            # Only groups that failed retriably are asked again: the others are already gone.
+            request = coordinator_pb2.DeleteGroupsRequest(group_ids=pending)
+            response = await self._call("DeleteGroups", request, max(deadline - loop.time(), 0.001))
+            for r in response.results:
+                outcome[r.group_id] = (
+                    _group_error(r.group_id, r.error_code, r.error_message)
+                    if r.error_code
+                    else None
+                )
+            pending = [g for g in pending if (e := outcome.get(g)) is not None and e.retriable]
+            if not pending or loop.time() + _RETRY_BACKOFF_S > deadline:
+                return {g: outcome[g] for g in dict.fromkeys(group_ids) if g in outcome}
+            await asyncio.sleep(_RETRY_BACKOFF_S)  # retry backoff: the coordinator is moving
+
+    async def list_consumer_group_offsets(
+        self, group_id: str, partitions: Sequence[TopicPartition] | None = None
+    ) -> dict[TopicPartition, OffsetAndMetadata]:
+        """The group's committed offsets (next offset to read), for ``partitions`` or every
+        partition it committed; partitions without a committed offset are left out."""
+        request = coordinator_pb2.OffsetFetchRequest(
+            group_id=group_id,
+            partitions=[
+                common_pb2.TopicPartition(topic=tp.topic, partition=tp.partition)
+                for tp in partitions or ()
+            ],
+        )
+        response = await self._group_call("OffsetFetch", request)
+        if response.error_code:
+            raise _group_error(group_id, response.error_code, response.error_message)
+        committed = {}
+        for p in response.partitions:
+            tp = TopicPartition(p.topic, p.partition)
+            if p.error_code:
+                raise _group_error(group_id, p.error_code, where(tp, ""))
+            if p.committed_offset >= 0:
+                committed[tp] = OffsetAndMetadata(p.committed_offset, p.metadata)
+        return dict(sorted(committed.items()))
+
+    async def alter_consumer_group_offsets(
+        self, group_id: str, offsets: Mapping[TopicPartition, OffsetAndMetadata | int]
+    ) -> None:
+        """Set the group's committed offsets (the next offsets to read). Refused by the
+        coordinator while the group has members: stop its consumers first."""
+        request = coordinator_pb2.OffsetCommitRequest(group_id=group_id, generation_id=-1)
+        for tp, value in offsets.items():
+            offset, metadata = _offset_of(value)
+            request.partitions.add(
+                topic=tp.topic,
+                partition=tp.partition,
+                committed_offset=offset,
+                committed_leader_epoch=-1,
+                metadata=metadata,
+            )
+        response = await self._group_call("OffsetCommit", request)
+        for p in response.partitions:
+            if p.error_code:
+                tp = TopicPartition(p.topic, p.partition)
+                raise _group_error(group_id, p.error_code, where(tp, p.error_message))
+
+    async def delete_consumer_group_offsets(
+        self, group_id: str, partitions: Sequence[TopicPartition]
+    ) -> None:
+        """Forget the group's committed offsets of ``partitions`` (refused for topics the
+        group's members subscribe to: ``GroupSubscribedToTopicError``)."""
+        request = coordinator_pb2.OffsetDeleteRequest(
+            group_id=group_id,
+            partitions=[
+                common_pb2.TopicPartition(topic=tp.topic, partition=tp.partition)
+                for tp in partitions
+            ],
+        )
+        response = await self._group_call("OffsetDelete", request)
+        if response.error_code:
+            raise _group_error(group_id, response.error_code, response.error_message)
+        for p in response.partitions:
+            if p.error_code:
+                tp = TopicPartition(p.topic, p.partition)
+                raise _group_error(group_id, p.error_code, where(tp, p.error_message))
 
     # -- life cycle ---------------------------------------------------------------------------
 

@@ -10,13 +10,15 @@
         async for record in c:
             print(record.offset, record.value)
 
-``assign()`` works fully. ``subscribe()`` without a ``group_id`` reads every partition of the
-matching topics (new partitions and topics are picked up on metadata refresh), as aiokafka
-does; with a ``group_id`` it needs the group coordinator, which arrives with a later issue:
-until then ``poll`` raises ``CoordinatorNotAvailableError``, and so do ``commit``,
-``commit_async`` and ``committed`` (without a group they raise ``InvalidGroupIdError``, as
-Kafka does). Group membership plugs in at ``_resolve_subscription``: it is the one place that
-turns a subscription into an assignment.
+``assign()`` reads exactly the given partitions. ``subscribe()`` with a ``group_id`` joins
+the consumer group on the next ``poll`` (``strom.aio._coordinator``: the group's leader
+assigns partitions with the configured assignor, heartbeats run in the background, the
+rebalance listener is called from ``poll``); without a ``group_id`` it reads every partition
+of the matching topics (new partitions and topics are picked up on metadata refresh), as
+aiokafka does. ``commit``, ``commit_async`` and ``committed`` need a ``group_id``
+(``InvalidGroupIdError`` otherwise, as in Kafka); with ``enable_auto_commit`` the positions are
+committed every ``auto_commit_interval_ms`` from ``poll``, before partitions are revoked, and
+on close.
 
 Positions advance exactly: a record is returned once per session, in offset order per
 partition, and ``seek()`` drops whatever was prefetched for that partition.
@@ -30,20 +32,22 @@ import logging
 import re
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from types import TracebackType
-from typing import Any
+from typing import Any, overload
 
 from strom.aio._cluster import ClusterClient
+from strom.aio._coordinator import ConsumerCoordinator, call_listener
 from strom.aio._fetcher import Deserializer, Fetcher, decode_records
+from strom.aio._group_options import DEFAULT_ASSIGNORS, group_options
 from strom.aio._subscription import PartitionState, SubscriptionState
 from strom.errors import (
     ConfigurationError,
-    CoordinatorNotAvailableError,
     InvalidGroupIdError,
     OffsetOutOfRangeError,
     StromError,
     StromTimeoutError,
     UnknownTopicOrPartitionError,
 )
+from strom.group.assignors import PartitionAssignor
 from strom.protocol.v1 import common_pb2
 from strom.types import ConsumerRecord, OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
 
@@ -60,6 +64,9 @@ _ISOLATION = {
 _MISSING_TOPIC_RETRY_S = 1.0
 
 CommitCallback = Callable[[Mapping[TopicPartition, OffsetAndMetadata], Exception | None], Any]
+#: ``partition_assignment_strategy``: assignor names ("range", "roundrobin", "sticky",
+#: "cooperative-sticky") or ``PartitionAssignor`` instances, in order of preference.
+AssignorSpec = str | PartitionAssignor
 
 
 def _positive(name: str, value: object, minimum: int = 1) -> int:
@@ -72,7 +79,11 @@ class Consumer:
     """Reads records of assigned (or subscribed) partitions; see the module docstring.
 
     Options carry Kafka's names and defaults. ``consumer_timeout_ms`` (default: forever) ends
-    iteration after that long without a record. Not thread-safe: use it from its event loop.
+    iteration after that long without a record. Group options (with a ``group_id``):
+    ``session_timeout_ms``, ``heartbeat_interval_ms``, ``max_poll_interval_ms``,
+    ``rebalance_timeout_ms`` (default: ``max_poll_interval_ms``), ``group_instance_id`` (static
+    membership) and ``partition_assignment_strategy``. Not thread-safe: use it from its event
+    loop.
     """
 
     def __init__(
@@ -96,15 +107,18 @@ class Consumer:
         retry_backoff_ms: int = 100,
         metadata_max_age_ms: int = 300000,
         consumer_timeout_ms: int | None = None,
+        session_timeout_ms: int = 45000,
+        heartbeat_interval_ms: int = 3000,
+        max_poll_interval_ms: int = 300000,
+        rebalance_timeout_ms: int | None = None,
+        group_instance_id: str | None = None,
+        partition_assignment_strategy: Sequence[AssignorSpec] | AssignorSpec = DEFAULT_ASSIGNORS,
+        gateway_only: bool = False,
     ) -> None:
         if isolation_level not in _ISOLATION:
             raise ConfigurationError(
                 f"isolation_level must be read_uncommitted or read_committed, "
                 f"got {isolation_level!r}"
-            )
-        if group_id is not None and (not isinstance(group_id, str) or not group_id):
-            raise ConfigurationError(
-                f"group_id must be a non-empty string or None, got {group_id!r}"
             )
         for name, fn in (
             ("key_deserializer", key_deserializer),
@@ -113,26 +127,41 @@ class Consumer:
             if fn is not None and not callable(fn):
                 raise ConfigurationError(f"{name} must be callable, got {fn!r}")
         self._max_poll_records = _positive("max_poll_records", max_poll_records)
-        _positive("auto_commit_interval_ms", auto_commit_interval_ms)
         _positive("fetch_min_bytes", fetch_min_bytes, 0)
         _positive("fetch_max_wait_ms", fetch_max_wait_ms, 0)
         _positive("fetch_max_bytes", fetch_max_bytes)
         _positive("max_partition_fetch_bytes", max_partition_fetch_bytes)
         _positive("retry_backoff_ms", retry_backoff_ms, 0)
+        _positive("request_timeout_ms", request_timeout_ms)
+        group = group_options(
+            group_id=group_id,
+            group_instance_id=group_instance_id,
+            session_timeout_ms=session_timeout_ms,
+            heartbeat_interval_ms=heartbeat_interval_ms,
+            max_poll_interval_ms=max_poll_interval_ms,
+            rebalance_timeout_ms=rebalance_timeout_ms,
+            partition_assignment_strategy=partition_assignment_strategy,
+            enable_auto_commit=enable_auto_commit,
+            auto_commit_interval_ms=auto_commit_interval_ms,
+            retry_backoff_ms=retry_backoff_ms,
+            request_timeout_ms=request_timeout_ms,
+            client_id=client_id,
+        )
         if consumer_timeout_ms is not None:
             _positive("consumer_timeout_ms", consumer_timeout_ms, 0)
         self._consumer_timeout = None if consumer_timeout_ms is None else consumer_timeout_ms / 1000
         self._group_id = group_id
-        self._auto_commit = bool(enable_auto_commit) and group_id is not None
         self._key_deserializer = key_deserializer
         self._value_deserializer = value_deserializer
         self._timeout = request_timeout_ms / 1000
+        self._retry_backoff = retry_backoff_ms / 1000
         self._metadata_max_age = metadata_max_age_ms / 1000
         self._cluster = ClusterClient(
             bootstrap_servers,
             request_timeout_ms=request_timeout_ms,
             metadata_max_age_ms=metadata_max_age_ms,
             client_id=client_id,
+            gateway_only=gateway_only,
         )
         self._subs = SubscriptionState(auto_offset_reset)
         self._fetcher = Fetcher(
@@ -149,11 +178,20 @@ class Consumer:
             before_step=self._resolve_subscription,
         )
         self._subs.on_change = self._fetcher.wake
+        self._coordinator: ConsumerCoordinator | None = None
+        if group is not None:
+            self._coordinator = ConsumerCoordinator(
+                self._cluster,
+                self._subs,
+                group,
+                metadata_max_age_ms=metadata_max_age_ms,
+                wake_poll=self._fetcher.data_ready.set,
+            )
+        self._leaving: asyncio.Task[None] | None = None
         self._subscription_due = 0.0
         self._subscription_dirty = True
         self._next_partition = 0
         self._iterator: Iterator[ConsumerRecord] = iter(())
-        self._warned_auto_commit = False
         self._closed = False
         if topics:
             self.subscribe(list(topics))
@@ -166,12 +204,19 @@ class Consumer:
         self._fetcher.start()
 
     async def close(self) -> None:
-        """Stop fetching and close every connection; idempotent."""
+        """Leave the group (after the auto-commit and the listener's revocation) at once, stop
+        fetching and close every connection; idempotent."""
         if self._closed:
             return
         self._closed = True
-        await self._fetcher.close()
-        await self._cluster.close()
+        try:
+            if self._leaving is not None:
+                await asyncio.gather(self._leaving, return_exceptions=True)
+            if self._coordinator is not None:
+                await self._coordinator.close()
+        finally:
+            await self._fetcher.close()
+            await self._cluster.close()
 
     async def __aenter__(self) -> Consumer:
         await self.start()
@@ -202,19 +247,27 @@ class Consumer:
         pattern: str | re.Pattern[str] | None = None,
         listener: Any = None,
     ) -> None:
-        """Read the partitions of ``topics`` (or of every topic matching ``pattern``).
+        """Read the partitions of ``topics`` (or of every topic matching ``pattern``): with a
+        ``group_id`` the group's share of them, from the next ``poll``.
 
-        ``listener`` may have ``on_partitions_revoked(set)`` and ``on_partitions_assigned(set)``
-        (plain or async functions), called when the resolved assignment changes.
+        ``listener`` may have ``on_partitions_revoked(set)``, ``on_partitions_assigned(set)``
+        and ``on_partitions_lost(set)`` (default: ``on_partitions_revoked``), plain or async
+        methods, called from ``poll`` when the assignment changes (see docs/clients.md).
         """
         self._check_open()
         self._subs.subscribe(topics, pattern, listener)
         self._subscription_dirty = True
+        if self._coordinator is not None and self._subs.mode == "subscribe":
+            self._coordinator.subscription_changed()
 
     def unsubscribe(self) -> None:
-        """Forget the subscription or assignment, and every position."""
+        """Forget the subscription or assignment, and every position (a group member leaves
+        the group in the background; the listener is not called)."""
         self._check_open()
+        was_member = self._subs.mode == "subscribe"
         self._subs.unsubscribe()
+        if self._coordinator is not None and was_member:
+            self._leaving = asyncio.get_running_loop().create_task(self._coordinator.unsubscribe())
 
     def subscription(self) -> set[str]:
         return set(self._subs.topics)
@@ -225,8 +278,10 @@ class Consumer:
     async def _resolve_subscription(self) -> float | None:
         """Turn a subscription into an assignment (run by the fetcher before each step)."""
         subs = self._subs
-        if subs.mode != "subscribe" or self._group_id is not None:
+        if subs.mode != "subscribe":
             return None
+        if self._coordinator is not None:
+            return await self._coordinator.watch_metadata()
         loop = asyncio.get_running_loop()
         now = loop.time()
         if not self._subscription_dirty and now < self._subscription_due:
@@ -253,10 +308,10 @@ class Consumer:
         if old != new:
             listener = subs.listener
             if listener is not None and old - new:
-                await _call_listener(listener, "on_partitions_revoked", old - new)
+                await call_listener(listener, "on_partitions_revoked", old - new)
             subs.set_subscribed_assignment(sorted(wanted))
             if listener is not None:
-                await _call_listener(listener, "on_partitions_assigned", new)
+                await call_listener(listener, "on_partitions_assigned", new)
         return self._subscription_due - loop.time()
 
     # -- reading -------------------------------------------------------------------------------
@@ -268,26 +323,46 @@ class Consumer:
 
         Returns at most ``max_records`` (default ``max_poll_records``), in offset order per
         partition. Raises a partition's pending error once (e.g. ``OffsetOutOfRangeError``
-        with ``auto_offset_reset="none"``).
+        with ``auto_offset_reset="none"``). Group membership work (joining, the rebalance
+        listener, auto-commit) runs here, in the caller's task.
         """
         await self.start()
         if self._subs.mode is None:
             raise StromError("the consumer has neither an assignment nor a subscription")
         limit = self._max_poll_records if max_records is None else max_records
         _positive("max_records", limit)
+        coordinator = self._coordinator
+        if coordinator is None:
+            return await self._poll(timeout_ms, limit)
+        if self._leaving is not None:  # an unsubscribe() still leaving the group
+            leaving, self._leaving = self._leaving, None
+            await asyncio.gather(leaving, return_exceptions=True)
+        coordinator.polling = True
+        try:
+            return await self._poll(timeout_ms, limit)
+        finally:
+            coordinator.polling = False
+            coordinator.poll_done()
+
+    async def _poll(
+        self, timeout_ms: int, limit: int
+    ) -> dict[TopicPartition, list[ConsumerRecord]]:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + max(timeout_ms, 0) / 1000
         ready = self._fetcher.data_ready
+        coordinator = self._coordinator
         while True:
+            # Cleared before the work below: a wake-up meanwhile is not lost.
+            ready.clear()
+            if coordinator is not None:
+                await coordinator.poll()
             self._raise_pending()
             found = self._drain(limit)
             if found:
-                self._maybe_auto_commit()
                 return found
             remaining = deadline - loop.time()
             if remaining <= 0:
                 return {}
-            ready.clear()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(ready.wait(), remaining)
 
@@ -313,8 +388,6 @@ class Consumer:
                 raise StopAsyncIteration
 
     def _raise_pending(self) -> None:
-        if self._subs.mode == "subscribe" and self._group_id is not None:
-            raise self._no_coordinator("subscribe() with a group_id")
         if self._fetcher.error is not None:
             error, self._fetcher.error = self._fetcher.error, None
             raise error
@@ -323,10 +396,10 @@ class Consumer:
                 error, st.error = st.error, None
                 self._fetcher.wake()
                 raise error
-            if st.position is None and st.reset is None:
+            if st.position is None and st.reset is None and not st.awaiting_committed:
                 raise OffsetOutOfRangeError(
-                    f"{tp.topic}-{tp.partition} has no position and auto_offset_reset is "
-                    "'none': seek() first"
+                    f"{tp.topic}-{tp.partition} has no position (no committed offset) and "
+                    "auto_offset_reset is 'none': seek() first"
                 )
 
     def _drain(self, limit: int) -> dict[TopicPartition, list[ConsumerRecord]]:
@@ -385,11 +458,13 @@ class Consumer:
             st.index = end
             limit -= end - start
             taken = chunk if not taken else taken + chunk
+            last = chunk[-1]
+            st.position_epoch = last.leader_epoch
             if end == len(records):
-                st.position = max(chunk[-1].offset + 1, st.records_next)
+                st.position = max(last.offset + 1, st.records_next)
                 st.records, st.index = [], 0
             else:
-                st.position = chunk[-1].offset + 1
+                st.position = last.offset + 1
         return taken
 
     # -- positions -----------------------------------------------------------------------------
@@ -405,6 +480,11 @@ class Consumer:
             if st.error is not None:
                 error, st.error = st.error, None
                 raise error
+            if st.awaiting_committed and self._coordinator is not None:
+                await self._coordinator.refresh_committed_positions()
+                if st.awaiting_committed:
+                    await asyncio.sleep(self._retry_backoff)
+                continue
             if st.reset is None:
                 raise OffsetOutOfRangeError(
                     f"{tp.topic}-{tp.partition} has no position and auto_offset_reset is "
@@ -506,21 +586,26 @@ class Consumer:
     async def topics(self) -> set[str]:
         return set(await self._cluster.topics())
 
-    # -- committing (needs the group coordinator) ----------------------------------------------
+    # -- committing ----------------------------------------------------------------------------
 
-    def _no_coordinator(self, what: str) -> StromError:
-        if self._group_id is None:
-            return InvalidGroupIdError(f"{what} needs a group_id (this consumer has none)")
-        return CoordinatorNotAvailableError(
-            f"{what}: group coordination is not available yet (the group coordinator service "
-            f"arrives with a later release); use assign() and keep offsets yourself"
-        )
+    def _group(self, what: str) -> ConsumerCoordinator:
+        if self._coordinator is None:
+            raise InvalidGroupIdError(f"{what} needs a group_id (this consumer has none)")
+        return self._coordinator
 
     async def commit(
         self, offsets: Mapping[TopicPartition, OffsetAndMetadata | int] | None = None
     ) -> None:
-        """Commit offsets for the group (the coordinator is not available yet: raises)."""
-        raise self._no_coordinator("commit()")
+        """Commit ``offsets`` ("the next offset to read" per partition; default: the current
+        positions of every assigned partition) for the group, and wait for it.
+
+        Raises ``RebalanceInProgressError`` (retriable) during a rebalance, and
+        ``IllegalGenerationError`` / ``UnknownMemberIdError`` when the group has moved on
+        without this consumer (its partitions may be someone else's now).
+        """
+        self._check_open()
+        coordinator = self._group("commit()")
+        await coordinator.commit(self._commit_offsets(offsets))
 
     def commit_async(
         self,
@@ -528,17 +613,76 @@ class Consumer:
         callback: CommitCallback | None = None,
     ) -> asyncio.Future[None]:
         """Commit without waiting; ``callback(offsets, exception)`` runs when done."""
-        error = self._no_coordinator("commit_async()")
-        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        future.set_exception(error)
-        future.exception()  # the callback reports it; an unobserved future must not warn
-        if callback is not None:
-            callback(self._current_offsets(offsets), error)
-        return future
+        loop = asyncio.get_running_loop()
+        try:
+            self._check_open()
+            coordinator = self._group("commit_async()")
+            prepared = self._commit_offsets(offsets)
+        except StromError as exc:
+            future: asyncio.Future[None] = loop.create_future()
+            future.set_exception(exc)
+            future.exception()  # the callback reports it; an unobserved future must not warn
+            if callback is not None:
+                callback(self._current_offsets(offsets), exc)
+            return future
+        task = loop.create_task(coordinator.commit(prepared))
+        committed = {tp: om for tp, (om, _) in prepared.items()}
 
-    async def committed(self, tp: TopicPartition) -> OffsetAndMetadata | None:
-        """The group's committed offset for ``tp`` (the coordinator is not available yet)."""
-        raise self._no_coordinator("committed()")
+        def done(task: asyncio.Task[None]) -> None:
+            error: Exception | None = None
+            if task.cancelled():
+                error = StromError("commit_async was cancelled")
+            elif (exc := task.exception()) is not None:
+                error = exc if isinstance(exc, Exception) else StromError(repr(exc))
+            if callback is not None:
+                callback(committed, error)
+            elif error is not None:
+                log.warning("commit_async failed: %s", error)
+
+        task.add_done_callback(done)
+        return task
+
+    @overload
+    async def committed(self, partitions: TopicPartition) -> OffsetAndMetadata | None: ...
+
+    @overload
+    async def committed(
+        self, partitions: Iterable[TopicPartition]
+    ) -> dict[TopicPartition, OffsetAndMetadata | None]: ...
+
+    async def committed(
+        self, partitions: TopicPartition | Iterable[TopicPartition]
+    ) -> OffsetAndMetadata | dict[TopicPartition, OffsetAndMetadata | None] | None:
+        """The group's committed offset for one partition (None when there is none), or a
+        dict for a set of partitions (OffsetFetch)."""
+        self._check_open()
+        coordinator = self._group("committed()")
+        if isinstance(partitions, TopicPartition):
+            found = await coordinator.fetch_committed([partitions])
+            one = found.get(partitions)
+            return None if one is None else one[0]
+        many = await coordinator.fetch_committed(list(partitions))
+        return {tp: None if v is None else v[0] for tp, v in many.items()}
+
+    def _commit_offsets(
+        self, offsets: Mapping[TopicPartition, OffsetAndMetadata | int] | None
+    ) -> dict[TopicPartition, tuple[OffsetAndMetadata, int]]:
+        """``{tp: (offset, leader epoch)}``: the epoch is known when the offset is the
+        partition's position (the epoch of the record before it)."""
+        prepared = {}
+        assignment = self._subs.assignment
+        for tp, om in self._current_offsets(offsets).items():
+            if not isinstance(tp, TopicPartition):
+                raise TypeError(f"commit() takes TopicPartition keys, got {tp!r}")
+            if not isinstance(om.offset, int) or om.offset < 0:
+                raise ConfigurationError(
+                    f"commit offset for {tp.topic}-{tp.partition} must be an integer >= 0, "
+                    f"got {om.offset!r}"
+                )
+            st = assignment.get(tp)
+            epoch = st.position_epoch if st is not None and st.position == om.offset else -1
+            prepared[tp] = (om, epoch)
+        return prepared
 
     def _current_offsets(
         self, offsets: Mapping[TopicPartition, OffsetAndMetadata | int] | None
@@ -551,23 +695,5 @@ class Consumer:
         return {
             tp: OffsetAndMetadata(st.position)
             for tp, st in self._subs.assignment.items()
-            if st.position is not None
+            if st.position is not None and not st.awaiting_committed
         }
-
-    def _maybe_auto_commit(self) -> None:
-        if self._auto_commit and not self._warned_auto_commit:
-            self._warned_auto_commit = True
-            log.warning(
-                "enable_auto_commit: offsets of group %r are not committed: group coordination "
-                "is not available yet",
-                self._group_id,
-            )
-
-
-async def _call_listener(listener: Any, name: str, partitions: set[TopicPartition]) -> None:
-    method = getattr(listener, name, None)
-    if method is None:
-        return
-    outcome = method(set(partitions))
-    if asyncio.iscoroutine(outcome):
-        await outcome

@@ -44,11 +44,14 @@ def add_parser(commands: Any) -> None:
         "--base-port",
         type=int,
         default=9092,
-        help="gateway port; storage node N listens on base+N, then the controllers "
-        "(default: %(default)s)",
+        help="gateway port; storage node N listens on base+N, then the controllers, then the "
+        "coordinators (default: %(default)s)",
     )
     up.add_argument("--storage-nodes", type=int, default=3, help="default: %(default)s")
     up.add_argument("--controllers", type=int, default=2, help="default: %(default)s")
+    up.add_argument(
+        "--coordinators", type=int, default=1, help="group coordinators (default: %(default)s)"
+    )
     up.add_argument(
         "--topics",
         default="",
@@ -83,6 +86,8 @@ def cluster_up(args: argparse.Namespace) -> int:
         raise RuntimeError(f"--storage-nodes {args.storage_nodes} must be between 1 and 100")
     if not 1 <= args.controllers <= 9:
         raise RuntimeError(f"--controllers {args.controllers} must be between 1 and 9")
+    if not 0 <= args.coordinators <= 9:
+        raise RuntimeError(f"--coordinators {args.coordinators} must be between 0 and 9")
     topics = tuple(t for t in args.topics.split(",") if t)
     for topic in topics:
         try:
@@ -97,6 +102,7 @@ def cluster_up(args: argparse.Namespace) -> int:
         storage_nodes=args.storage_nodes,
         base_port=args.base_port,
         controllers=args.controllers,
+        coordinators=args.coordinators,
         topics=topics,
     )
     print(f"Starting the Strom cluster in {spec.data_dir} ...", flush=True)

@@ -92,9 +92,7 @@ def add_parsers(commands: Any) -> None:
 
     consume = commands.add_parser("consume", help="print the records of a topic")
     consume.add_argument("topic")
-    consume.add_argument(
-        "--group", help="consumer group (needs the group coordinator: not available yet)"
-    )
+    consume.add_argument("--group", help="consumer group to join (offsets are committed to it)")
     consume.add_argument(
         "--from-beginning", action="store_true", help="start at the earliest offset"
     )

@@ -12,7 +12,7 @@ import os
 import sys
 
 from strom import __version__
-from strom.cli import admin_commands, cluster, console
+from strom.cli import admin_commands, cluster, console, groups
 from strom.errors import StromError
 
 EXIT_ERROR = 1
@@ -33,6 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
     cluster.add_parser(commands)
     admin_commands.add_parsers(commands)
     console.add_parsers(commands)
+    groups.add_parsers(commands)
     return parser
 
 

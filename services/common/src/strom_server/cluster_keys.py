@@ -18,6 +18,8 @@ P/config/brokers                   {topic-config name: value}: cluster-wide defa
 P/reassignments/<topic>/<p>        {"target", "adding", "removing",                      ctrl
                                    "throttle_bytes_per_sec"}
 P/producer_ids/next_block          {"next": n}                                           ctrl
+P/transactional_ids/<quoted id>    {"producer_id", "producer_epoch"}: the one producer   ctrl
+                                   id of a transactional id and its current epoch
 P/coordinators/ids/<id>            {"id", "host", "port"} on the coordinator's lease     coord
 P/coordinators/owners/<p>          {"coordinator_id", "epoch"} on the owner's lease:      coord
                                    who serves partition p of __consumer_offsets
@@ -32,6 +34,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import quote, unquote
 
 __all__ = ["ClusterKeys", "decode_value", "encode_value"]
 
@@ -115,6 +118,19 @@ class ClusterKeys:
     @property
     def producer_id_block(self) -> str:
         return self._key("producer_ids", "next_block")
+
+    @property
+    def transactional_ids(self) -> str:
+        """Prefix of every transactional id's producer id record (ends with a slash)."""
+        return self._key("transactional_ids", "")
+
+    def transactional_id(self, transactional_id: str) -> str:
+        """The key of ``transactional_id`` (percent-quoted: one path segment, any id)."""
+        return self._key("transactional_ids", quote(transactional_id, safe=""))
+
+    def parse_transactional_id_key(self, key: str) -> str | None:
+        rest = key.removeprefix(self.transactional_ids)
+        return unquote(rest) if rest != key and rest and "/" not in rest else None
 
     @property
     def coordinators(self) -> str:

@@ -1,9 +1,9 @@
 """The embedded default cluster behind ``strom cluster up``: local processes, one data directory.
 
-It runs etcd, two controllers, three storage nodes and a gateway (the coordinator joins with
-its issue), so that ``strom cluster up``, the docker-compose file and the integration tests
-share one definition. Services are started by module name (``python -m strom_storage``): this
-package never imports them.
+It runs etcd, two controllers, three storage nodes, a gateway and a group coordinator, so
+that ``strom cluster up``, the docker-compose file and the integration tests share one
+definition. Services are started by module name (``python -m strom_storage``): this package
+never imports them.
 
 Directory layout under ``data_dir``::
 
@@ -52,7 +52,7 @@ class LocalClusterSpec:
     """Where the embedded cluster keeps its data and which loopback ports it uses.
 
     Ports from ``base_port`` (default 9092): the gateway on ``base_port``, storage node N on
-    ``base_port + N``, then the controllers.
+    ``base_port + N``, then the controllers, then the coordinators.
     """
 
     data_dir: Path
@@ -62,11 +62,14 @@ class LocalClusterSpec:
     base_port: int = 9092
     storage_nodes: int = 3
     controllers: int = 2
+    coordinators: int = 1
     #: Topics to create once the cluster is up: ``name:partitions[:replication factor]``.
     topics: tuple[str, ...] = ()
-    #: Extra command-line settings for every storage node / controller (tests, chaos runs).
+    #: Extra command-line settings for every storage node / controller / coordinator (tests,
+    #: chaos runs).
     storage_flags: tuple[str, ...] = ()
     controller_flags: tuple[str, ...] = ()
+    coordinator_flags: tuple[str, ...] = ()
 
     @property
     def etcd_endpoint(self) -> str:
@@ -82,6 +85,10 @@ class LocalClusterSpec:
     def controller_address(self, controller_id: int) -> str:
         return f"{self.host}:{self.base_port + self.storage_nodes + controller_id}"
 
+    def coordinator_address(self, coordinator_id: int) -> str:
+        port = self.base_port + self.storage_nodes + self.controllers + coordinator_id
+        return f"{self.host}:{port}"
+
     def processes(self) -> list[ManagedProcess]:
         """Every process of the cluster, in start order (each ready before the next)."""
         return [
@@ -89,6 +96,8 @@ class LocalClusterSpec:
             *(self._controller(i) for i in range(1, self.controllers + 1)),
             *(self._storage_node(i) for i in range(1, self.storage_nodes + 1)),
             self._gateway(),
+            # After the gateway: they bootstrap through it.
+            *(self._coordinator(i) for i in range(1, self.coordinators + 1)),
         ]
 
     def _service(self, name: str, module: str, address: str, *flags: str) -> ManagedProcess:
@@ -126,6 +135,16 @@ class LocalClusterSpec:
             *self.storage_flags,
         )  # fmt: skip
 
+    def _coordinator(self, coordinator_id: int) -> ManagedProcess:
+        return self._service(
+            f"coordinator-{coordinator_id}",
+            "strom_coordinator",
+            self.coordinator_address(coordinator_id),
+            "--coordinator-id", str(coordinator_id),
+            "--bootstrap-servers", self.gateway_address,
+            *self.coordinator_flags,
+        )  # fmt: skip
+
     def _gateway(self) -> ManagedProcess:
         return self._service("gateway", "strom_gateway", self.gateway_address)
 
@@ -154,6 +173,10 @@ class LocalClusterSpec:
         for controller_id in range(1, self.controllers + 1):
             ports[f"controller {controller_id}"] = (
                 self.base_port + self.storage_nodes + controller_id
+            )
+        for coordinator_id in range(1, self.coordinators + 1):
+            ports[f"coordinator {coordinator_id}"] = (
+                self.base_port + self.storage_nodes + self.controllers + coordinator_id
             )
         return ports
 

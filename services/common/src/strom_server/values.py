@@ -12,6 +12,7 @@ space between: ``65536``, ``64KiB``, ``64 MiB``, ``1.5GiB``.
 from __future__ import annotations
 
 import re
+import socket
 from typing import NewType
 
 __all__ = [
@@ -110,6 +111,29 @@ def split_host_port(text: str) -> tuple[str, int]:
     if any(ch.isspace() for ch in host):
         raise ValueError("a host name cannot contain spaces")
     return host, int(port_text)
+
+
+def check_optional_host_port(text: str) -> str | None:
+    """A ``setting(check=...)`` for an optional ``host:port`` (empty = unset): the problem or
+    None."""
+    if not text:
+        return None
+    try:
+        split_host_port(text)
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
+def advertised_address(listen: str, advertised_listen: str, bound_port: int) -> tuple[str, int]:
+    """Where other processes reach a server: ``advertised_listen`` when set, else the listen
+    host (this machine's name for a wildcard address) and the port actually bound."""
+    if advertised_listen:
+        return split_host_port(advertised_listen)
+    host, _ = split_host_port(listen)
+    if host in ("", "0.0.0.0", "::"):
+        host = socket.gethostname()
+    return host, bound_port
 
 
 def split_endpoint(text: str) -> tuple[str, int]:

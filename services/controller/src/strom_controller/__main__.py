@@ -7,8 +7,6 @@ serving (Metadata at once, admin RPCs once active), then campaigns for the activ
 
 from __future__ import annotations
 
-import socket
-
 from strom.protocol.v1.controller_pb2_grpc import add_ControllerServicer_to_server
 from strom_controller.config import ControllerConfig
 from strom_controller.controller import Controller
@@ -16,17 +14,7 @@ from strom_controller.servicer import ControllerServicer
 from strom_controller.stats import watch_controller
 from strom_server.grpc_server import GrpcServer
 from strom_server.runner import run_service
-from strom_server.values import split_host_port
-
-
-def advertised_address(config: ControllerConfig, bound_port: int) -> tuple[str, int]:
-    """Where other processes reach this controller (written into the leader key)."""
-    if config.advertised_listen:
-        return split_host_port(config.advertised_listen)
-    host, _ = split_host_port(config.listen)
-    if host in ("", "0.0.0.0", "::"):
-        host = socket.gethostname()
-    return host, bound_port
+from strom_server.values import advertised_address
 
 
 async def build(config: ControllerConfig, server: GrpcServer) -> None:
@@ -38,7 +26,8 @@ async def build(config: ControllerConfig, server: GrpcServer) -> None:
     # Not ready (health NOT_SERVING) until the metadata is loaded from etcd.
     for name in ("", *server.service_names):
         await server.set_serving(name, False)
-    await controller.start(*advertised_address(config, server.port))
+    address = advertised_address(config.listen, config.advertised_listen, server.port)
+    await controller.start(*address)
     for name in ("", *server.service_names):
         await server.set_serving(name, True)
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from strom.topic_config import TopicConfig, parse_config_pairs
 from strom_server.config import ServerConfig, override, setting
-from strom_server.values import HostPort, split_host_port
+from strom_server.values import HostPort, check_optional_host_port
 
 __all__ = ["DEFAULT_LISTEN", "ControllerConfig"]
 
@@ -27,16 +27,6 @@ def _check_topic_defaults(items: tuple[str, ...]) -> str | None:
     try:
         TopicConfig.from_props(parse_config_pairs(items, "topic.config.defaults"))
     except ValueError as exc:  # ConfigurationError is a ValueError
-        return str(exc)
-    return None
-
-
-def _check_advertised(text: str) -> str | None:
-    if not text:
-        return None
-    try:
-        split_host_port(text)
-    except ValueError as exc:
         return str(exc)
     return None
 
@@ -53,7 +43,7 @@ class ControllerConfig(ServerConfig):
         "",
         help="host:port other processes reach this controller at (default: listen's host and "
         "the bound port)",
-        check=_check_advertised,
+        check=check_optional_host_port,
     )
     session_timeout_ms: int = setting(
         6000,

@@ -48,6 +48,7 @@ from strom_controller.managers.reassignment import ReassignmentManager
 from strom_controller.managers.replication import ReplicationManager
 from strom_controller.managers.result import MAX_TXN_OPS, ControllerResult
 from strom_controller.managers.topics import TopicDefaults, TopicManager
+from strom_controller.managers.transactional_ids import TransactionalIdManager
 from strom_controller.metadata_cache import CacheFeeder, Change, MetadataCache
 from strom_controller.model import (
     AlterConfigOp,
@@ -109,6 +110,7 @@ class Controller:
         self.replication = ReplicationManager(self.keys)
         self.reassignments = ReassignmentManager(self.keys)
         self.producer_ids = ProducerIdManager(self.keys)
+        self.transactional_ids = TransactionalIdManager(self.keys)
         self._brokers = BrokerTracker()
         self._write_lock = asyncio.Lock()
         self._serving = False
@@ -508,9 +510,12 @@ class Controller:
     # --- producer ids --------------------------------------------------------------------
 
     async def init_producer_id(
-        self, producer_id: int, producer_epoch: int
+        self, producer_id: int, producer_epoch: int, transactional_id: str = ""
     ) -> Outcome[tuple[int, int]]:
-        if producer_id >= 0 and 0 <= producer_epoch < MAX_PRODUCER_EPOCH:
+        """A new producer id at epoch 0, the epoch after ``producer_epoch`` for an existing
+        id, or, with a ``transactional_id``, that id's one producer id with its epoch bumped
+        (stored in etcd: fences the id's previous user on the storage nodes)."""
+        if not transactional_id and producer_id >= 0 and 0 <= producer_epoch < MAX_PRODUCER_EPOCH:
             try:
                 self._require_active()
             except NotControllerError as exc:
@@ -520,19 +525,33 @@ class Controller:
             self._require_active()
             async with self._write_lock:
                 self._require_active()
-                value = self.producer_ids.next_id()
-                if value is None:
-                    claim = self.producer_ids.claim_block(self.cache)
-                    await self._commit(claim)
-                    assert claim.response is not None
-                    self.producer_ids.block_claimed(*claim.response)
-                    value = self.producer_ids.next_id()
-                assert value is not None
-            return Outcome((value, 0))
+                if not transactional_id:
+                    return Outcome((await self._next_producer_id_locked(), 0))
+                fresh = None
+                if self.transactional_ids.needs_new_id(self.cache, transactional_id):
+                    fresh = await self._next_producer_id_locked()
+                result = self.transactional_ids.init(self.cache, transactional_id, fresh)
+                await self._commit(result)
+            if fresh is not None:
+                log.info("transactional id mapped to a producer id",
+                         transactional_id=transactional_id, producer_id=fresh)  # fmt: skip
+            return Outcome(result.response)
         except BrokerResponseError as exc:
             return Outcome(error=exc)
         except EtcdUnavailableError as exc:
             return Outcome(error=RequestTimedOutError(f"etcd unreachable: {exc}"))
+
+    async def _next_producer_id_locked(self) -> int:
+        """A never-used producer id (claims a new block when needed); the caller holds the lock."""
+        value = self.producer_ids.next_id()
+        if value is None:
+            claim = self.producer_ids.claim_block(self.cache)
+            await self._commit(claim)
+            assert claim.response is not None
+            self.producer_ids.block_claimed(*claim.response)
+            value = self.producer_ids.next_id()
+        assert value is not None
+        return value
 
     # --- metadata ------------------------------------------------------------------------
 

@@ -23,6 +23,8 @@ key                                             value (writer)
 ``P/reassignments/<topic>/<partition>``         ``{"target", "adding", "removing",
                                                 "throttle_bytes_per_sec"}`` (controller)
 ``P/producer_ids/next_block``                   ``{"next": N}`` (controller)
+``P/transactional_ids/<quoted id>``             ``{"producer_id", "producer_epoch"}``
+                                                (controller)
 ==============================================  ==============================================
 
 Every controller write is one transaction whose compare includes
@@ -75,12 +77,16 @@ class KeyLayout:
         self.broker_config = shared.broker_config
         self.reassignments = shared.reassignments
         self.producer_ids = shared.producer_id_block
+        self.transactional_ids = shared.transactional_ids
 
     def broker(self, broker_id: int) -> str:
         return self.shared.broker(broker_id)
 
     def topic(self, name: str) -> str:
         return self.shared.topic(name)
+
+    def transactional_id(self, transactional_id: str) -> str:
+        return self.shared.transactional_id(transactional_id)
 
     def partition(self, topic: str, partition: int) -> str:
         return self.shared.partition(topic, partition)

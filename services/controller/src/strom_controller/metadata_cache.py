@@ -36,7 +36,7 @@ log = get_logger(__name__)
 
 Change = str
 """What a batch touched: "controller", "brokers", "topics", "partitions", "config",
-"reassignments", "cluster", "producer_ids"."""
+"reassignments", "cluster", "producer_ids", "transactional_ids"."""
 
 Listener = Callable[[set[Change]], None]
 
@@ -57,6 +57,8 @@ class MetadataCache:
         self.broker_config: dict[str, str] = {}
         self.reassignments: dict[tuple[str, int], ReassignmentRecord] = {}
         self.next_producer_id_block = 0
+        self.transactional_ids: dict[str, tuple[int, int]] = {}
+        """transactional id -> (producer id, producer epoch)"""
         self._revs: dict[str, int] = {}
         self._listeners: list[Listener] = []
         self._advanced = asyncio.Event()
@@ -95,6 +97,7 @@ class MetadataCache:
         self.broker_config = {}
         self.reassignments.clear()
         self.next_producer_id_block = 0
+        self.transactional_ids.clear()
         self._revs.clear()
         for kv in kvs:
             self._put(kv.key, kv.value, kv.mod_revision, kv.create_revision)
@@ -177,6 +180,13 @@ class MetadataCache:
         if key == k.producer_ids:
             self.next_producer_id_block = int(decode(value)["next"])
             return "producer_ids"
+        if key.startswith(k.transactional_ids):
+            tid = k.shared.parse_transactional_id_key(key)
+            if tid is None:
+                return None
+            v = decode(value)
+            self.transactional_ids[tid] = (int(v["producer_id"]), int(v["producer_epoch"]))
+            return "transactional_ids"
         if key.startswith(k.brokers):
             rest = key[len(k.brokers) :]
             if rest.isdigit():
@@ -214,6 +224,10 @@ class MetadataCache:
         if key == k.broker_config:
             self.broker_config = {}
             return "config"
+        if key.startswith(k.transactional_ids):
+            tid = k.shared.parse_transactional_id_key(key)
+            found = tid is not None and self.transactional_ids.pop(tid, None) is not None
+            return "transactional_ids" if found else None
         if key.startswith(k.brokers):
             rest = key[len(k.brokers) :]
             if rest.isdigit() and self.brokers.pop(int(rest), None) is not None:

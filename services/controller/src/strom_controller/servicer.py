@@ -103,5 +103,7 @@ class ControllerServicer(_Base):
     async def InitProducerId(
         self, request: pb.InitProducerIdRequest, context: Ctx
     ) -> pb.InitProducerIdResponse:
-        outcome = await self._c.init_producer_id(request.producer_id, request.producer_epoch)
+        outcome = await self._c.init_producer_id(
+            request.producer_id, request.producer_epoch, request.transactional_id
+        )
         return convert.init_producer_id_response(outcome)

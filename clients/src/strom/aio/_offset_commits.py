@@ -1,0 +1,123 @@
+"""OffsetCommit and OffsetFetch on a group's coordinator, with Kafka's retries.
+
+Both retry NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE, COORDINATOR_LOAD_IN_PROGRESS and network
+errors (finding the coordinator again) within the caller's timeout. What any other commit
+error means for the membership is the ``ConsumerCoordinator``'s business: ``send_commit``
+returns it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable, Mapping
+
+from strom.aio._coordinator_link import COORDINATOR_ERRORS, CoordinatorLink, retriable_group_error
+from strom.errors import StromError, for_code
+from strom.protocol.v1 import common_pb2, coordinator_pb2
+from strom.types import OffsetAndMetadata, TopicPartition
+
+__all__ = ["CommitOffsets", "Committed", "commit_request", "fetch_committed", "send_commit"]
+
+_E = common_pb2.ErrorCode
+#: ``{tp: (offset, leader epoch)}``: what a commit writes (the epoch -1 when unknown).
+CommitOffsets = Mapping[TopicPartition, tuple[OffsetAndMetadata, int]]
+#: ``{tp: (offset, leader epoch) | None}``: what OffsetFetch found (None: nothing committed).
+Committed = dict[TopicPartition, tuple[OffsetAndMetadata, int] | None]
+_RETRIED = COORDINATOR_ERRORS | {_E.COORDINATOR_LOAD_IN_PROGRESS}
+
+
+def commit_request(
+    group_id: str,
+    offsets: CommitOffsets,
+    *,
+    generation: int = -1,
+    member_id: str = "",
+    group_instance_id: str = "",
+) -> coordinator_pb2.OffsetCommitRequest:
+    return coordinator_pb2.OffsetCommitRequest(
+        group_id=group_id,
+        generation_id=generation,
+        member_id=member_id,
+        group_instance_id=group_instance_id,
+        partitions=[
+            coordinator_pb2.OffsetCommitPartition(
+                topic=tp.topic,
+                partition=tp.partition,
+                committed_offset=om.offset,
+                committed_leader_epoch=epoch,
+                metadata=om.metadata,
+            )
+            for tp, (om, epoch) in sorted(offsets.items())
+        ],
+    )
+
+
+async def send_commit(
+    link: CoordinatorLink, request: coordinator_pb2.OffsetCommitRequest, timeout_s: float
+) -> tuple[int, str]:
+    """Send the commit; ``(0, "")`` when every partition was committed, else the first
+    partition error ``(code, message)`` that retrying did not cure."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s
+    while True:
+        try:
+            response = await link.call("OffsetCommit", request, timeout_s, deadline)
+        except StromError as exc:
+            if retriable_group_error(exc) and loop.time() + link.backoff_s < deadline:
+                await link.backoff()
+                continue
+            raise
+        failed = [r for r in response.partitions if r.error_code]
+        if not failed:
+            return 0, ""
+        code, message = failed[0].error_code, failed[0].error_message
+        if code not in _RETRIED or loop.time() + link.backoff_s >= deadline:
+            return code, message
+        if code in COORDINATOR_ERRORS:
+            link.mark_unknown(for_code(code, message))
+        await link.backoff()
+
+
+async def fetch_committed(
+    link: CoordinatorLink, group_id: str, partitions: Iterable[TopicPartition], timeout_s: float
+) -> Committed:
+    """The group's committed offsets for ``partitions`` (OffsetFetch)."""
+    wanted = sorted(set(partitions))
+    if not wanted:
+        return {}
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s
+    request = coordinator_pb2.OffsetFetchRequest(
+        group_id=group_id,
+        partitions=[
+            common_pb2.TopicPartition(topic=tp.topic, partition=tp.partition) for tp in wanted
+        ],
+    )
+    while True:
+        try:
+            response = await link.call("OffsetFetch", request, timeout_s, deadline)
+            code, message = response.error_code, response.error_message
+            if not code:
+                failed = [p for p in response.partitions if p.error_code]
+                if failed:
+                    code, message = failed[0].error_code, failed[0].error_message
+            if code:
+                if code in COORDINATOR_ERRORS:
+                    link.mark_unknown(for_code(code, message))
+                raise for_code(code, f"group {group_id!r}: OffsetFetch: {message}")
+        except StromError as exc:
+            if (retriable_group_error(exc) or exc.retriable) and (
+                loop.time() + link.backoff_s < deadline
+            ):
+                await link.backoff()
+                continue
+            raise
+        found: Committed = dict.fromkeys(wanted)
+        for p in response.partitions:
+            tp = TopicPartition(p.topic, p.partition)
+            if tp in found and p.committed_offset >= 0:
+                found[tp] = (
+                    OffsetAndMetadata(p.committed_offset, p.metadata),
+                    p.committed_leader_epoch,
+                )
+        return found

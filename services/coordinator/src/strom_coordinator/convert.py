@@ -1,0 +1,232 @@
+"""Protobuf <-> domain conversions for the GroupCoordinator service (the only protobuf-aware
+module besides the servicer)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from strom.errors import BrokerResponseError
+from strom.protocol.v1 import common_pb2
+from strom.protocol.v1 import coordinator_pb2 as pb
+from strom_coordinator.group.api import (
+    CommitPartition,
+    DeleteGroupResult,
+    FetchedOffset,
+    GroupDescription,
+    JoinRequest,
+    JoinResult,
+    LeaveMember,
+    LeaveResult,
+    ListedGroup,
+    PartitionResult,
+    SyncResult,
+)
+
+__all__ = [
+    "commit_partitions",
+    "commit_response",
+    "delete_groups_response",
+    "describe_groups_response",
+    "error_fields",
+    "fetch_response",
+    "join_request",
+    "join_response",
+    "leave_members",
+    "leave_response",
+    "list_groups_response",
+    "offset_delete_response",
+    "peer_host",
+    "sync_response",
+]
+
+
+def error_fields(error: BrokerResponseError | None) -> tuple[int, str]:
+    if error is None:
+        return common_pb2.NONE, ""
+    return error.code, error.message or str(error)
+
+
+def _code(error: BrokerResponseError | None) -> int:
+    return common_pb2.NONE if error is None else error.code
+
+
+def _optional(value: str) -> str | None:
+    return value or None
+
+
+def peer_host(peer: str) -> str:
+    """Kafka's client_host (``/1.2.3.4``) from a gRPC peer (``ipv4:1.2.3.4:5``)."""
+    scheme, _, address = peer.partition(":")
+    if scheme in ("ipv4", "ipv6") and ":" in address:
+        return "/" + address.rsplit(":", 1)[0].strip("[]")
+    return address or peer
+
+
+def join_request(request: pb.JoinGroupRequest, client_host: str) -> JoinRequest:
+    return JoinRequest(
+        group_id=request.group_id,
+        member_id=request.member_id,
+        protocol_type=request.protocol_type,
+        protocols=[(p.name, bytes(p.metadata)) for p in request.protocols],
+        session_timeout_ms=request.session_timeout_ms,
+        rebalance_timeout_ms=request.rebalance_timeout_ms,
+        group_instance_id=_optional(request.group_instance_id),
+        client_id=request.client_id,
+        client_host=client_host,
+        reason=request.reason,
+    )
+
+
+def join_response(result: JoinResult) -> pb.JoinGroupResponse:
+    code, message = error_fields(result.error)
+    return pb.JoinGroupResponse(
+        error_code=code,
+        error_message=message,
+        generation_id=result.generation_id,
+        protocol_type=result.protocol_type or "",
+        protocol_name=result.protocol_name or "",
+        leader=result.leader_id,
+        skip_assignment=result.skip_assignment,
+        member_id=result.member_id,
+        members=[
+            pb.JoinGroupMember(
+                member_id=m.member_id,
+                group_instance_id=m.group_instance_id or "",
+                metadata=m.metadata,
+            )
+            for m in result.members
+        ],
+    )
+
+
+def sync_response(result: SyncResult) -> pb.SyncGroupResponse:
+    return pb.SyncGroupResponse(
+        protocol_type=result.protocol_type or "",
+        protocol_name=result.protocol_name or "",
+        assignment=result.assignment,
+    )
+
+
+def leave_members(request: pb.LeaveGroupRequest) -> list[LeaveMember]:
+    return [
+        LeaveMember(m.member_id, _optional(m.group_instance_id), m.reason) for m in request.members
+    ]
+
+
+def leave_response(results: Sequence[LeaveResult]) -> pb.LeaveGroupResponse:
+    return pb.LeaveGroupResponse(
+        members=[
+            pb.LeaveGroupMemberResult(
+                member_id=r.member_id,
+                group_instance_id=r.group_instance_id or "",
+                error_code=_code(r.error),
+            )
+            for r in results
+        ]
+    )
+
+
+def commit_partitions(request: pb.OffsetCommitRequest) -> list[CommitPartition]:
+    return [
+        CommitPartition(
+            p.topic, p.partition, p.committed_offset, p.committed_leader_epoch, p.metadata
+        )
+        for p in request.partitions
+    ]
+
+
+def _partition_results(results: Sequence[PartitionResult]) -> list[pb.OffsetCommitPartitionResult]:
+    out = []
+    for r in results:
+        code, message = error_fields(r.error)
+        out.append(
+            pb.OffsetCommitPartitionResult(
+                topic=r.topic, partition=r.partition, error_code=code, error_message=message
+            )
+        )
+    return out
+
+
+def commit_response(results: Sequence[PartitionResult]) -> pb.OffsetCommitResponse:
+    return pb.OffsetCommitResponse(partitions=_partition_results(results))
+
+
+def commit_error(
+    request: pb.OffsetCommitRequest, error: BrokerResponseError
+) -> pb.OffsetCommitResponse:
+    """A whole-request error, reported on every partition (the response has no top-level one)."""
+    return commit_response(
+        [PartitionResult(p.topic, p.partition, error) for p in request.partitions]
+    )
+
+
+def topic_partitions(parts: Sequence[common_pb2.TopicPartition]) -> list[tuple[str, int]]:
+    return [(p.topic, p.partition) for p in parts]
+
+
+def fetch_response(offsets: Sequence[FetchedOffset]) -> pb.OffsetFetchResponse:
+    return pb.OffsetFetchResponse(
+        partitions=[
+            pb.OffsetFetchPartition(
+                topic=o.topic,
+                partition=o.partition,
+                committed_offset=o.offset,
+                committed_leader_epoch=o.leader_epoch,
+                metadata=o.metadata,
+                error_code=_code(o.error),
+            )
+            for o in offsets
+        ]
+    )
+
+
+def offset_delete_response(results: Sequence[PartitionResult]) -> pb.OffsetDeleteResponse:
+    return pb.OffsetDeleteResponse(partitions=_partition_results(results))
+
+
+def list_groups_response(groups: Sequence[ListedGroup]) -> pb.ListGroupsResponse:
+    return pb.ListGroupsResponse(
+        groups=[
+            pb.ListedGroup(group_id=g.group_id, protocol_type=g.protocol_type, group_state=g.state)
+            for g in groups
+        ]
+    )
+
+
+def describe_groups_response(groups: Sequence[GroupDescription]) -> pb.DescribeGroupsResponse:
+    out = []
+    for g in groups:
+        code, message = error_fields(g.error)
+        out.append(
+            pb.DescribedGroup(
+                error_code=code,
+                error_message=message,
+                group_id=g.group_id,
+                group_state=g.state,
+                protocol_type=g.protocol_type,
+                protocol_data=g.protocol_name,
+                generation_id=g.generation_id,
+                members=[
+                    pb.DescribedGroupMember(
+                        member_id=m.member_id,
+                        group_instance_id=m.group_instance_id or "",
+                        client_id=m.client_id,
+                        client_host=m.client_host,
+                        member_metadata=m.metadata,
+                        member_assignment=m.assignment,
+                    )
+                    for m in g.members
+                ],
+            )
+        )
+    return pb.DescribeGroupsResponse(groups=out)
+
+
+def delete_groups_response(results: Sequence[DeleteGroupResult]) -> pb.DeleteGroupsResponse:
+    out = []
+    for r in results:
+        code, message = error_fields(r.error)
+        out.append(
+            pb.DeleteGroupResult(group_id=r.group_id, error_code=code, error_message=message)
+        )
+    return pb.DeleteGroupsResponse(results=out)

@@ -1,0 +1,128 @@
+"""Groups <-> __consumer_offsets records: what the manager writes, how replay reads it back,
+and which committed offsets have expired."""
+
+from __future__ import annotations
+
+from strom_coordinator.group import records
+from strom_coordinator.group.model import CommittedOffset, Group, GroupState, Member
+
+__all__ = ["expired_offsets", "group_record", "replay_record"]
+
+
+def group_record(group: Group) -> tuple[bytes, bytes]:
+    """The group metadata record of the group's current generation and assignment."""
+    value = records.GroupMetadataValue(
+        protocol_type=group.protocol_type or "",
+        generation_id=group.generation_id,
+        protocol_name=group.protocol_name,
+        leader_id=group.leader_id,
+        current_state_timestamp_ms=group.state_timestamp_ms or -1,
+        members=[
+            records.MemberRecord(
+                m.member_id,
+                m.group_instance_id,
+                m.client_id,
+                m.client_host,
+                m.rebalance_timeout_ms,
+                m.session_timeout_ms,
+                m.metadata_for(group.protocol_name),
+                m.assignment,
+            )
+            for m in group.members.values()
+        ],
+    )
+    return records.group_key(group.group_id), records.encode_group_value(value)
+
+
+def replay_record(
+    groups: dict[str, Group], partition: int, key: bytes, value: bytes | None
+) -> None:
+    """Apply one record read from ``partition`` to ``groups``; ``InvalidRecordError`` if the
+    bytes are malformed. Ownership markers are ignored."""
+    decoded = records.decode_key(key)
+    if isinstance(decoded, records.OffsetKey):
+        _replay_offset(groups, partition, decoded, value)
+    elif isinstance(decoded, records.GroupKey):
+        _replay_group(groups, partition, decoded.group_id, value)
+
+
+def _replay_offset(
+    groups: dict[str, Group], partition: int, key: records.OffsetKey, value: bytes | None
+) -> None:
+    group = groups.get(key.group_id)
+    tp = (key.topic, key.partition)
+    if value is None:
+        if group is not None:
+            group.offsets.pop(tp, None)
+        return
+    v = records.decode_offset_value(value)
+    if group is None:
+        group = groups[key.group_id] = Group(key.group_id, partition)
+    group.offsets[tp] = CommittedOffset(
+        v.offset, v.leader_epoch, v.metadata, v.commit_timestamp_ms, v.expire_timestamp_ms
+    )
+
+
+def _replay_group(
+    groups: dict[str, Group], partition: int, group_id: str, value: bytes | None
+) -> None:
+    old = groups.get(group_id)
+    if value is None:  # the group was deleted; offsets written later may bring it back
+        if old is not None and old.offsets:
+            groups[group_id] = Group(group_id, partition, offsets=old.offsets)
+        else:
+            groups.pop(group_id, None)
+        return
+    v = records.decode_group_value(value)
+    group = Group(
+        group_id,
+        partition,
+        protocol_type=v.protocol_type,
+        protocol_name=v.protocol_name,
+        generation_id=v.generation_id,
+        leader_id=v.leader_id,
+        offsets=old.offsets if old is not None else {},
+        state_timestamp_ms=(
+            v.current_state_timestamp_ms if v.current_state_timestamp_ms >= 0 else None
+        ),
+    )
+    for m in v.members:
+        group.add(
+            Member(
+                member_id=m.member_id,
+                group_instance_id=m.group_instance_id,
+                client_id=m.client_id,
+                client_host=m.client_host,
+                session_timeout_ms=m.session_timeout_ms,
+                rebalance_timeout_ms=m.rebalance_timeout_ms,
+                protocol_type=v.protocol_type,
+                protocols=[(v.protocol_name or "", m.subscription)],
+                assignment=m.assignment,
+            )
+        )
+    if v.leader_id in group.members:
+        group.leader_id = v.leader_id
+    group.state = GroupState.STABLE if group.members else GroupState.EMPTY
+    groups[group_id] = group
+
+
+def expired_offsets(group: Group, now_ms: int, retention_ms: int) -> list[tuple[str, int]]:
+    """Offsets of ``group`` past retention (Kafka 2.1+ rules, see docs/consumer-groups.md)."""
+    if group.protocol_type is None:  # offsets only (manual assignment): from each commit
+        candidates, base = list(group.offsets), None
+    elif group.state is GroupState.EMPTY:  # since the group became empty
+        candidates, base = list(group.offsets), group.state_timestamp_ms
+    else:  # an active consumer group: only topics it no longer subscribes to
+        topics = group.subscribed_topics()
+        if topics is None:
+            return []
+        candidates, base = [tp for tp in group.offsets if tp[0] not in topics], None
+    expired = []
+    for tp in candidates:
+        o = group.offsets[tp]
+        if o.expire_timestamp_ms is not None:
+            if now_ms >= o.expire_timestamp_ms:
+                expired.append(tp)
+        elif (base if base is not None else o.commit_timestamp_ms) + retention_ms <= now_ms:
+            expired.append(tp)
+    return expired

