@@ -8,10 +8,13 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PIP := $(BIN)/python -m pip --disable-pip-version-check -q
 SOURCES := constraints.txt requirements-dev.txt clients/pyproject.toml clients/setup.py \
-	services/common/pyproject.toml $(wildcard services/*/pyproject.toml) \
+	services/common/pyproject.toml $(wildcard services/*/pyproject.toml) spark_connector/pyproject.toml \
 	$(wildcard clients/src/strom/records/_native/*.c)
 
-.PHONY: up test lint bench bench-quick proto chaos clean
+NODE_DIR := clients/node
+NODE_STAMP := $(NODE_DIR)/node_modules/.package-lock.json
+
+.PHONY: up test lint bench bench-quick proto chaos clean node
 
 $(STAMP): $(SOURCES)
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Strom needs Python >= 3.11, found " + sys.version' 
@@ -24,7 +27,15 @@ $(STAMP): $(SOURCES)
 up: $(STAMP)
 	$(BIN)/strom cluster up
 
-test: $(STAMP)
+# The Node.js client's dependencies (pinned by package-lock.json), for its tests and for the
+# compose-spec schema the docker-compose.yml test validates against.
+$(NODE_STAMP): $(NODE_DIR)/package.json $(NODE_DIR)/package-lock.json
+	cd $(NODE_DIR) && npm ci --no-audit --no-fund
+	@touch $(NODE_STAMP)
+
+node: $(NODE_STAMP)
+
+test: $(STAMP) $(NODE_STAMP)
 	$(BIN)/python -m pytest -m "not slow" $(PYTEST_ARGS)
 
 lint: $(STAMP)
@@ -47,4 +58,4 @@ chaos: $(STAMP)
 	$(BIN)/python -m pytest -m slow -s tests/chaos $(PYTEST_ARGS)
 
 clean:
-	rm -rf $(VENV) build clients/build .strom
+	rm -rf $(VENV) build clients/build .strom $(NODE_DIR)/node_modules

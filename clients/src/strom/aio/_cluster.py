@@ -2,8 +2,10 @@
 
 It bootstraps through the gateway (``Metadata``), caches brokers and partition leaders, and
 keeps one grpc.aio channel per storage node, since clients send data to partition leaders
-directly. Not thread-safe: it lives on one event loop (the background loop for the sync
-facades).
+directly. With ``gateway_only`` the "storage node" stubs are the gateway's own stub instead
+(its Produce, ProduceStream, Fetch, ListOffsets and DeleteRecords take the same messages and
+route them to the leaders): for networks where only the gateway is reachable. Not
+thread-safe: it lives on one event loop (the background loop for the sync facades).
 """
 
 from __future__ import annotations
@@ -73,8 +75,12 @@ class ClusterClient:
         request_timeout_ms: int = 30000,
         metadata_max_age_ms: int = 300000,
         client_id: str = "strom-python",
+        gateway_only: bool = False,
     ) -> None:
         self.bootstrap_servers = parse_servers(bootstrap_servers)
+        if not isinstance(gateway_only, bool):
+            raise ConfigurationError(f"gateway_only must be a bool, got {gateway_only!r}")
+        self.gateway_only = gateway_only
         if not isinstance(request_timeout_ms, int) or request_timeout_ms <= 0:
             raise ConfigurationError(f"request_timeout_ms must be > 0, got {request_timeout_ms!r}")
         if not isinstance(metadata_max_age_ms, int) or metadata_max_age_ms < 0:
@@ -276,7 +282,12 @@ class ClusterClient:
         return address
 
     def storage(self, node_id: int) -> storage_pb2_grpc.StorageNodeStub:
-        """A grpc.aio stub to the storage node (one cached channel per address)."""
+        """A grpc.aio stub to the storage node (one cached channel per address); the gateway's
+        stub when ``gateway_only`` (it has the same data-path methods)."""
+        if self.gateway_only:
+            if self._closed:
+                raise StromError("the client is closed")
+            return self.gateway  # type: ignore[return-value]
         address = self.node_address(node_id)
         stub = self._stubs.get(address)
         if stub is None:

@@ -126,6 +126,7 @@ class Producer:
         key_serializer: Callable[[Any], bytes | None] | None = None,
         value_serializer: Callable[[Any], bytes | None] | None = None,
         client_id: str = "strom-producer",
+        gateway_only: bool = False,
     ) -> None:
         config = ProducerConfig.create(
             bootstrap_servers=bootstrap_servers,
@@ -154,6 +155,7 @@ class Producer:
             request_timeout_ms=config.request_timeout_ms,
             metadata_max_age_ms=config.metadata_max_age_ms,
             client_id=client_id,
+            gateway_only=gateway_only,
         )
         self._acc = Accumulator(
             batch_size=min(config.batch_size, config.max_request_size),

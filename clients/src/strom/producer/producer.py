@@ -78,6 +78,7 @@ class Producer:
         key_serializer: Callable[[Any], bytes | None] | None = None,
         value_serializer: Callable[[Any], bytes | None] | None = None,
         client_id: str = "strom-producer",
+        gateway_only: bool = False,
     ) -> None:
         self._aio = AsyncProducer(
             bootstrap_servers,
@@ -99,6 +100,7 @@ class Producer:
             key_serializer=key_serializer,
             value_serializer=value_serializer,
             client_id=client_id,
+            gateway_only=gateway_only,
         )
         self.config = self._aio.config
         self._bg = BackgroundLoop.shared()

@@ -18,3 +18,19 @@ def grpc_serving(address: str, service: str = "", timeout_s: float = 1.0) -> boo
         except grpc.RpcError:
             return False
     return reply.status == health_pb2.HealthCheckResponse.SERVING
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m strom_server.health_probe HOST:PORT [SERVICE]``: exit 0 when SERVING (the
+    containers' health check)."""
+    import sys
+
+    args = sys.argv[1:] if argv is None else argv
+    if not 1 <= len(args) <= 2:
+        print("usage: python -m strom_server.health_probe HOST:PORT [SERVICE]", file=sys.stderr)
+        return 2
+    return 0 if grpc_serving(args[0], *args[1:], timeout_s=3.0) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
-from strom.protocol.v1.gateway_pb2_grpc import add_GatewayServicer_to_server
+from strom_gateway.byte_budget import ByteBudget
 from strom_gateway.config import GatewayConfig
+from strom_gateway.coordinator_registry import CoordinatorRegistry
+from strom_gateway.coordinator_router import CoordinatorRouter
+from strom_gateway.data_path import DataPath
+from strom_gateway.leader_router import LeaderRouter
+from strom_gateway.metadata_cache import MetadataCache
 from strom_gateway.routing import ControllerRouter
-from strom_gateway.servicer import GatewayServicer
+from strom_gateway.servicer import GatewayServicer, add_to_server
 from strom_server.cluster_keys import ClusterKeys
 from strom_server.controller_locator import ControllerLocator
 from strom_server.etcd_store import EtcdStore
@@ -14,14 +19,26 @@ from strom_server.runner import run_service
 
 
 async def build(config: GatewayConfig, server: GrpcServer) -> None:
-    locator = ControllerLocator(EtcdStore(config.etcd_endpoints), ClusterKeys(config.etcd_prefix))
+    keys = ClusterKeys(config.etcd_prefix)
+    locator = ControllerLocator(EtcdStore(config.etcd_endpoints), keys)
     await locator.start()
+    registry = CoordinatorRegistry(EtcdStore(config.etcd_endpoints), keys)
+    await registry.start()
     router = ControllerRouter(locator, max_message_size=int(config.max_message_size))
-    servicer = GatewayServicer(router, default_timeout_s=config.request_timeout_ms / 1000)
-    server.add_service(add_GatewayServicer_to_server, servicer)
+    coordinators = CoordinatorRouter(registry, max_message_size=int(config.max_message_size))
+    metadata = MetadataCache(router, max_age_s=config.metadata_max_age_ms / 1000)
+    leaders = LeaderRouter(metadata, max_message_size=int(config.max_message_size))
+    data = DataPath(leaders, ByteBudget(int(config.max_inflight_bytes)))
+    servicer = GatewayServicer(
+        router, coordinators, data, default_timeout_s=config.request_timeout_ms / 1000
+    )
+    server.add_service(add_to_server, servicer)
 
     async def close() -> None:
+        await coordinators.close()
+        await leaders.close()
         await router.close()
+        await registry.close()
         await locator.close()
 
     server.on_shutdown(close)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from strom_server.config import ServerConfig, override, setting
-from strom_server.values import HostPort
+from strom_server.values import ByteSize, HostPort, MiB
 
 __all__ = ["DEFAULT_LISTEN", "GatewayConfig"]
 
@@ -22,4 +22,16 @@ class GatewayConfig(ServerConfig):
         help="how long a forwarded request may take, retries included, without a client deadline",
         min=100,
         max=600000,
+    )
+    max_inflight_bytes: ByteSize = setting(
+        256 * MiB,
+        help="record bytes being forwarded at once (produce requests, fetch responses); more "
+        "waits: backpressure. A single request larger than this is refused",
+        min=1 * MiB,
+    )
+    metadata_max_age_ms: int = setting(
+        300000,
+        help="how long partition leaders are cached without a leadership error refreshing them",
+        min=100,
+        max=86400000,
     )

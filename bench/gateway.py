@@ -1,0 +1,346 @@
+"""Benchmark of the gateway's data path: produce and fetch through the gateway against the same
+requests sent straight to the partition leaders, in the same run, as a ratio.
+
+One real local cluster on loopback, started as ``strom cluster up`` starts it
+(``LocalClusterSpec``: etcd, 2 controllers, 3 storage nodes, the gateway, a coordinator), data
+in a temporary directory, every process stopped at the end. One topic of 3 partitions,
+replication factor 1 (one partition per node: the gateway's cost is measured, not
+replication's), acks=1.
+
+* produce: uncompressed v2 batches of 100-byte random values, 1 MiB (the target's size) and
+  16 KiB, encoded and wrapped in serialized ProduceRequests before timing; the very same bytes
+  go to ``StorageNode/Produce`` on the leader (direct) or ``Gateway/Produce`` on the gateway
+  (the messages are the same). One partition per request, partitions round robin,
+  ``CONCURRENCY`` requests in flight.
+* fetch: each of ``CONCURRENCY`` readers reads one partition from offset 0 onwards (wrapping
+  at the end), one partition per Fetch with partition_max_bytes = the batch size, direct from
+  the leader or through the gateway.
+
+Each case runs for a fixed time per round, direct and gateway interleaved, best round of
+``repeat`` kept (other tenants of the machine make single rounds noisy). MB = 10^6 bytes of
+record batches. Also the gateway's CPU seconds per MB. The last line is ``SUMMARY {json}``.
+
+    .venv/bin/python bench/gateway.py            # full run, about 3 minutes
+    .venv/bin/python bench/gateway.py --quick    # under a minute
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import itertools
+import json
+import os
+import platform
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import grpc
+
+# The sibling benchmarks' helpers (bench/ is sys.path[0] when this file runs).
+from controller import free_base_port, free_port, progress
+from storage import GRPC_OPTIONS, KIB, MIB, cpu_seconds, make_batches
+
+from strom import Admin, NewTopic
+from strom.aio import Admin as AioAdmin
+from strom.protocol.v1 import storage_pb2
+from strom_server.local_cluster import LocalClusterSpec
+from strom_server.supervisor import Supervisor
+
+TOPIC = "bench-gateway"
+PARTITIONS = 3
+CONCURRENCY = 4
+BATCH_SIZES = {"1m": MIB, "16k": 16 * KIB}
+TARGET_RATIO = 0.70  # of the direct throughput, for 1 MiB batches
+PATHS = {
+    "direct": ("/strom.protocol.v1.StorageNode/Produce", "/strom.protocol.v1.StorageNode/Fetch"),
+    "gateway": ("/strom.protocol.v1.Gateway/Produce", "/strom.protocol.v1.Gateway/Fetch"),
+}
+
+
+@dataclass(frozen=True)
+class Profile:
+    seconds: float
+    repeat: int
+
+
+QUICK = Profile(seconds=2.0, repeat=2)
+FULL = Profile(seconds=6.0, repeat=4)
+
+
+class Target:
+    """grpc.aio raw callables (bytes in) for one address."""
+
+    def __init__(self, address: str, paths: tuple[str, str]) -> None:
+        self.channel = grpc.aio.insecure_channel(address, options=GRPC_OPTIONS)
+        self.produce = self.channel.unary_unary(
+            paths[0], request_serializer=None, response_deserializer=None
+        )
+        self.fetch = self.channel.unary_unary(
+            paths[1], request_serializer=None, response_deserializer=None
+        )
+
+
+async def timed(seconds: float, workers: int, step: Callable[[int], Awaitable[int]]) -> float:
+    """Bytes per second moved by ``workers`` loops of ``step(worker)`` for ``seconds``."""
+    stop = time.perf_counter() + seconds
+    moved = [0] * workers
+
+    async def loop(worker: int) -> None:
+        while time.perf_counter() < stop:
+            moved[worker] += await step(worker)
+
+    started = time.perf_counter()
+    await asyncio.gather(*(loop(w) for w in range(workers)))
+    return sum(moved) / (time.perf_counter() - started)
+
+
+def produce_requests(batches: list[bytes]) -> list[list[bytes]]:
+    """Serialized ProduceRequests per partition, acks=1."""
+    return [
+        [
+            storage_pb2.ProduceRequest(
+                acks=1,
+                timeout_ms=30000,
+                partitions=[
+                    storage_pb2.ProducePartitionData(topic=TOPIC, partition=p, records=batch)
+                ],
+            ).SerializeToString()
+            for batch in batches
+        ]
+        for p in range(PARTITIONS)
+    ]
+
+
+async def produce_rate(target: Target, requests: list[list[bytes]], seconds: float) -> float:
+    counter = itertools.count()
+    sizes = [len(r) for r in requests[0]]
+
+    async def step(_worker: int) -> int:
+        i = next(counter)
+        p, b = i % PARTITIONS, (i // PARTITIONS) % len(requests[0])
+        raw = await target.produce(requests[p][b], timeout=60)
+        response = storage_pb2.ProduceResponse.FromString(raw)
+        if response.partitions[0].error_code:
+            raise RuntimeError(f"produce failed: {response.partitions[0]}")
+        return sizes[b]
+
+    return await timed(seconds, CONCURRENCY, step)
+
+
+async def fetch_rate(target: Target, batch_size: int, ends: list[int], seconds: float) -> float:
+    offsets = [0] * CONCURRENCY
+
+    async def step(worker: int) -> int:
+        p = worker % PARTITIONS
+        request = storage_pb2.FetchRequest(
+            replica_id=-1,
+            max_bytes=batch_size,
+            partitions=[
+                storage_pb2.FetchPartition(
+                    topic=TOPIC,
+                    partition=p,
+                    fetch_offset=offsets[worker],
+                    partition_max_bytes=batch_size,
+                )
+            ],
+        ).SerializeToString()
+        raw = await target.fetch(request, timeout=60)
+        result = storage_pb2.FetchResponse.FromString(raw).partitions[0]
+        if result.error_code:
+            raise RuntimeError(f"fetch failed: {result}")
+        data = result.records
+        if not data:
+            offsets[worker] = 0
+            return 0
+        # The next offset: after the last batch in the response (base offset + last delta + 1).
+        position, last = 0, offsets[worker]
+        while position + 61 <= len(data):
+            base = int.from_bytes(data[position : position + 8], "big")
+            length = int.from_bytes(data[position + 8 : position + 12], "big") + 12
+            if position + length > len(data):
+                break
+            last = base + int.from_bytes(data[position + 23 : position + 27], "big") + 1
+            position += length
+        offsets[worker] = 0 if last >= ends[p] else last
+        return len(data)
+
+    return await timed(seconds, CONCURRENCY, step)
+
+
+async def measure(
+    spec: LocalClusterSpec, leaders: dict[int, int], profile: Profile, gateway_pid: int
+) -> dict[str, Any]:
+    direct = {p: Target(spec.storage_address(node), PATHS["direct"]) for p, node in leaders.items()}
+    gateway = Target(spec.gateway_address, PATHS["gateway"])
+
+    class Direct:
+        """Routes raw calls to each partition's leader (the request names one partition)."""
+
+        @staticmethod
+        async def produce(raw: bytes, timeout: float) -> bytes:  # noqa: ASYNC109
+            p = storage_pb2.ProduceRequest.FromString(raw).partitions[0].partition
+            return await direct[p].produce(raw, timeout=timeout)  # type: ignore[no-any-return]
+
+        @staticmethod
+        async def fetch(raw: bytes, timeout: float) -> bytes:  # noqa: ASYNC109
+            p = storage_pb2.FetchRequest.FromString(raw).partitions[0].partition
+            return await direct[p].fetch(raw, timeout=timeout)  # type: ignore[no-any-return]
+
+    targets: dict[str, Any] = {"direct": Direct, "gateway": gateway}
+    results: dict[str, Any] = {}
+    for size_name, size in BATCH_SIZES.items():
+        batches, per_batch = make_batches(size, 4)
+        requests = produce_requests(batches)
+        rounds: dict[str, dict[str, list[float]]] = {
+            "produce": {"direct": [], "gateway": []},
+            "fetch": {"direct": [], "gateway": []},
+        }
+        gateway_cpu = {"produce": 0.0, "fetch": 0.0}
+        gateway_bytes = {"produce": 0.0, "fetch": 0.0}
+        progress(f"{size_name} batches ({per_batch} records of 100 bytes) ...")
+        for round_ in range(profile.repeat):
+            order = ["direct", "gateway"] if round_ % 2 == 0 else ["gateway", "direct"]
+            for path in order:
+                before = cpu_seconds(gateway_pid)
+                rate = await produce_rate(targets[path], requests, profile.seconds)
+                rounds["produce"][path].append(rate)
+                if path == "gateway":
+                    gateway_cpu["produce"] += cpu_seconds(gateway_pid) - before
+                    gateway_bytes["produce"] += rate * profile.seconds
+        async with AioAdmin(spec.gateway_address) as admin:
+            ends = await end_offsets(admin)
+        for round_ in range(profile.repeat):
+            order = ["direct", "gateway"] if round_ % 2 == 0 else ["gateway", "direct"]
+            for path in order:
+                before = cpu_seconds(gateway_pid)
+                rate = await fetch_rate(targets[path], size, ends, profile.seconds)
+                rounds["fetch"][path].append(rate)
+                if path == "gateway":
+                    gateway_cpu["fetch"] += cpu_seconds(gateway_pid) - before
+                    gateway_bytes["fetch"] += rate * profile.seconds
+        case: dict[str, Any] = {"records_per_batch": per_batch}
+        for op in ("produce", "fetch"):
+            best = {path: max(rates) / 1e6 for path, rates in rounds[op].items()}
+            case[op] = {
+                "direct_mb_s": round(best["direct"], 1),
+                "gateway_mb_s": round(best["gateway"], 1),
+                "ratio": round(best["gateway"] / best["direct"], 3),
+                "rounds_mb_s": {p: [round(r / 1e6, 1) for r in rs] for p, rs in rounds[op].items()},
+                "gateway_cpu_ms_per_mb": round(
+                    1000 * gateway_cpu[op] / max(gateway_bytes[op] / 1e6, 1e-9), 2
+                ),
+            }
+        results[size_name] = case
+    for target in [*direct.values(), gateway]:
+        await target.channel.close()
+    return results
+
+
+async def end_offsets(admin: Any) -> list[int]:
+    from strom.types import TopicPartition
+
+    specs = {TopicPartition(TOPIC, p): "latest" for p in range(PARTITIONS)}
+    found = await admin.list_offsets(specs)
+    return [found[TopicPartition(TOPIC, p)].offset for p in range(PARTITIONS)]
+
+
+def report(summary: dict[str, Any]) -> None:
+    print()
+    print(f"{'batches':<8} {'op':<8} {'direct MB/s':>12} {'gateway MB/s':>13} {'ratio':>6}  "
+          f"{'gateway CPU ms/MB':>18}")  # fmt: skip
+    for size_name, case in summary["cases"].items():
+        for op in ("produce", "fetch"):
+            row = case[op]
+            print(
+                f"{size_name:<8} {op:<8} {row['direct_mb_s']:>12.1f} {row['gateway_mb_s']:>13.1f}"
+                f" {row['ratio']:>6.2f}  {row['gateway_cpu_ms_per_mb']:>18.2f}"
+            )
+    print("\ntargets")
+    for name, met in summary["targets_met"].items():
+        print(f"  {'met    ' if met else 'MISSED '} {name}: {summary['targets'][name]}")
+
+
+def run(profile: Profile, quick: bool, keep: bool) -> dict[str, Any]:
+    workdir = Path(tempfile.mkdtemp(prefix="strom-bench-gateway-"))
+    spec = LocalClusterSpec(
+        data_dir=workdir,
+        etcd_client_port=free_port(),
+        etcd_peer_port=free_port(),
+        base_port=free_base_port(1 + 3 + 2 + 1),
+        storage_nodes=3,
+        controllers=2,
+    )
+    summary: dict[str, Any] = {
+        "quick": quick,
+        "seconds_per_round": profile.seconds,
+        "repeat": profile.repeat,
+        "concurrency": CONCURRENCY,
+        "partitions": PARTITIONS,
+        "python": platform.python_version(),
+        "cpus": os.cpu_count(),
+    }
+    processes = spec.processes()
+    supervisor = Supervisor(processes, grace_s=30.0)
+    try:
+        progress(f"starting a cluster in {workdir} ...")
+        supervisor.start_all(60.0)
+        gateway_pid = next(p.pid for p in processes if p.name == "gateway")
+        assert gateway_pid is not None
+        with Admin(spec.gateway_address, request_timeout_ms=30000) as admin:
+            deadline = time.monotonic() + 60
+            while len(admin.describe_cluster().brokers) < 3:
+                if time.monotonic() > deadline:
+                    raise RuntimeError("the storage nodes did not register in time")
+                time.sleep(0.2)
+            admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1)])
+            while True:
+                (described,) = admin.describe_topics([TOPIC])
+                leaders = {p.partition: p.leader for p in described.partitions}
+                if all(node >= 0 for node in leaders.values()):
+                    break
+                time.sleep(0.1)
+        summary["leaders"] = leaders
+        summary["cases"] = asyncio.run(measure(spec, leaders, profile, gateway_pid))
+        progress("done")
+    except BaseException:
+        keep = True
+        print(f"benchmark failed; data and logs kept in {workdir}", file=sys.stderr)
+        raise
+    finally:
+        supervisor.stop_all()
+        if not keep:
+            shutil.rmtree(workdir, ignore_errors=True)
+    big = summary["cases"]["1m"]
+    summary["targets"] = {
+        f"1 MiB {op} through the gateway >= {TARGET_RATIO:.0%} of direct": (
+            f"{big[op]['ratio']:.2f} ({big[op]['gateway_mb_s']} vs {big[op]['direct_mb_s']} MB/s)"
+        )
+        for op in ("produce", "fetch")
+    }
+    summary["targets_met"] = {
+        f"1 MiB {op} through the gateway >= {TARGET_RATIO:.0%} of direct": big[op]["ratio"]
+        >= TARGET_RATIO
+        for op in ("produce", "fetch")
+    }
+    report(summary)
+    return summary
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="shorter rounds; under a minute")
+    parser.add_argument("--keep", action="store_true", help="keep the data and logs directory")
+    args = parser.parse_args()
+    summary = run(QUICK if args.quick else FULL, args.quick, args.keep)
+    print("SUMMARY " + json.dumps(summary, sort_keys=True))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,262 @@
+"""Forward data-path requests to partition leaders: split by leader, call concurrently, merge.
+
+A request naming partitions led by different storage nodes becomes one sub-request per node
+(``StorageNode`` takes the very same messages), sent concurrently; the per-partition results
+come back in the order of the request. Record batches are copied through as they are: the
+gateway never decodes them on this path (design rule 1).
+
+Bytes pass through when they can: a request that goes whole to one leader is sent as the bytes
+the client sent (``DataPath`` hands them over), and a fetch answer that goes back whole is
+returned as the bytes the leader sent (``Fetch`` is called with no response deserializer; the
+gateway parses a copy only to look at the error codes).
+
+A partition whose leader answers NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION (a node
+that has not heard of a new topic yet) or LEADER_NOT_AVAILABLE, or whose leader cannot be
+reached, marks its topic's metadata stale and is retried, alone, on the new leader after a
+short backoff, until the request's deadline; then the client gets the last answer for it and
+retries itself. A topic the controller does not know fails at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol, TypeVar
+
+import grpc
+import structlog
+
+from strom._transport import from_rpc_error
+from strom.errors import ErrorCode
+from strom.protocol.v1 import storage_pb2, storage_pb2_grpc
+from strom_gateway.metadata_cache import MetadataCache
+from strom_server.channels import open_channel
+
+log = structlog.get_logger(__name__)
+
+__all__ = ["RETRY_CODES", "LeaderRouter", "PartitionItem"]
+
+#: Per-partition answers that mean "ask the controller again and retry on the new leader".
+RETRY_CODES = frozenset(
+    {
+        ErrorCode.NOT_LEADER_OR_FOLLOWER,
+        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        ErrorCode.LEADER_NOT_AVAILABLE,
+    }
+)
+#: gRPC statuses of a leader that is down or restarting.
+UNREACHABLE = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED)
+RETRY_BACKOFF_S = (0.02, 0.05, 0.1, 0.2, 0.4, 0.8, 1.0)
+
+
+_SERVICE = "/strom.protocol.v1.StorageNode/"
+#: Methods scatter() calls, with how each answer is read (None: kept raw, parsed by ``parse``).
+_RESPONSES: dict[str, Any] = {
+    "Produce": storage_pb2.ProduceResponse.FromString,
+    "Fetch": None,
+    "ListOffsets": storage_pb2.ListOffsetsResponse.FromString,
+    "DeleteRecords": storage_pb2.DeleteRecordsResponse.FromString,
+}
+
+
+def serialize(message: Any) -> bytes:
+    """Bytes pass through; messages serialize as usual."""
+    return message if isinstance(message, bytes) else message.SerializeToString()
+
+
+class _Leader:
+    """One storage node: its channel, generated stub and pass-through callables."""
+
+    def __init__(self, channel: grpc.aio.Channel) -> None:
+        self.channel = channel
+        self.stub = storage_pb2_grpc.StorageNodeStub(channel)
+        self.calls = {
+            method: channel.unary_unary(
+                _SERVICE + method, request_serializer=serialize, response_deserializer=reader
+            )
+            for method, reader in _RESPONSES.items()
+        }
+
+
+class PartitionItem(Protocol):
+    """The partition entry of any data-path request (ProducePartitionData, FetchPartition...)."""
+
+    @property
+    def topic(self) -> str: ...
+
+    @property
+    def partition(self) -> int: ...
+
+
+Item = TypeVar("Item", bound=PartitionItem)
+#: Builds a storage request from the partition entries bound for one leader.
+Build = Callable[[list[Any]], Any]
+#: A per-partition result carrying an error: (item, code, message) -> result message.
+ErrorResult = Callable[[Any, int, str], Any]
+
+
+class LeaderRouter:
+    """Calls StorageNode RPCs on partition leaders, following leadership changes."""
+
+    def __init__(self, metadata: MetadataCache, *, max_message_size: int) -> None:
+        self.metadata = metadata
+        self._max_message_size = max_message_size
+        self._leaders: dict[str, _Leader] = {}
+
+    def stub(self, address: str) -> storage_pb2_grpc.StorageNodeStub:
+        """A stub to the storage node at ``address`` (one channel per node, reused)."""
+        return self._leader(address).stub
+
+    def _leader(self, address: str) -> _Leader:
+        leader = self._leaders.get(address)
+        if leader is None:
+            channel = open_channel(
+                address,
+                max_message_size=self._max_message_size,
+                options=[
+                    ("grpc.initial_reconnect_backoff_ms", 100),
+                    ("grpc.min_reconnect_backoff_ms", 100),
+                    ("grpc.max_reconnect_backoff_ms", 1000),
+                ],
+            )
+            leader = self._leaders[address] = _Leader(channel)
+        return leader
+
+    async def group(
+        self, items: Sequence[PartitionItem], indexes: Sequence[int], deadline: float
+    ) -> tuple[dict[str, list[int]], list[tuple[int, int, str]], list[tuple[int, int, str]]]:
+        """Indexes of ``items`` by leader address, plus (index, code, message) failures that
+        are final (unknown topic or partition) and retriable (no leader right now).
+
+        A topic or partition the cache does not know is looked up once more unless the cache
+        heard of it since this call began: it may have been created (or grown) since."""
+        started = time.monotonic()
+        await self.metadata.ensure({items[i].topic for i in indexes}, _left(deadline))
+        unknown = {
+            items[i].topic
+            for i in indexes
+            if self.metadata.leader(items[i].topic, items[i].partition) is None
+        }
+        again = {t for t in unknown if not self.metadata.refreshed_since(t, started)}
+        if again:
+            self.metadata.mark_stale(again)
+            await self.metadata.ensure(again, _left(deadline))
+        by_leader: dict[str, list[int]] = {}
+        final: list[tuple[int, int, str]] = []
+        retry: list[tuple[int, int, str]] = []
+        for i in indexes:
+            item = items[i]
+            leader = self.metadata.leader(item.topic, item.partition)
+            if leader is None:
+                what = (
+                    f"partition {item.partition} of topic '{item.topic}' does not exist"
+                    if self.metadata.topic_exists(item.topic)
+                    else f"unknown topic '{item.topic}'"
+                )
+                final.append((i, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, what))
+            elif leader.node_id < 0 or not leader.address:
+                what = f"{item.topic}-{item.partition} has no leader"
+                retry.append((i, ErrorCode.LEADER_NOT_AVAILABLE, what))
+            else:
+                by_leader.setdefault(leader.address, []).append(i)
+        return by_leader, final, retry
+
+    async def scatter(
+        self,
+        method: str,
+        items: Sequence[Item],
+        build: Build,
+        error: ErrorResult,
+        deadline: float,
+        *,
+        parse: Callable[[bytes], Any] | None = None,
+    ) -> tuple[list[Any], Any | None]:
+        """Results for ``items`` in order; the second value is the leader's own response (as
+        it came: raw bytes for a method read raw, parsed by ``parse``) when exactly one leader
+        answered for every item on the first attempt, so that it can be passed on as it is."""
+        results: list[Any] = [None] * len(items)
+        pending = list(range(len(items)))
+        attempt = 0
+        whole: Any | None = None
+        while pending:
+            by_leader, final, retry_now = await self.group(items, pending, deadline)
+            for i, code, message in final:
+                results[i] = error(items[i], code, message)
+            retry = [i for i, _, _ in retry_now]
+            for i, code, message in retry_now:
+                results[i] = error(items[i], code, message)
+            calls = [
+                self._call(method, address, [items[i] for i in indexes], build, deadline, parse)
+                for address, indexes in by_leader.items()
+            ]
+            # One leader (the usual case): awaited directly, no task per call.
+            outcomes = [await calls[0]] if len(calls) == 1 else await asyncio.gather(*calls)
+            for (address, indexes), answer_or_error in zip(
+                by_leader.items(), outcomes, strict=True
+            ):
+                if isinstance(answer_or_error, grpc.aio.AioRpcError):
+                    problem = from_rpc_error(answer_or_error, address)
+                    code = getattr(problem, "code", ErrorCode.UNKNOWN_SERVER_ERROR)
+                    for i in indexes:
+                        results[i] = error(items[i], code, str(problem))
+                    if answer_or_error.code() in UNREACHABLE:
+                        retry.extend(indexes)
+                    continue
+                raw, outcome = answer_or_error
+                answers = outcome.partitions
+                if len(answers) != len(indexes):
+                    for i in indexes:
+                        message = f"{address} answered {len(answers)} of {len(indexes)} partitions"
+                        results[i] = error(items[i], ErrorCode.UNKNOWN_SERVER_ERROR, message)
+                    continue
+                for i, answer in zip(indexes, answers, strict=True):
+                    results[i] = answer
+                    if answer.error_code in RETRY_CODES:
+                        retry.append(i)
+                if attempt == 0 and len(by_leader) == 1 and not final and not retry_now:
+                    whole = outcome if raw is None else raw
+            if not retry:
+                break
+            whole = None
+            self.metadata.mark_stale({items[i].topic for i in retry})
+            delay = RETRY_BACKOFF_S[min(attempt, len(RETRY_BACKOFF_S) - 1)]
+            if time.monotonic() + delay >= deadline:
+                break  # the client sees the last answer and retries on its own
+            attempt += 1
+            log.debug("retrying on new leaders", method=method, partitions=len(retry))
+            await asyncio.sleep(delay)
+            pending = sorted(retry)
+        return results, whole
+
+    async def _call(  # noqa: PLR0917 - private, called once
+        self,
+        method: str,
+        address: str,
+        items: list[Any],
+        build: Build,
+        deadline: float,
+        parse: Callable[[bytes], Any] | None,
+    ) -> Any:
+        """One sub-request to one leader: (raw bytes or None, response); a gRPC failure is
+        returned, not raised."""
+        call = self._leader(address).calls[method]
+        try:
+            response = await call(build(items), timeout=_left(deadline))
+        except grpc.aio.AioRpcError as exc:
+            if exc.code() in UNREACHABLE:
+                self.metadata.mark_stale({item.topic for item in items})
+            return exc
+        if isinstance(response, bytes):
+            assert parse is not None, method
+            return response, parse(response)  # raw, and what the caller reads of it
+        return None, response
+
+    async def close(self) -> None:
+        channels = [leader.channel for leader in self._leaders.values()]
+        self._leaders.clear()
+        await asyncio.gather(*(c.close() for c in channels), return_exceptions=True)
+
+
+def _left(deadline: float) -> float:
+    return max(deadline - time.monotonic(), 0.001)

@@ -1,0 +1,211 @@
+"""ProduceStream through the gateway: pipelined, in order.
+
+A client keeps several produce requests in flight on one stream. For each client stream the
+gateway keeps one upstream ProduceStream per leader and sends each request's share to its
+leader in arrival order, so the order a leader sees per partition is the client's order (what
+an idempotent producer's sequence numbers expect). Routing happens as each request is read;
+answers are awaited concurrently and leave in request order. A share whose leader answers a
+retriable leadership error, or whose upstream stream broke, is retried through
+``DataPath.produce_held`` (unary, new leader) within the deadline.
+
+Memory: each request holds its size in the ``ByteBudget`` until its response has left, and
+reading stops while the budget is spent or ``MAX_IN_FLIGHT`` requests are pending.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections import deque
+from collections.abc import AsyncIterator
+from typing import Any
+
+import grpc
+import structlog
+
+from strom.protocol.v1 import storage_pb2
+from strom_gateway.data_path import DataPath, produce_error
+from strom_gateway.leader_router import RETRY_CODES
+
+log = structlog.get_logger(__name__)
+
+__all__ = ["MAX_IN_FLIGHT", "ProduceStreamRelay"]
+
+#: Requests one client stream may have in flight through the gateway (as a storage node).
+MAX_IN_FLIGHT = 32
+
+
+class _Upstream:
+    """One ProduceStream to one leader; answers matched to requests by order."""
+
+    def __init__(self, stub: Any) -> None:
+        self._requests: asyncio.Queue[storage_pb2.ProduceRequest | None] = asyncio.Queue()
+        self._waiting: deque[asyncio.Future[storage_pb2.ProduceResponse]] = deque()
+        self.broken = False
+        self._call = stub.ProduceStream(self._outgoing())
+        self._reader = asyncio.ensure_future(self._read())
+
+    async def _outgoing(self) -> AsyncIterator[storage_pb2.ProduceRequest]:
+        while (request := await self._requests.get()) is not None:
+            yield request
+
+    def send(self, request: storage_pb2.ProduceRequest) -> asyncio.Future[Any]:
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        if self.broken:
+            future.set_exception(ConnectionError("the upstream stream has ended"))
+            return future
+        self._waiting.append(future)
+        self._requests.put_nowait(request)
+        return future
+
+    async def _read(self) -> None:
+        problem: BaseException = ConnectionError("the leader ended the stream")
+        try:
+            async for response in self._call:
+                if self._waiting:
+                    self._waiting.popleft().set_result(response)
+        except grpc.aio.AioRpcError as exc:
+            problem = exc
+        except asyncio.CancelledError:
+            problem = ConnectionError("the gateway closed the stream")
+        self.broken = True
+        while self._waiting:
+            future = self._waiting.popleft()
+            if not future.done():
+                future.set_exception(problem)
+                future.exception()  # retrieved by whoever awaits; never "unhandled"
+
+    async def close(self) -> None:
+        self._requests.put_nowait(None)
+        with contextlib.suppress(TimeoutError, asyncio.CancelledError):
+            await asyncio.wait_for(asyncio.shield(self._reader), 1.0)
+        self._call.cancel()
+        self._reader.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._reader
+
+
+class ProduceStreamRelay:
+    """Serves one client ProduceStream."""
+
+    def __init__(self, data: DataPath, *, timeout_s: float) -> None:
+        self._data = data
+        self._timeout_s = timeout_s
+        self._upstreams: dict[str, _Upstream] = {}
+
+    def _upstream(self, address: str) -> _Upstream:
+        upstream = self._upstreams.get(address)
+        if upstream is None or upstream.broken:
+            stub = self._data.router.stub(address)
+            upstream = self._upstreams[address] = _Upstream(stub)
+        return upstream
+
+    async def run(
+        self, requests: AsyncIterator[storage_pb2.ProduceRequest]
+    ) -> AsyncIterator[storage_pb2.ProduceResponse]:
+        pending: asyncio.Queue[tuple[asyncio.Task[Any], int] | None] = asyncio.Queue(MAX_IN_FLIGHT)
+        budget = self._data.budget
+
+        async def read() -> None:
+            try:
+                async for request in requests:
+                    size = request.ByteSize()
+                    await budget.acquire(size)
+                    try:
+                        task = await self._dispatch(request)
+                    except BaseException:
+                        budget.release(size)
+                        raise
+                    await pending.put((task, size))
+            finally:
+                await pending.put(None)
+
+        reader = asyncio.ensure_future(read())
+        try:
+            while (entry := await pending.get()) is not None:
+                task, size = entry
+                try:
+                    response = await task
+                finally:
+                    budget.release(size)
+                yield response
+            await reader
+        finally:
+            reader.cancel()
+            while not pending.empty():
+                left = pending.get_nowait()
+                if left is not None:
+                    left[0].cancel()
+                    budget.release(left[1])
+            await asyncio.gather(*(u.close() for u in self._upstreams.values()))
+
+    async def _dispatch(self, request: storage_pb2.ProduceRequest) -> asyncio.Task[Any]:
+        """Send the request's shares to their leaders now (keeping order); the task awaits
+        the answers."""
+        deadline = time.monotonic() + self._timeout_s
+        router = self._data.router
+        items = list(request.partitions)
+        by_leader, final, retry = await router.group(items, range(len(items)), deadline)
+        sent: list[tuple[list[int], asyncio.Future[Any]]] = []
+        for address, indexes in by_leader.items():
+            if len(indexes) == len(items):
+                share = request
+            else:
+                share = storage_pb2.ProduceRequest(
+                    acks=request.acks,
+                    timeout_ms=request.timeout_ms,
+                    partitions=[items[i] for i in indexes],
+                    correlation_id=request.correlation_id,
+                    client_id=request.client_id,
+                )
+            sent.append((indexes, self._upstream(address).send(share)))
+        later = [i for i, _, _ in retry]
+        errors = {i: (code, message) for i, code, message in final}
+        return asyncio.ensure_future(
+            self._complete(request, items, sent, later, errors, deadline=deadline)
+        )
+
+    async def _complete(
+        self,
+        request: storage_pb2.ProduceRequest,
+        items: list[Any],
+        sent: list[tuple[list[int], asyncio.Future[Any]]],
+        later: list[int],
+        errors: dict[int, tuple[int, str]],
+        *,
+        deadline: float,
+    ) -> storage_pb2.ProduceResponse:
+        results: list[Any] = [None] * len(items)
+        for i, (code, message) in errors.items():
+            results[i] = produce_error(items[i], code, message)
+        retry = list(later)
+        for indexes, future in sent:
+            try:
+                response = await future
+            except (grpc.aio.AioRpcError, ConnectionError) as exc:
+                log.debug("upstream produce stream failed", error=str(exc))
+                retry.extend(indexes)
+                continue
+            alone = len(sent) == 1 and not retry and not errors and len(indexes) == len(items)
+            if alone and not any(p.error_code in RETRY_CODES for p in response.partitions):
+                return response  # type: ignore[no-any-return]
+            for i, answer in zip(indexes, response.partitions, strict=False):
+                results[i] = answer
+                if answer.error_code in RETRY_CODES:
+                    retry.append(i)
+        if retry:
+            self._data.router.metadata.mark_stale({items[i].topic for i in retry})
+            again = storage_pb2.ProduceRequest(
+                acks=request.acks,
+                timeout_ms=request.timeout_ms,
+                partitions=[items[i] for i in sorted(retry)],
+                correlation_id=request.correlation_id,
+                client_id=request.client_id,
+            )
+            answer = await self._data.produce_held(again, deadline)
+            for i, result in zip(sorted(retry), answer.partitions, strict=True):
+                results[i] = result
+        return storage_pb2.ProduceResponse(
+            correlation_id=request.correlation_id, partitions=results
+        )
