@@ -257,3 +257,22 @@ def test_out_of_range_after_prefetch_delivers_the_buffer_first() -> None:
         assert st.reset == "earliest" and st.position is None  # then the reset runs
 
     run(scenario)
+
+
+def test_cancelling_a_poll_woken_at_the_same_moment_is_not_lost() -> None:
+    """A task cancelled while ``poll`` is being woken must end with CancelledError. (Python
+    3.11's ``asyncio.wait_for`` returns the inner result instead when both happen in one loop
+    iteration: a consumer task could not be cancelled; the waits use ``asyncio.timeout``.)"""
+
+    async def scenario(c: AioConsumer) -> None:
+        c.assign([TP])
+        for _ in range(20):
+            task = asyncio.create_task(c.poll(timeout_ms=10_000))
+            for _ in range(3):
+                await asyncio.sleep(0)  # poll is now waiting for data
+            c._fetcher.data_ready.set()  # woken ...
+            task.cancel()  # ... and cancelled in the same iteration
+            with pytest.raises(asyncio.CancelledError):
+                await task
+
+    run(scenario)

@@ -553,7 +553,8 @@ class ConsumerCoordinator:
                 await self._heartbeat_wake.wait()
             else:
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._heartbeat_wake.wait(), max(delay, 0.001))
+                    async with asyncio.timeout(max(delay, 0.001)):
+                        await self._heartbeat_wake.wait()
 
     async def _heartbeat(self) -> None:
         loop = asyncio.get_running_loop()

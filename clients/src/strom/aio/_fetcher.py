@@ -241,7 +241,8 @@ class Fetcher:
                 await self._wake.wait()
             else:
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), delay)
+                    async with asyncio.timeout(delay):
+                        await self._wake.wait()
 
     async def _step(self) -> float | None:
         """Refresh what needs refreshing, start fetches and resets; the delay until the next

@@ -364,7 +364,8 @@ class Consumer:
             if remaining <= 0:
                 return {}
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(ready.wait(), remaining)
+                async with asyncio.timeout(remaining):
+                    await ready.wait()
 
     async def getmany(
         self, timeout_ms: int = 0, max_records: int | None = None
@@ -496,7 +497,8 @@ class Consumer:
             self._fetcher.data_ready.clear()
             self._fetcher.wake()
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._fetcher.data_ready.wait(), remaining)
+                async with asyncio.timeout(remaining):
+                    await self._fetcher.data_ready.wait()
             st = self._subs.state(tp)
         assert st.position is not None
         return st.position

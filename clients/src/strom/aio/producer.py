@@ -275,7 +275,8 @@ class Producer:
             raise _blocked_too_long(need, topic, self.config.max_block_ms)
         if isinstance(need, NeedMetadata):
             try:
-                await asyncio.wait_for(self._cluster.partitions(topic), left)
+                async with asyncio.timeout(left):
+                    await self._cluster.partitions(topic)
             except TimeoutError:
                 raise _blocked_too_long(need, topic, self.config.max_block_ms) from None
         elif isinstance(need, NeedRoom):
@@ -469,7 +470,8 @@ class Producer:
                 batch.add_callback(one_done)
             self._sender.wakeup()
             try:
-                await asyncio.wait_for(asyncio.shield(waiter), timeout)
+                async with asyncio.timeout(timeout):
+                    await asyncio.shield(waiter)
             except TimeoutError:
                 raise StromTimeoutError(f"flush did not complete within {timeout} s") from None
         finally:
@@ -479,7 +481,8 @@ class Producer:
 
     async def _quiesce(self, timeout: float | None) -> None:  # noqa: ASYNC109
         try:
-            await asyncio.wait_for(self._sender.quiesce(), timeout)
+            async with asyncio.timeout(timeout):
+                await self._sender.quiesce()
         except TimeoutError:
             raise StromTimeoutError(f"flush did not complete within {timeout} s") from None
 

@@ -190,7 +190,8 @@ class Accumulator:
             if left <= 0:
                 return False
             try:
-                await asyncio.wait_for(waiter, left)
+                async with asyncio.timeout(left):
+                    await waiter
             except TimeoutError:
                 return False
 

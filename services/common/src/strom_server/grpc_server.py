@@ -249,7 +249,8 @@ class GrpcServer:
         for hook in reversed(hooks):
             name = getattr(hook, "__qualname__", repr(hook))
             try:
-                await asyncio.wait_for(hook(), timeout=max(grace, 1.0))
+                async with asyncio.timeout(max(grace, 1.0)):
+                    await hook()
             except TimeoutError:
                 log.error("shutdown hook timed out", hook=name)
             except Exception:

@@ -182,7 +182,8 @@ class Controller:
     # --- activation ----------------------------------------------------------------------
 
     async def _on_elected(self, revision: int) -> None:
-        await asyncio.wait_for(self.cache.wait_for_revision(revision), self.config.lease_ttl_s)
+        async with asyncio.timeout(self.config.lease_ttl_s):
+            await self.cache.wait_for_revision(revision)
         async with self._write_lock:
             self.producer_ids.reset()
             if not self.cache.cluster_id:

@@ -201,7 +201,8 @@ class ControllerElection:
             await self._clock.sleep(0.05)
             return
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._vacancy.wait(), timeout=self.ttl_s)
+            async with asyncio.timeout(self.ttl_s):
+                await self._vacancy.wait()
 
     def _on_change(self, changes: set[Change]) -> None:
         if "controller" not in changes:

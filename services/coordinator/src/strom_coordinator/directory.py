@@ -77,7 +77,8 @@ class CoordinatorDirectory:
                 raise CoordinatorNotAvailableError(reason)
             self._changed.clear()
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._changed.wait(), remaining)
+                async with asyncio.timeout(remaining):
+                    await self._changed.wait()
 
     async def _create_topic(self) -> None:
         """Create the offsets topic once (concurrent callers share the attempt)."""

@@ -79,7 +79,8 @@ class _Upstream:
     async def close(self) -> None:
         self._requests.put_nowait(None)
         with contextlib.suppress(TimeoutError, asyncio.CancelledError):
-            await asyncio.wait_for(asyncio.shield(self._reader), 1.0)
+            async with asyncio.timeout(1.0):
+                await asyncio.shield(self._reader)
         self._call.cancel()
         self._reader.cancel()
         with contextlib.suppress(asyncio.CancelledError):

@@ -425,7 +425,8 @@ class ReplicaManager:
                 if satisfied(results):
                     break
                 try:
-                    await asyncio.wait_for(waiter.future, deadline - loop.time())
+                    async with asyncio.timeout(deadline - loop.time()):
+                        await waiter.future
                 except TimeoutError:
                     results = self._read_all(requests, isolation, max_bytes, refused, any_replica)
                     break

@@ -211,7 +211,8 @@ class _ReplicaFetcher:
     async def _wait_changed(self, seconds: float) -> None:
         self._changed.clear()
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._changed.wait(), max(seconds, 0.01))
+            async with asyncio.timeout(max(seconds, 0.01)):
+                await self._changed.wait()
 
     def _next_backoff(self) -> float:
         now = time.monotonic()
