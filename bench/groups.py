@@ -10,7 +10,10 @@ every process stopped at the end.
 
 * rebalance: 10 members (``strom.aio.Consumer``, one event loop, each polling in its own task)
   subscribed to a 100-partition topic. Two events: a 10th member joins 9 stable ones, and one
-  of 10 leaves with ``close()``. Measured from the event to the moment every member holds a
+  of 10 leaves with ``close()``. Members either poll back to back or spend 500 ms "processing"
+  after each poll (an asyncio sleep: heartbeats go on, but a member rejoins only in its next
+  poll, as in Kafka; each member starts its loop after a random delay so that they do not poll
+  in lockstep). Measured from the event to the moment every member holds a
   disjoint share covering all 100 partitions, and the partition-seconds during which a
   partition was assigned to no member (sampled every 5 ms): eager (``range``) revokes every
   partition at each rebalance, cooperative-sticky only the ones that move (it takes two
@@ -27,8 +30,8 @@ every process stopped at the end.
 
 The last line is ``SUMMARY {json}``.
 
-    .venv/bin/python bench/groups.py            # full run, about 3 minutes
-    .venv/bin/python bench/groups.py --quick    # about a minute
+    .venv/bin/python bench/groups.py            # full run, about 4 minutes
+    .venv/bin/python bench/groups.py --quick    # about 90 s
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ import contextlib
 import json
 import os
 import platform
+import random
 import shutil
 import signal
 import statistics
@@ -73,6 +77,8 @@ MEMBERS = 10
 PARTITIONS = 100
 CONCURRENT = 16
 SAMPLE_S = 0.005
+#: Time a member spends "processing" after each poll: none, and half a heartbeat interval.
+PROCESSING_S = (0.0, 0.5)
 REBALANCE_TOPIC = "bench-rebalance"
 COMMIT_TOPIC = "bench-commits"
 BASELINE_TOPIC = "bench-baseline"
@@ -134,7 +140,8 @@ def create_topics(admin: Admin) -> None:
 class Member:
     """One group member polling in its own task."""
 
-    def __init__(self, gateway: str, group: str, strategy: str) -> None:
+    def __init__(self, gateway: str, group: str, strategy: str, process_s: float) -> None:
+        self.process_s = process_s
         self.consumer = Consumer(
             bootstrap_servers=gateway,
             group_id=group,
@@ -148,8 +155,12 @@ class Member:
         self.task = asyncio.create_task(self._run())
 
     async def _run(self) -> None:
+        # Members created together would poll in lockstep; real ones do not.
+        await asyncio.sleep(random.uniform(0, self.process_s + 0.05))
         while True:
             await self.consumer.poll(timeout_ms=50)
+            if self.process_s:
+                await asyncio.sleep(self.process_s)  # "processing": heartbeats go on meanwhile
 
     def assignment(self) -> set[TopicPartition]:
         return self.consumer.assignment()
@@ -187,12 +198,14 @@ async def wait_settled(members: list[Member], timeout_s: float) -> tuple[float, 
         await asyncio.sleep(SAMPLE_S)
 
 
-async def rebalance_run(gateway: str, strategy: str, run: int) -> dict[str, float]:
-    group = f"bench-rebalance-{strategy}-{run}"
-    members = [Member(gateway, group, strategy) for _ in range(MEMBERS - 1)]
+async def rebalance_run(
+    gateway: str, strategy: str, run: int, process_s: float
+) -> dict[str, float]:
+    group = f"bench-rebalance-{strategy}-{run}-{process_s}"
+    members = [Member(gateway, group, strategy, process_s) for _ in range(MEMBERS - 1)]
     try:
         await wait_settled(members, 120)
-        members.append(Member(gateway, group, strategy))
+        members.append(Member(gateway, group, strategy, process_s))
         join_s, join_unassigned = await wait_settled(members, 120)
         leaving = members.pop(0)
         left_at = time.perf_counter()
@@ -209,12 +222,12 @@ async def rebalance_run(gateway: str, strategy: str, run: int) -> dict[str, floa
         await asyncio.gather(*(m.close() for m in members))
 
 
-async def rebalance_cases(gateway: str, repeat: int) -> dict[str, Any]:
+async def rebalance_cases(gateway: str, repeat: int, process_s: float) -> dict[str, Any]:
     runs: dict[str, list[dict[str, float]]] = {"range": [], "cooperative-sticky": []}
     for run in range(repeat):
         for strategy in ("range", "cooperative-sticky"):
-            progress(f"rebalance {strategy} run {run + 1}/{repeat} ...")
-            runs[strategy].append(await rebalance_run(gateway, strategy, run))
+            progress(f"rebalance {strategy}, {process_s:.1f} s processing, run {run + 1}/{repeat}")
+            runs[strategy].append(await rebalance_run(gateway, strategy, run, process_s))
     result: dict[str, Any] = {}
     for strategy, values in runs.items():
         result[strategy] = {key: statistics.median(v[key] for v in values) for key in values[0]}
@@ -438,17 +451,19 @@ async def takeover_cases(
 
 
 def report(summary: dict[str, Any]) -> None:
-    rebalance = summary["rebalance"]
-    print(f"\nrebalance of {MEMBERS} members over {PARTITIONS} partitions (median):")
-    print(f"  {'':22} {'join s':>8} {'unassigned p*s':>15} {'leave s':>8} {'unassigned p*s':>15}")
-    for strategy in ("range", "cooperative-sticky"):
-        r = rebalance[strategy]
+    for case, rebalance in summary["rebalance"].items():
+        print(f"\nrebalance of {MEMBERS} members over {PARTITIONS} partitions, {case} (median):")
         print(
-            f"  {strategy:22} {r['join_s']:8.2f} {r['join_unassigned_partition_s']:15.1f} "
-            f"{r['leave_s']:8.2f} {r['leave_unassigned_partition_s']:15.1f}"
+            f"  {'':22} {'join s':>8} {'unassigned p*s':>15} {'leave s':>8} {'unassigned p*s':>15}"
         )
-    ratios = rebalance["ratios_cooperative_over_eager"]
-    print("  cooperative / eager: " + ", ".join(f"{k} {v:.2f}" for k, v in ratios.items() if v))
+        for strategy in ("range", "cooperative-sticky"):
+            r = rebalance[strategy]
+            print(
+                f"  {strategy:22} {r['join_s']:8.2f} {r['join_unassigned_partition_s']:15.1f} "
+                f"{r['leave_s']:8.2f} {r['leave_unassigned_partition_s']:15.1f}"
+            )
+        ratios = rebalance["ratios_cooperative_over_eager"]
+        print("  cooperative / eager: " + ", ".join(f"{k} {v:.2f}" for k, v in ratios.items() if v))
     commits = summary["commits"]
     print("\noffset commits (one partition each):")
     for key, value in commits.items():
@@ -488,7 +503,12 @@ def run(quick: bool, keep: bool) -> dict[str, Any]:
 
             async def measure() -> None:
                 summary["commits"] = await commit_cases(spec, admin, 3.0 if quick else 8.0)
-                summary["rebalance"] = await rebalance_cases(spec.gateway_address, repeat)
+                summary["rebalance"] = {
+                    f"{process_s * 1000:.0f} ms processing per poll": await rebalance_cases(
+                        spec.gateway_address, repeat, process_s
+                    )
+                    for process_s in PROCESSING_S
+                }
                 summary["takeover"] = await takeover_cases(spec, processes, repeat)
 
             asyncio.run(measure())
