@@ -4,6 +4,7 @@ the fetch reservation and the record RPCs' batch encoding and decoding."""
 from __future__ import annotations
 
 import asyncio
+import gc
 
 import pytest
 
@@ -108,6 +109,24 @@ def test_lazy_fetch_response_reads_error_codes_and_parses_on_demand() -> None:
     assert [(p.partition, p.error_code) for p in lazy.partitions] == [(1, 0), (2, 6), (3, -1)]
     assert resolve(lazy.partitions[0]) == response.partitions[0]
     assert resolve("other") == "other"
+
+
+def test_lazy_fetch_response_is_freed_without_the_cycle_collector() -> None:
+    """A reference cycle here kept every fetched byte alive until a rare gen-0 collection:
+    the gateway's memory grew by the fetch rate (~140 MB/s) under load."""
+    raw = storage_pb2.FetchResponse(
+        partitions=[storage_pb2.FetchPartitionResult(topic="t", partition=1, records=b"r" * 100)]
+    ).SerializeToString()
+    gc.collect()
+    gc.disable()
+    try:
+        lazy = LazyFetchResponse(raw)
+        assert resolve(lazy.partitions[0]).records == b"r" * 100
+        assert lazy.message().partitions[0].partition == 1
+        del lazy
+        assert gc.collect() == 0, "a LazyFetchResponse was left in a reference cycle"
+    finally:
+        gc.enable()
 
 
 # -- fetch reservation --------------------------------------------------------------------------

@@ -85,6 +85,21 @@ def produce_partitions(raw: bytes) -> list[PartitionRef]:
     return found
 
 
+class _RawFetchResponse:
+    """The serialized response and, once asked for, its parse (shared by its results)."""
+
+    __slots__ = ("_message", "raw")
+
+    def __init__(self, raw: bytes) -> None:
+        self.raw = raw
+        self._message: storage_pb2.FetchResponse | None = None
+
+    def message(self) -> storage_pb2.FetchResponse:
+        if self._message is None:
+            self._message = storage_pb2.FetchResponse.FromString(self.raw)
+        return self._message
+
+
 @dataclass(slots=True)
 class _LazyResult:
     """A FetchPartitionResult's routing fields; ``resolve()`` parses the real one."""
@@ -92,7 +107,7 @@ class _LazyResult:
     topic: str
     partition: int
     error_code: int
-    response: LazyFetchResponse
+    response: _RawFetchResponse
     index: int
 
     def resolve(self) -> storage_pb2.FetchPartitionResult:
@@ -101,13 +116,17 @@ class _LazyResult:
 
 class LazyFetchResponse:
     """A serialized FetchResponse: the partitions' error codes read at once, the whole message
-    parsed only when asked (when answers of several leaders are merged)."""
+    parsed only when asked (when answers of several leaders are merged).
 
-    __slots__ = ("_message", "partitions", "raw")
+    No reference cycle: results point at the shared ``_RawFetchResponse``, never back at this
+    object, so reference counting frees the record bytes as soon as the answer is sent (a
+    cycle here held every fetched byte until a garbage collection, which the services run
+    rarely: the gateway grew by ~140 MB/s under a 1 MiB fetch load)."""
+
+    __slots__ = ("_raw", "partitions")
 
     def __init__(self, raw: bytes) -> None:
-        self.raw = raw
-        self._message: storage_pb2.FetchResponse | None = None
+        self._raw = _RawFetchResponse(raw)
         self.partitions: list[_LazyResult] = []
         for number, kind, value in _fields(memoryview(raw)):
             if number == 2 and kind == _LEN:
@@ -120,13 +139,15 @@ class LazyFetchResponse:
                     elif sub == 3 and sub_kind == _VARINT:
                         code = _int32(sub_value)
                 self.partitions.append(
-                    _LazyResult(topic, partition, code, self, len(self.partitions))
+                    _LazyResult(topic, partition, code, self._raw, len(self.partitions))
                 )
 
+    @property
+    def raw(self) -> bytes:
+        return self._raw.raw
+
     def message(self) -> storage_pb2.FetchResponse:
-        if self._message is None:
-            self._message = storage_pb2.FetchResponse.FromString(self.raw)
-        return self._message
+        return self._raw.message()
 
 
 def resolve(result: Any) -> Any:
