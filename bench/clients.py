@@ -68,7 +68,6 @@ import os
 import platform
 import pstats
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -80,9 +79,11 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from benchkit import bench_arguments, free_port, print_summary, progress
+
 # The sibling benchmarks' helpers (bench/ is sys.path[0] when this file runs).
 from replication import cluster_spec, e2e_value, latency_figures, poll_until
-from storage import VALUE_SIZE, cpu_seconds, free_port, machine_busy, progress, tcp_open
+from storage import VALUE_SIZE, cpu_seconds, machine_busy, tcp_open
 
 from strom import Admin, Consumer, NewTopic, Producer, TopicPartition
 from strom_server.supervisor import ManagedProcess, Supervisor
@@ -859,22 +860,14 @@ def run(profile: Profile, quick: bool, keep: bool) -> dict[str, Any]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="fewer records; under a minute")
-    parser.add_argument("--keep", action="store_true", help="keep the data and logs directory")
+    parser = bench_arguments(__doc__, "fewer records; under a minute")
     parser.add_argument("--e2e-consumer", metavar="SPEC", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.e2e_consumer is not None:
         spec = json.loads(args.e2e_consumer)
         Path(spec["out"]).write_bytes(e2e_consume(spec).tobytes())
         return
-
-    def terminate(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, terminate)  # so that the finally blocks stop the servers
-    summary = run(QUICK if args.quick else FULL, args.quick, args.keep)
-    print("SUMMARY " + json.dumps(summary, sort_keys=True))
+    print_summary(lambda: run(QUICK if args.quick else FULL, args.quick, args.keep))
 
 
 if __name__ == "__main__":

@@ -50,16 +50,13 @@ own cost is in the figures.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import os
 import platform
 import queue
-import random
 import shutil
 import signal
-import socket
 import statistics
 import sys
 import tempfile
@@ -73,13 +70,14 @@ from typing import Any
 
 import etcd3
 import grpc
+from benchkit import bench_arguments, free_base_port, free_port, print_summary, progress
 from etcd3 import etcdrpc
 
 from strom import Admin, NewTopic
 from strom.errors import StromError, TopicAlreadyExistsError
 from strom.protocol.v1 import controller_pb2, controller_pb2_grpc
 from strom_server.health_probe import grpc_serving
-from strom_server.local_cluster import LocalClusterSpec, port_in_use
+from strom_server.local_cluster import LocalClusterSpec
 from strom_server.supervisor import ManagedProcess
 
 HOST = "127.0.0.1"
@@ -104,26 +102,6 @@ class Profile:
 
 QUICK = Profile(300, (2000,), 3, 10, 100)
 FULL = Profile(1000, (2000, 6000), 5, 30, 300)
-
-
-def progress(text: str) -> None:
-    print(f"[{time.perf_counter() - _T0:6.1f} s] {text}", flush=True)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind((HOST, 0))
-        return int(sock.getsockname()[1])
-
-
-def free_base_port(count: int) -> int:
-    """A port with ``count`` consecutive free loopback ports from it."""
-    rng = random.Random()
-    for _ in range(200):
-        base = rng.randrange(20000, 60000 - count)
-        if not any(port_in_use(HOST, base + i) for i in range(count)):
-            return base
-    raise RuntimeError(f"no {count} consecutive free ports found")
 
 
 def quantile(values: list[float], q: float) -> float:
@@ -834,16 +812,10 @@ def run(profile: Profile, quick: bool, keep: bool) -> dict[str, Any]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument(
-        "--quick",
-        action="store_true",
-        help="300 partitions, 3 failovers (2 s session only), 10 propagation rounds",
-    )
-    parser.add_argument("--keep", action="store_true", help="keep the data and logs directory")
-    args = parser.parse_args()  # fmt: skip
-    summary = run(QUICK if args.quick else FULL, args.quick, args.keep)
-    print("SUMMARY " + json.dumps(summary, sort_keys=True))
+    args = bench_arguments(
+        __doc__, "300 partitions, 3 failovers (2 s session only), 10 propagation rounds"
+    ).parse_args()
+    print_summary(lambda: run(QUICK if args.quick else FULL, args.quick, args.keep))
 
 
 if __name__ == "__main__":

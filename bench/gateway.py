@@ -26,10 +26,8 @@ record batches. Also the gateway's CPU seconds per MB. The last line is ``SUMMAR
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import itertools
-import json
 import os
 import platform
 import shutil
@@ -44,7 +42,7 @@ from typing import Any
 import grpc
 
 # The sibling benchmarks' helpers (bench/ is sys.path[0] when this file runs).
-from controller import free_base_port, free_port, progress
+from benchkit import bench_arguments, free_base_port, free_port, print_summary, progress
 from storage import GRPC_OPTIONS, KIB, MIB, cpu_seconds, make_batches
 
 from strom import Admin, NewTopic
@@ -334,12 +332,8 @@ def run(profile: Profile, quick: bool, keep: bool) -> dict[str, Any]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="shorter rounds; under a minute")
-    parser.add_argument("--keep", action="store_true", help="keep the data and logs directory")
-    args = parser.parse_args()
-    summary = run(QUICK if args.quick else FULL, args.quick, args.keep)
-    print("SUMMARY " + json.dumps(summary, sort_keys=True))
+    args = bench_arguments(__doc__, "shorter rounds; under a minute").parse_args()
+    print_summary(lambda: run(QUICK if args.quick else FULL, args.quick, args.keep))
 
 
 if __name__ == "__main__":

@@ -36,10 +36,8 @@ The last line is ``SUMMARY {json}``.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
-import json
 import os
 import platform
 import random
@@ -54,9 +52,8 @@ from pathlib import Path
 from typing import Any
 
 import grpc
-from controller import free_base_port, free_port
+from benchkit import bench_arguments, free_base_port, free_port, print_summary, progress
 from replication import poll_until
-from storage import progress
 
 from strom import Admin, NewTopic, TopicPartition
 from strom.aio import Consumer
@@ -525,17 +522,8 @@ def run(quick: bool, keep: bool) -> dict[str, Any]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="one run of each; about a minute")
-    parser.add_argument("--keep", action="store_true", help="keep the data and logs directory")
-    args = parser.parse_args()
-
-    def terminate(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, terminate)
-    summary = run(args.quick, args.keep)
-    print("SUMMARY " + json.dumps(summary, sort_keys=True))
+    args = bench_arguments(__doc__, "one run of each; about a minute").parse_args()
+    print_summary(lambda: run(args.quick, args.keep))
 
 
 if __name__ == "__main__":

@@ -69,7 +69,7 @@ from typing import Any, TypeVar
 import grpc
 
 # The sibling benchmarks' helpers (bench/ is sys.path[0] when this file runs).
-from controller import free_base_port, free_port
+from benchkit import bench_arguments, free_base_port, free_port, print_summary, progress
 from storage import (
     GRPC_OPTIONS,
     KIB,
@@ -79,7 +79,6 @@ from storage import (
     machine_busy,
     make_batches,
     paced,
-    progress,
     quantile,
     run_concurrent,
     tcp_open,
@@ -881,9 +880,7 @@ def run(profile: Profile, quick: bool, keep: bool) -> dict[str, Any]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="smaller volumes; under a minute")
-    parser.add_argument("--keep", action="store_true", help="keep the data and logs directory")
+    parser = bench_arguments(__doc__, "smaller volumes; under a minute")
     parser.add_argument("--consumer", metavar="SPEC", help=argparse.SUPPRESS)
     parser.add_argument("--relay-server", type=int, metavar="PORT", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -896,13 +893,7 @@ def main() -> None:
         Path(spec["out"]).write_bytes(latencies.tobytes())
         print(json.dumps(stats), flush=True)
         return
-
-    def terminate(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, terminate)  # so that the finally blocks stop the cluster
-    summary = run(QUICK if args.quick else FULL, args.quick, args.keep)
-    print("SUMMARY " + json.dumps(summary, sort_keys=True))
+    print_summary(lambda: run(QUICK if args.quick else FULL, args.quick, args.keep))
 
 
 if __name__ == "__main__":

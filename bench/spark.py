@@ -33,14 +33,11 @@ reported. The last line is ``SUMMARY {json}``.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import gc
-import json
 import os
 import random
 import shutil
-import signal
 import sys
 import tempfile
 import time
@@ -49,8 +46,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from benchkit import bench_arguments, print_summary, progress
 from replication import cluster_spec
-from storage import machine_busy, progress
+from storage import machine_busy
 
 from strom import Admin, Consumer, NewTopic, TopicPartition
 from strom.aio._cluster import ClusterClient
@@ -351,17 +349,8 @@ def report(s: dict[str, Any]) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="1,000,000 records")
-    parser.add_argument("--keep", action="store_true", help="keep the data and logs directory")
-    args = parser.parse_args()
-
-    def terminate(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, terminate)
-    summary = run(QUICK if args.quick else FULL, args.keep)
-    print("SUMMARY " + json.dumps(summary, sort_keys=True))
+    args = bench_arguments(__doc__, "1,000,000 records").parse_args()
+    print_summary(lambda: run(QUICK if args.quick else FULL, args.keep))
 
 
 if __name__ == "__main__":

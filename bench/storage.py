@@ -55,7 +55,6 @@ import argparse
 import asyncio
 import contextlib
 import gc
-import json
 import os
 import platform
 import shutil
@@ -69,6 +68,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from benchkit import bench_arguments, free_port, print_summary, progress
 
 KIB = 1024
 MIB = 1024 * KIB
@@ -179,16 +180,6 @@ def run_echo_server(port: int) -> None:
 
 
 _T0 = time.perf_counter()
-
-
-def progress(text: str) -> None:
-    print(f"[{time.perf_counter() - _T0:6.1f} s] {text}", flush=True)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def tcp_open(port: int) -> bool:
@@ -1203,20 +1194,14 @@ def run(profile: Profile, quick: bool) -> dict[str, Any]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="smaller volumes; under a minute")
+    parser = bench_arguments(__doc__, "smaller volumes; under a minute", keep=False)
     parser.add_argument("--echo-server", type=int, metavar="PORT", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.echo_server is not None:
         run_echo_server(args.echo_server)
         return
 
-    def terminate(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, terminate)  # so that the finally blocks stop the nodes
-    summary = run(QUICK if args.quick else FULL, args.quick)
-    print("SUMMARY " + json.dumps(summary, sort_keys=True))
+    print_summary(lambda: run(QUICK if args.quick else FULL, args.quick))
 
 
 if __name__ == "__main__":

@@ -305,3 +305,28 @@ def test_traced_channel_carries_pipelined_streams(
     server = by_kind(finished, SpanKind.SERVER)
     assert server.name == "strom.protocol.v1.StorageNode/ProduceStream"
     assert server.parent is not None and server.parent.span_id == client.context.span_id
+
+
+def test_without_an_exporter_only_traces_sampled_upstream_are_recorded() -> None:
+    from opentelemetry import propagate
+    from opentelemetry.sdk.trace import Span
+
+    quiet = create_telemetry("no-exporter")
+    try:
+        root = quiet.tracer("test").start_span("root")
+        assert not root.is_recording() and root.get_span_context().is_valid  # ids for the logs
+        sampled = propagate.extract(
+            {"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}
+        )
+        child = quiet.tracer("test").start_span("child", context=sampled)
+        assert isinstance(child, Span) and child.is_recording()
+        child.end()
+    finally:
+        quiet.shutdown()
+    exporting = create_telemetry(
+        "exporter", span_processors=[SimpleSpanProcessor(InMemorySpanExporter())]
+    )
+    try:
+        assert exporting.tracer("test").start_span("root").is_recording()
+    finally:
+        exporting.shutdown()

@@ -59,10 +59,7 @@ class _TracingMixin:
                 code = await done.code()
             except Exception:  # the call object failed to report; the span still ends
                 code = grpc.StatusCode.UNKNOWN
-            span.set_attribute("rpc.grpc.status_code", code.value[0])
-            if code is not grpc.StatusCode.OK:
-                span.set_status(Status(StatusCode.ERROR, code.name))
-            span.end()
+            _end(span, code)
 
         def on_done(done: Any) -> None:
             task = asyncio.get_running_loop().create_task(finish(done))
@@ -73,10 +70,31 @@ class _TracingMixin:
         return call
 
 
+def _end(span: trace.Span, code: grpc.StatusCode) -> None:
+    span.set_attribute("rpc.grpc.status_code", code.value[0])
+    if code is not grpc.StatusCode.OK:
+        span.set_status(Status(StatusCode.ERROR, code.name))
+    span.end()
+
+
 class _UnaryUnary(_TracingMixin, grpc.aio.UnaryUnaryClientInterceptor):
     async def intercept_unary_unary(self, continuation: Any, details: Any, request: Any) -> Any:
+        # Awaited here and the response returned (grpc.aio allows it): the span ends in line,
+        # without a done callback and a task per call as the streaming kinds need.
         span, details = self._start(details)
-        return self._end_when_done(span, await continuation(details, request))
+        code = grpc.StatusCode.UNKNOWN
+        try:
+            response = await (await continuation(details, request))
+            code = grpc.StatusCode.OK
+            return response
+        except grpc.aio.AioRpcError as exc:
+            code = exc.code()
+            raise
+        except asyncio.CancelledError:
+            code = grpc.StatusCode.CANCELLED
+            raise
+        finally:
+            _end(span, code)
 
 
 class _UnaryStream(_TracingMixin, grpc.aio.UnaryStreamClientInterceptor):

@@ -34,7 +34,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from strom_server.config import ServerConfig
-from strom_server.interceptors import default_interceptors
+from strom_server.interceptors import RpcObserver
 from strom_server.logs import get_logger
 from strom_server.telemetry import Telemetry
 from strom_server.values import split_host_port
@@ -53,10 +53,12 @@ _NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
 
 
 class _ServiceNameRecorder:
-    """Stands in for the server while an ``add_*_to_server`` runs, noting the service names."""
+    """Stands in for the server while an ``add_*_to_server`` runs: notes the service names and
+    hands every method handler to the ``RpcObserver`` (tracing, logs, metrics, errors)."""
 
-    def __init__(self, server: grpc.aio.Server) -> None:
+    def __init__(self, server: grpc.aio.Server, observer: RpcObserver) -> None:
         self._server = server
+        self._observer = observer
         self.names: list[str] = []
 
     def add_generic_rpc_handlers(self, handlers: Sequence[grpc.GenericRpcHandler]) -> None:
@@ -64,11 +66,15 @@ class _ServiceNameRecorder:
             service_name = getattr(handler, "service_name", None)
             if callable(service_name):
                 self.names.append(service_name())
-        self._server.add_generic_rpc_handlers(handlers)
+        self._server.add_generic_rpc_handlers([self._observer.generic(h) for h in handlers])
 
     def add_registered_method_handlers(self, service_name: str, handlers: Any) -> None:
         self.names.append(service_name)
-        self._server.add_registered_method_handlers(service_name, handlers)
+        observed = {
+            name: self._observer.wrap(f"/{service_name}/{name}", handler)
+            for name, handler in handlers.items()
+        }
+        self._server.add_registered_method_handlers(service_name, observed)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._server, name)
@@ -86,16 +92,17 @@ class GrpcServer:
         interceptors: Sequence[grpc.aio.ServerInterceptor] | None = None,
         options: Sequence[tuple[str, Any]] = (),
     ) -> None:
-        """``telemetry`` None uses the global OpenTelemetry providers; ``interceptors`` None
-        installs ``default_interceptors``; ``options`` are extra grpc channel arguments."""
+        """``telemetry`` None uses the global OpenTelemetry providers; every added service's
+        handlers run through an ``RpcObserver``; ``interceptors`` are extra grpc.aio
+        interceptors (none by default: each costs per call); ``options`` are extra grpc
+        channel arguments."""
         self.config = config
         self.service_name = service_name
-        if interceptors is None:
-            interceptors = default_interceptors(
-                telemetry.tracer_provider if telemetry else None,
-                telemetry.meter_provider if telemetry else None,
-            )
-        self._interceptors = list(interceptors)
+        self._observer = RpcObserver(
+            telemetry.tracer_provider if telemetry else None,
+            telemetry.meter_provider if telemetry else None,
+        )
+        self._interceptors = list(interceptors or ())
         self._options = list(options)
         self._pending: list[tuple[AddServicerFn, Any]] = []
         self._service_names: list[str] = []
@@ -163,7 +170,7 @@ class GrpcServer:
             raise RuntimeError("the server was already started")
         size = self.config.max_message_size
         server = grpc.aio.server(
-            interceptors=self._interceptors,
+            interceptors=self._interceptors or None,
             options=[
                 ("grpc.max_receive_message_length", size),
                 ("grpc.max_send_message_length", size),
@@ -174,10 +181,13 @@ class GrpcServer:
         )
         self._server = server
         for add_to_server, servicer in self._pending:
-            recorder = _ServiceNameRecorder(server)
+            recorder = _ServiceNameRecorder(server, self._observer)
             add_to_server(servicer, recorder)  # type: ignore[arg-type]
             self._service_names.extend(n for n in recorder.names if n not in self._service_names)
-        health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
+        health_pb2_grpc.add_HealthServicer_to_server(
+            self._health,
+            _ServiceNameRecorder(server, self._observer),  # type: ignore[arg-type]
+        )
         reflection.enable_server_reflection(
             [*self._service_names, health.SERVICE_NAME, reflection.SERVICE_NAME], server
         )

@@ -1,22 +1,27 @@
-"""grpc.aio server interceptors: tracing, request logging, metrics and error mapping.
+"""The grpc.aio server interceptor of every service: tracing, request logging, metrics and
+error mapping, in one wrapper around each RPC.
 
-Each interceptor wraps the whole life of an RPC in an async context manager (its ``scope``),
-for all four handler kinds: unary and streaming responses alike, the scope closes when the
-handler returns, raises or is cancelled. A streaming-response handler written as an async
-generator is driven by the wrapper with ``context.write``, so every scope runs in the RPC's own
-task and context (contextvars, the current span). Synchronous handlers are served unwrapped:
-Strom servicers are ``async``.
+``RpcObserver`` does, for each call, outermost first:
 
-``default_interceptors`` gives the chain ``GrpcServer`` installs, outermost first:
+1. tracing: extracts W3C ``traceparent`` from the metadata and runs the handler in a SERVER
+   span named ``package.Service/Method``;
+2. request logging: binds ``rpc`` and ``peer`` to the structlog context and logs start and
+   end at debug level;
+3. metrics: ``rpc.server.duration`` (histogram, ms; its count is the request count) with
+   ``rpc.service``, ``rpc.method`` and ``rpc.grpc.status_code`` attributes;
+4. error mapping: an exception escaping the handler becomes a gRPC status with the
+   ``strom-error-code`` trailer (``strom_server.error_status``).
 
-1. ``TracingInterceptor``: extracts W3C ``traceparent`` from the metadata and runs the handler
-   in a SERVER span named ``package.Service/Method``;
-2. ``RequestLoggingInterceptor``: binds ``rpc`` and ``peer`` to the structlog context and logs
-   start and end at debug level;
-3. ``MetricsInterceptor``: ``rpc.server.duration`` (histogram, ms; its count is the request
-   count) with ``rpc.service``, ``rpc.method`` and ``rpc.grpc.status_code`` attributes;
-4. ``ErrorMappingInterceptor``: turns an exception escaping the handler into a gRPC status with
-   the ``strom-error-code`` trailer (``strom_server.error_status``).
+One plain ``try``/``finally`` rather than four chained interceptors with an async context
+manager each: every grpc.aio interceptor layer and generator-based context manager costs
+microseconds per RPC, and four of them were a quarter of a storage node's CPU for 16 KiB
+produce requests. ``GrpcServer`` does not even install it as an interceptor: it wraps each
+method handler as the service is added (``wrap``/``generic``), once per method, so grpc.aio
+takes its path without interceptors; ``RpcObserver`` also works as an interceptor.
+
+A streaming-response handler written as an async generator is driven by the wrapper with
+``context.write``, so the observation runs in the RPC's own task and context (contextvars, the
+current span). Synchronous handlers are served unwrapped: Strom servicers are ``async``.
 """
 
 from __future__ import annotations
@@ -25,67 +30,32 @@ import asyncio
 import inspect
 import logging
 import time
-from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from dataclasses import dataclass
-from functools import partial
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 import grpc
 import grpc.aio
+from opentelemetry import context as otel_context
 from opentelemetry import metrics, propagate, trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
-from structlog.contextvars import bound_contextvars
+from structlog.contextvars import bind_contextvars, reset_contextvars
 
 from strom_server.error_status import status_for_exception
 from strom_server.logs import get_logger
 
-__all__ = [
-    "ErrorMappingInterceptor",
-    "MetricsInterceptor",
-    "RequestLoggingInterceptor",
-    "RpcInfo",
-    "ScopeInterceptor",
-    "TracingInterceptor",
-    "default_interceptors",
-    "final_status",
-    "wrap_handler",
-]
+__all__ = ["RpcObserver", "default_interceptors", "final_status", "wrap_handler"]
 
 log = get_logger(__name__)
 
-ScopeFactory = Callable[[grpc.aio.ServicerContext[Any, Any]], AbstractAsyncContextManager[None]]
-
-
-@dataclass(frozen=True, slots=True)
-class RpcInfo:
-    """What an interceptor knows about one incoming RPC."""
-
-    method: str
-    """Full method path, ``/strom.protocol.v1.StorageNode/ListOffsets``."""
-    service: str
-    name: str
-    kind: str
-    """``unary_unary``, ``unary_stream``, ``stream_unary`` or ``stream_stream``."""
-    metadata: tuple[tuple[str, str | bytes], ...]
-
-    @classmethod
-    def of(cls, details: grpc.HandlerCallDetails, handler: grpc.RpcMethodHandler) -> RpcInfo:
-        method: str = details.method  # type: ignore[attr-defined]
-        service, _, name = method.lstrip("/").rpartition("/")
-        kind = (
-            f"{'stream' if handler.request_streaming else 'unary'}_"
-            f"{'stream' if handler.response_streaming else 'unary'}"
-        )
-        metadata = tuple(details.invocation_metadata or ())  # type: ignore[attr-defined]
-        return cls(method, service, name, kind, metadata)
+#: Runs one call of a handler: (the handler's coroutine, the call's context) -> its result.
+Observe = Callable[[Coroutine[Any, Any, Any], grpc.aio.ServicerContext[Any, Any]], Awaitable[Any]]
+_TRACE_HEADERS = frozenset({"traceparent", "tracestate", "baggage"})
 
 
 def final_status(
     exc: BaseException | None, context: grpc.aio.ServicerContext[Any, Any]
 ) -> grpc.StatusCode:
-    """The status an RPC ends with, seen from a scope around the handler."""
+    """The status an RPC ends with, seen from a wrapper around the handler."""
     if exc is None or isinstance(exc, grpc.aio.AbortError):
         code = context.code()
         if isinstance(code, grpc.StatusCode):
@@ -96,67 +66,107 @@ def final_status(
     return grpc.StatusCode.UNKNOWN
 
 
-def _wrap_unary_response(behavior: Callable[..., Any], scope: ScopeFactory) -> Callable[..., Any]:
+def _wrap_unary_response(behavior: Callable[..., Any], observe: Observe) -> Callable[..., Any]:
     if not inspect.iscoroutinefunction(behavior):
         return behavior
 
     async def wrapper(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
-        async with scope(context):
-            return await behavior(request, context)
+        return await observe(behavior(request, context), context)
 
     return wrapper
 
 
-def _wrap_stream_response(behavior: Callable[..., Any], scope: ScopeFactory) -> Callable[..., Any]:
+def _wrap_stream_response(behavior: Callable[..., Any], observe: Observe) -> Callable[..., Any]:
     if inspect.isasyncgenfunction(behavior):
 
+        async def drive(responses: Any, context: grpc.aio.ServicerContext[Any, Any]) -> None:
+            try:
+                async for response in responses:
+                    await context.write(response)
+            finally:
+                await responses.aclose()
+
         async def write_each(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> None:
-            async with scope(context):
-                responses = behavior(request, context)
-                try:
-                    async for response in responses:
-                        await context.write(response)
-                finally:
-                    await responses.aclose()
+            await observe(drive(behavior(request, context), context), context)
 
         return write_each
     if inspect.iscoroutinefunction(behavior):
 
         async def wrapper(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> None:
-            async with scope(context):
-                await behavior(request, context)
+            await observe(behavior(request, context), context)
 
         return wrapper
     return behavior
 
 
-def wrap_handler(handler: grpc.RpcMethodHandler, scope: ScopeFactory) -> grpc.RpcMethodHandler:
-    """``handler`` with each call run inside ``scope(context)``."""
+def wrap_handler(handler: grpc.RpcMethodHandler, observe: Observe) -> grpc.RpcMethodHandler:
+    """``handler`` with each call run through ``observe(coroutine, context)``."""
     common = {
         "request_deserializer": handler.request_deserializer,
         "response_serializer": handler.response_serializer,
     }
     if handler.unary_unary is not None:
         return grpc.unary_unary_rpc_method_handler(
-            _wrap_unary_response(handler.unary_unary, scope), **common
+            _wrap_unary_response(handler.unary_unary, observe), **common
         )
     if handler.unary_stream is not None:
         return grpc.unary_stream_rpc_method_handler(
-            _wrap_stream_response(handler.unary_stream, scope), **common
+            _wrap_stream_response(handler.unary_stream, observe), **common
         )
     if handler.stream_unary is not None:
         return grpc.stream_unary_rpc_method_handler(
-            _wrap_unary_response(handler.stream_unary, scope), **common
+            _wrap_unary_response(handler.stream_unary, observe), **common
         )
     if handler.stream_stream is not None:
         return grpc.stream_stream_rpc_method_handler(
-            _wrap_stream_response(handler.stream_stream, scope), **common
+            _wrap_stream_response(handler.stream_stream, observe), **common
         )
     return handler
 
 
-class ScopeInterceptor(grpc.aio.ServerInterceptor, ABC):
-    """An interceptor defined by an async context manager around each RPC."""
+class _Method:
+    """What stays the same for every call of one method: names and attribute sets."""
+
+    __slots__ = ("_metric_attributes", "method", "name", "service", "span_attributes", "span_name")
+
+    def __init__(self, method: str) -> None:
+        self.method = method
+        self.span_name = method.lstrip("/")
+        self.service, _, self.name = self.span_name.rpartition("/")
+        self.span_attributes = {
+            "rpc.system": "grpc",
+            "rpc.service": self.service,
+            "rpc.method": self.name,
+        }
+        self._metric_attributes: dict[grpc.StatusCode, dict[str, Any]] = {}
+
+    def metric_attributes(self, code: grpc.StatusCode) -> dict[str, Any]:
+        found = self._metric_attributes.get(code)
+        if found is None:
+            found = self._metric_attributes[code] = {
+                **self.span_attributes,
+                "rpc.grpc.status_code": code.value[0],
+            }
+        return found
+
+
+class RpcObserver(grpc.aio.ServerInterceptor):
+    """Traces, logs, measures and maps the errors of every RPC (see the module docstring)."""
+
+    def __init__(
+        self,
+        tracer_provider: trace.TracerProvider | None = None,
+        meter_provider: metrics.MeterProvider | None = None,
+    ) -> None:
+        self._tracer = trace.get_tracer(__name__, tracer_provider=tracer_provider)
+        meter = metrics.get_meter(__name__, meter_provider=meter_provider)
+        self._duration = meter.create_histogram(
+            "rpc.server.duration",
+            unit="ms",
+            description="Duration of inbound RPCs, from handler start to its end",
+        )
+        # method -> (the handler grpc resolved, the same wrapped): built once per method.
+        self._wrapped: dict[str, tuple[grpc.RpcMethodHandler, grpc.RpcMethodHandler]] = {}
 
     async def intercept_service(
         self,
@@ -166,124 +176,53 @@ class ScopeInterceptor(grpc.aio.ServerInterceptor, ABC):
         handler = await continuation(handler_call_details)
         if handler is None:
             return handler
-        info = RpcInfo.of(handler_call_details, handler)
-        return wrap_handler(handler, partial(self.scope, info))
+        return self.wrap(handler_call_details.method, handler)  # type: ignore[attr-defined]
 
-    @abstractmethod
-    def scope(
-        self, info: RpcInfo, context: grpc.aio.ServicerContext[Any, Any]
-    ) -> AbstractAsyncContextManager[None]:
-        """The context manager one RPC runs in."""
+    def wrap(self, method: str, handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
+        """``handler`` of ``method`` (``/package.Service/Method``) observed; one wrapper per
+        method and handler, reused for every call."""
+        cached = self._wrapped.get(method)
+        if cached is not None and cached[0] is handler:
+            return cached[1]
+        info = _Method(method)
 
+        async def observe(body: Coroutine[Any, Any, Any], context: Any) -> Any:
+            return await self._observe(info, body, context)
 
-class TracingInterceptor(ScopeInterceptor):
-    """Continue the caller's trace (W3C traceparent in metadata) in a SERVER span per RPC."""
+        wrapped = wrap_handler(handler, observe)
+        self._wrapped[method] = (handler, wrapped)
+        return wrapped
 
-    def __init__(self, tracer_provider: trace.TracerProvider | None = None) -> None:
-        self._tracer = trace.get_tracer(__name__, tracer_provider=tracer_provider)
+    def generic(self, handler: grpc.GenericRpcHandler) -> grpc.GenericRpcHandler:
+        """A generic handler whose method handlers are observed."""
+        return _ObservedGenericHandler(handler, self)
 
-    @asynccontextmanager
-    async def scope(
-        self, info: RpcInfo, context: grpc.aio.ServicerContext[Any, Any]
-    ) -> AsyncIterator[None]:
-        carrier = {key: value for key, value in info.metadata if isinstance(value, str)}
-        attributes = {"rpc.system": "grpc", "rpc.service": info.service, "rpc.method": info.name}
-        with self._tracer.start_as_current_span(
-            info.method.lstrip("/"),
-            context=propagate.extract(carrier),
+    async def _observe(
+        self,
+        info: _Method,
+        body: Coroutine[Any, Any, Any],
+        context: grpc.aio.ServicerContext[Any, Any],
+    ) -> Any:
+        carrier = {
+            key: value
+            for key, value in context.invocation_metadata() or ()
+            if key in _TRACE_HEADERS and isinstance(value, str)
+        }
+        span = self._tracer.start_span(
+            info.span_name,
+            context=propagate.extract(carrier) if carrier else None,
             kind=SpanKind.SERVER,
-            attributes=attributes,
-            record_exception=False,
-            set_status_on_exception=False,
-        ) as span:
-            failure: BaseException | None = None
-            try:
-                yield
-            except BaseException as exc:
-                failure = exc
-                raise
-            finally:
-                code = final_status(failure, context)
-                span.set_attribute("rpc.grpc.status_code", code.value[0])
-                if code is not grpc.StatusCode.OK:
-                    span.set_status(Status(StatusCode.ERROR, code.name))
-
-
-class RequestLoggingInterceptor(ScopeInterceptor):
-    """Bind ``rpc`` and ``peer`` to the log context; log each RPC at debug level."""
-
-    @asynccontextmanager
-    async def scope(
-        self, info: RpcInfo, context: grpc.aio.ServicerContext[Any, Any]
-    ) -> AsyncIterator[None]:
-        with bound_contextvars(rpc=info.method, peer=context.peer()):
-            debug = logging.getLogger(__name__).isEnabledFor(logging.DEBUG)
-            if debug:
-                log.debug("rpc started", kind=info.kind)
-            started = time.perf_counter()
-            failure: BaseException | None = None
-            try:
-                yield
-            except BaseException as exc:
-                failure = exc
-                raise
-            finally:
-                if debug:
-                    log.debug(
-                        "rpc finished",
-                        status=final_status(failure, context).name,
-                        duration_ms=round((time.perf_counter() - started) * 1000, 3),
-                    )
-
-
-class MetricsInterceptor(ScopeInterceptor):
-    """A latency histogram per method and status; its count is the request count.
-
-    One instrument only: each OpenTelemetry measurement costs microseconds on every RPC.
-    """
-
-    def __init__(self, meter_provider: metrics.MeterProvider | None = None) -> None:
-        meter = metrics.get_meter(__name__, meter_provider=meter_provider)
-        self._duration = meter.create_histogram(
-            "rpc.server.duration",
-            unit="ms",
-            description="Duration of inbound RPCs, from handler start to its end",
+            attributes=info.span_attributes,
         )
-
-    @asynccontextmanager
-    async def scope(
-        self, info: RpcInfo, context: grpc.aio.ServicerContext[Any, Any]
-    ) -> AsyncIterator[None]:
+        trace_token = otel_context.attach(trace.set_span_in_context(span))
+        log_tokens = bind_contextvars(rpc=info.method, peer=context.peer())
+        debug = logging.getLogger(__name__).isEnabledFor(logging.DEBUG)
+        if debug:
+            log.debug("rpc started")
         started = time.perf_counter()
         failure: BaseException | None = None
         try:
-            yield
-        except BaseException as exc:
-            failure = exc
-            raise
-        finally:
-            elapsed_ms = (time.perf_counter() - started) * 1000
-            code = final_status(failure, context)
-            self._duration.record(
-                elapsed_ms,
-                {
-                    "rpc.system": "grpc",
-                    "rpc.service": info.service,
-                    "rpc.method": info.name,
-                    "rpc.grpc.status_code": code.value[0],
-                },
-            )
-
-
-class ErrorMappingInterceptor(ScopeInterceptor):
-    """An exception escaping a handler becomes a clear status; unexpected ones are logged."""
-
-    @asynccontextmanager
-    async def scope(
-        self, info: RpcInfo, context: grpc.aio.ServicerContext[Any, Any]
-    ) -> AsyncIterator[None]:
-        try:
-            yield
+            return await body
         except grpc.aio.AbortError:
             raise
         except Exception as exc:
@@ -292,18 +231,45 @@ class ErrorMappingInterceptor(ScopeInterceptor):
                 log.exception("unhandled error in rpc handler", error=type(exc).__name__)
             else:
                 log.debug("rpc failed", status=status.code.name, error_code=status.error_code)
-            trace.get_current_span().record_exception(exc)
+            span.record_exception(exc)
             await context.abort(status.code, status.details, status.trailing_metadata)
+        except BaseException as exc:
+            failure = exc
+            raise
+        finally:
+            elapsed_ms = (time.perf_counter() - started) * 1000
+            code = final_status(failure, context)
+            self._duration.record(elapsed_ms, info.metric_attributes(code))
+            if debug:
+                log.debug("rpc finished", status=code.name, duration_ms=round(elapsed_ms, 3))
+            span.set_attribute("rpc.grpc.status_code", code.value[0])
+            if code is not grpc.StatusCode.OK:
+                span.set_status(Status(StatusCode.ERROR, code.name))
+            span.end()
+            reset_contextvars(**log_tokens)
+            otel_context.detach(trace_token)
+
+
+class _ObservedGenericHandler(grpc.GenericRpcHandler):
+    def __init__(self, inner: grpc.GenericRpcHandler, observer: RpcObserver) -> None:
+        self._inner = inner
+        self._observer = observer
+
+    def service(self, handler_call_details: grpc.HandlerCallDetails) -> Any:
+        handler = self._inner.service(handler_call_details)
+        if handler is None:
+            return None
+        return self._observer.wrap(handler_call_details.method, handler)  # type: ignore[attr-defined]
+
+    def service_name(self) -> str | None:
+        name = getattr(self._inner, "service_name", None)
+        return name() if callable(name) else None
 
 
 def default_interceptors(
     tracer_provider: trace.TracerProvider | None = None,
     meter_provider: metrics.MeterProvider | None = None,
 ) -> list[grpc.aio.ServerInterceptor]:
-    """Tracing, logging, metrics and error mapping, outermost first (None = global providers)."""
-    return [
-        TracingInterceptor(tracer_provider),
-        RequestLoggingInterceptor(),
-        MetricsInterceptor(meter_provider),
-        ErrorMappingInterceptor(),
-    ]
+    """The observer as an interceptor list, for a server built without ``GrpcServer`` (None =
+    the global providers)."""
+    return [RpcObserver(tracer_provider, meter_provider)]

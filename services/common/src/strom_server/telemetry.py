@@ -7,8 +7,11 @@
   port = ``127.0.0.1:<port>``, or ``host:port`` (port 0 = a free port, see
   ``Telemetry.metrics_address``); plus a periodic OTLP metric exporter when an OTLP endpoint
   is configured;
-- a ``TracerProvider`` that always creates spans (so trace context propagates through every
-  service) and exports them in batches to OTLP only when an endpoint is configured.
+- a ``TracerProvider`` that exports spans in batches to OTLP when an endpoint is configured.
+  With nowhere to send spans (no endpoint, no span processor, no ``OTEL_TRACES_SAMPLER``) it
+  samples nothing of its own (``ParentBased(ALWAYS_OFF)``): spans still carry ids, so trace
+  context and the log lines' ``trace_id`` propagate, but a request pays for a recorded span
+  only when a caller sampled its trace (recording cost ~60 us per RPC on the data path).
 
 ``create_telemetry`` builds the same without installing it globally: tests use it to get
 private providers (with an in-memory span exporter) and pass them to ``GrpcServer``.
@@ -32,6 +35,7 @@ from opentelemetry.sdk.metrics.view import ExplicitBucketHistogramAggregation, V
 from opentelemetry.sdk.resources import SERVICE_INSTANCE_ID, SERVICE_NAME, Resource
 from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
+from opentelemetry.sdk.trace.sampling import ALWAYS_OFF, ParentBased
 from prometheus_client import CollectorRegistry, start_http_server
 
 from strom_server.logs import get_logger
@@ -131,7 +135,10 @@ def create_telemetry(
     )
     registry = CollectorRegistry(auto_describe=True)
     readers: list[MetricReader] = [PrometheusMetricReader(registry=registry), *metric_readers]
-    tracer_provider = TracerProvider(resource=resource)
+    exporting = bool(otlp_endpoint or span_processors or os.environ.get("OTEL_TRACES_SAMPLER"))
+    tracer_provider = TracerProvider(
+        resource=resource, sampler=None if exporting else ParentBased(ALWAYS_OFF)
+    )
     if otlp_endpoint:
         # Imported here: the OTLP exporters are heavy and most test processes never need them.
         from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import OTLPMetricExporter

@@ -1,0 +1,66 @@
+"""What every benchmark here shares: progress lines, free loopback ports, the command line
+(``--quick``, ``--keep``) and the final ``SUMMARY {json}`` line.
+
+Benchmarks run as scripts (``.venv/bin/python bench/NAME.py``), so ``bench/`` is
+``sys.path[0]`` and they import this module as ``benchkit``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import signal
+import socket
+import time
+from collections.abc import Callable
+from typing import Any
+
+from strom_server.local_cluster import port_in_use
+
+__all__ = ["bench_arguments", "free_base_port", "free_port", "print_summary", "progress"]
+
+HOST = "127.0.0.1"
+_T0 = time.perf_counter()
+
+
+def progress(text: str) -> None:
+    """A line with the seconds since the benchmark started."""
+    print(f"[{time.perf_counter() - _T0:6.1f} s] {text}", flush=True)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind((HOST, 0))
+        return int(sock.getsockname()[1])
+
+
+def free_base_port(count: int) -> int:
+    """A port with ``count`` consecutive free loopback ports from it."""
+    rng = random.Random()
+    for _ in range(200):
+        base = rng.randrange(20000, 60000 - count)
+        if not any(port_in_use(HOST, base + i) for i in range(count)):
+            return base
+    raise RuntimeError(f"no {count} consecutive free ports found")
+
+
+def bench_arguments(doc: str, quick_help: str, *, keep: bool = True) -> argparse.ArgumentParser:
+    """The parser every benchmark starts from: ``--quick`` and (with ``keep``) ``--keep``."""
+    parser = argparse.ArgumentParser(description=doc.split("\n\n", maxsplit=1)[0])
+    parser.add_argument("--quick", action="store_true", help=quick_help)
+    if keep:
+        parser.add_argument("--keep", action="store_true", help="keep the data and logs directory")
+    return parser
+
+
+def print_summary(run: Callable[[], dict[str, Any]]) -> None:
+    """Run the benchmark with SIGTERM turned into KeyboardInterrupt (so that its ``finally``
+    blocks stop every process it started), then print the ``SUMMARY {json}`` line."""
+
+    def terminate(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, terminate)
+    summary = run()
+    print("SUMMARY " + json.dumps(summary, sort_keys=True))
