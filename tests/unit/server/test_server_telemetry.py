@@ -330,3 +330,30 @@ def test_without_an_exporter_only_traces_sampled_upstream_are_recorded() -> None
         assert exporting.tracer("test").start_span("root").is_recording()
     finally:
         exporting.shutdown()
+
+
+def test_untraced_channel_with_trace_metadata_continues_the_callers_trace(
+    running_server: RunningServer, telemetry: Telemetry, spans: InMemorySpanExporter
+) -> None:
+    from strom_server.channels import trace_metadata
+
+    tracer = telemetry.tracer("test")
+
+    def channel(target: str) -> grpc.aio.Channel:
+        return open_channel(target, tracer_provider=telemetry.tracer_provider, traced=False)
+
+    async def scenario() -> None:
+        async with running_server(telemetry=telemetry, channel_factory=channel) as (_s, ch):
+            stub = storage_pb2_grpc.StorageNodeStub(ch)
+            with tracer.start_as_current_span("gateway request"):
+                await stub.ListOffsets(
+                    list_offsets_request("orders"), timeout=5, metadata=trace_metadata()
+                )
+
+    asyncio.run(scenario())
+    finished = spans.get_finished_spans()
+    caller = next(s for s in finished if s.name == "gateway request")
+    assert not [s for s in finished if s.kind == SpanKind.CLIENT]
+    server = by_kind(finished, SpanKind.SERVER)
+    assert server.context.trace_id == caller.context.trace_id
+    assert server.parent is not None and server.parent.span_id == caller.context.span_id

@@ -31,7 +31,7 @@ from strom._transport import from_rpc_error
 from strom.errors import ErrorCode
 from strom.protocol.v1 import storage_pb2, storage_pb2_grpc
 from strom_gateway.metadata_cache import MetadataCache
-from strom_server.channels import open_channel
+from strom_server.channels import open_channel, trace_metadata
 
 log = structlog.get_logger(__name__)
 
@@ -105,7 +105,8 @@ class LeaderRouter:
         self._leaders: dict[str, _Leader] = {}
 
     def stub(self, address: str) -> storage_pb2_grpc.StorageNodeStub:
-        """A stub to the storage node at ``address`` (one channel per node, reused)."""
+        """A stub to the storage node at ``address`` (one channel per node, reused; untraced:
+        a call made for one request passes ``metadata=trace_metadata()``)."""
         return self._leader(address).stub
 
     def _leader(self, address: str) -> _Leader:
@@ -119,6 +120,7 @@ class LeaderRouter:
                     ("grpc.min_reconnect_backoff_ms", 100),
                     ("grpc.max_reconnect_backoff_ms", 1000),
                 ],
+                traced=False,  # the data path: calls carry trace_metadata() instead
             )
             leader = self._leaders[address] = _Leader(channel)
         return leader
@@ -242,7 +244,7 @@ class LeaderRouter:
         returned, not raised."""
         call = self._leader(address).calls[method]
         try:
-            response = await call(build(items), timeout=_left(deadline))
+            response = await call(build(items), timeout=_left(deadline), metadata=trace_metadata())
         except grpc.aio.AioRpcError as exc:
             if exc.code() in UNREACHABLE:
                 self.metadata.mark_stale({item.topic for item in items})
