@@ -9,13 +9,11 @@ Thread-safety: one event loop.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-
 import structlog
 
 from strom_server.cluster_keys import ClusterKeys, decode_value
-from strom_server.etcd_store import EtcdStore, WatchCompactedError
+from strom_server.etcd_store import EtcdStore, KeyValue, WatchBatch
+from strom_server.prefix_follower import PrefixFollower
 
 log = structlog.get_logger(__name__)
 
@@ -29,37 +27,29 @@ class ControllerLocator:
         self._store = store
         self._key = keys.controller_leader
         self._address: str | None = None
-        self._task: asyncio.Task[None] | None = None
+        self._follower = PrefixFollower(
+            store, self._key, on_snapshot=self._absorb_snapshot, on_batch=self._absorb_batch
+        )
 
     @property
     def address(self) -> str | None:
         return self._address
 
     async def start(self) -> None:
-        revision = await self._read()
-        self._task = asyncio.ensure_future(self._watch(revision + 1))
+        await self._follower.start()
 
     async def refresh(self) -> str | None:
         """Read the leader key now; returns the address (None when no controller is active)."""
-        await self._read()
+        await self._follower.reload()
         return self._address
 
-    async def _read(self) -> int:
-        kvs, revision = await self._store.get_prefix(self._key)
-        current = next((kv.value for kv in kvs if kv.key == self._key), None)
-        self._set(current)
-        return revision
+    def _absorb_snapshot(self, kvs: list[KeyValue], revision: int) -> None:
+        self._set(next((kv.value for kv in kvs if kv.key == self._key), None))
 
-    async def _watch(self, revision: int) -> None:
-        while True:
-            try:
-                async for batch in self._store.watch_prefix(self._key, revision):
-                    for event in batch.events:
-                        if event.kv.key == self._key:
-                            self._set(None if event.kind == "delete" else event.kv.value)
-                    revision = batch.revision + 1
-            except WatchCompactedError:
-                revision = await self._read() + 1
+    def _absorb_batch(self, batch: WatchBatch) -> None:
+        for event in batch.events:
+            if event.kv.key == self._key:
+                self._set(None if event.kind == "delete" else event.kv.value)
 
     def _set(self, raw: bytes | None) -> None:
         address = None
@@ -74,8 +64,5 @@ class ControllerLocator:
         self._address = address
 
     async def close(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._task
+        await self._follower.close()
         await self._store.close()

@@ -27,8 +27,9 @@ from strom_controller.keys import (
     TopicRecord,
     decode,
 )
-from strom_server.etcd_store import EtcdStore, KeyValue, Op, Put, WatchCompactedError
+from strom_server.etcd_store import EtcdStore, KeyValue, Op, Put, WatchBatch, WatchCompactedError
 from strom_server.logs import get_logger
+from strom_server.prefix_follower import PrefixFollower
 
 __all__ = ["CacheFeeder", "Change", "MetadataCache"]
 
@@ -248,8 +249,14 @@ class CacheFeeder:
     """Loads the cache from etcd, then follows the watch; reloads after a compaction."""
 
     def __init__(self, store: EtcdStore, cache: MetadataCache) -> None:
-        self._store = store
         self._cache = cache
+        self._follower = PrefixFollower(
+            store,
+            cache.keys.root,
+            on_snapshot=self._reset,
+            on_batch=self._apply,
+            on_compacted=self._compacted,
+        )
         self._task: asyncio.Task[None] | None = None
         self._loaded = asyncio.Event()
 
@@ -263,22 +270,25 @@ class CacheFeeder:
             self._task.result()  # re-raise why it stopped
 
     async def _run(self) -> None:
-        keys = self._cache.keys
         while True:
             try:
-                kvs, revision = await self._store.get_prefix(keys.root)
-                self._cache.reset(kvs, revision)
-                log.info("metadata loaded", revision=revision, keys=len(kvs))
-                self._loaded.set()
-                async for batch in self._store.watch_prefix(keys.root, revision + 1):
-                    self._cache.apply_events(((e.kind, e.kv) for e in batch.events), batch.revision)
-            except WatchCompactedError as exc:
-                log.warning("metadata watch compacted, reloading", error=str(exc))
+                await self._follower.run()
             except asyncio.CancelledError:
                 raise
             except Exception:
                 log.exception("metadata watch failed, reloading in 1 s")
                 await asyncio.sleep(1.0)
+
+    def _reset(self, kvs: list[KeyValue], revision: int) -> None:
+        self._cache.reset(kvs, revision)
+        log.info("metadata loaded", revision=revision, keys=len(kvs))
+        self._loaded.set()
+
+    def _apply(self, batch: WatchBatch) -> None:
+        self._cache.apply_events(((e.kind, e.kv) for e in batch.events), batch.revision)
+
+    def _compacted(self, exc: WatchCompactedError) -> None:
+        log.warning("metadata watch compacted, reloading", error=str(exc))
 
     async def stop(self) -> None:
         if self._task is not None:

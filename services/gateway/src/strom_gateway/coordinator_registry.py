@@ -9,13 +9,11 @@ Thread-safety: one event loop.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-
 import structlog
 
 from strom_server.cluster_keys import ClusterKeys, decode_value
-from strom_server.etcd_store import EtcdStore, WatchCompactedError
+from strom_server.etcd_store import EtcdStore, KeyValue, WatchBatch
+from strom_server.prefix_follower import PrefixFollower
 
 log = structlog.get_logger(__name__)
 
@@ -29,7 +27,9 @@ class CoordinatorRegistry:
         self._store = store
         self._keys = keys
         self._addresses: dict[int, str] = {}
-        self._task: asyncio.Task[None] | None = None
+        self._follower = PrefixFollower(
+            store, keys.coordinators, on_snapshot=self._absorb_snapshot, on_batch=self._absorb_batch
+        )
 
     @property
     def addresses(self) -> dict[int, str]:
@@ -37,16 +37,14 @@ class CoordinatorRegistry:
         return dict(sorted(self._addresses.items()))
 
     async def start(self) -> None:
-        revision = await self._read()
-        self._task = asyncio.ensure_future(self._watch(revision + 1))
+        await self._follower.start()
 
     async def refresh(self) -> dict[int, str]:
         """Read the registrations now (a forwarded call found a coordinator gone)."""
-        await self._read()
+        await self._follower.reload()
         return self.addresses
 
-    async def _read(self) -> int:
-        kvs, revision = await self._store.get_prefix(self._keys.coordinators)
+    def _absorb_snapshot(self, kvs: list[KeyValue], revision: int) -> None:
         found: dict[int, str] = {}
         for kv in kvs:
             entry = self._parse(kv.key, kv.value)
@@ -55,7 +53,6 @@ class CoordinatorRegistry:
         if found != self._addresses:
             log.info("group coordinators", coordinators=found)
         self._addresses = found
-        return revision
 
     def _parse(self, key: str, raw: bytes) -> tuple[int, str] | None:
         coordinator_id = self._keys.parse_coordinator_key(key)
@@ -68,15 +65,9 @@ class CoordinatorRegistry:
             log.error("unreadable coordinator registration", key=key, error=str(exc))
             return None
 
-    async def _watch(self, revision: int) -> None:
-        while True:
-            try:
-                async for batch in self._store.watch_prefix(self._keys.coordinators, revision):
-                    for event in batch.events:
-                        self._apply(event.kind, event.kv.key, event.kv.value)
-                    revision = batch.revision + 1
-            except WatchCompactedError:
-                revision = await self._read() + 1
+    def _absorb_batch(self, batch: WatchBatch) -> None:
+        for event in batch.events:
+            self._apply(event.kind, event.kv.key, event.kv.value)
 
     def _apply(self, kind: str, key: str, raw: bytes) -> None:
         coordinator_id = self._keys.parse_coordinator_key(key)
@@ -92,8 +83,5 @@ class CoordinatorRegistry:
             log.info("group coordinator registered", coordinator_id=entry[0], address=entry[1])
 
     async def close(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._task
+        await self._follower.close()
         await self._store.close()

@@ -30,9 +30,12 @@ from strom_server.etcd_store import (
     Delete,
     EtcdStore,
     EtcdUnavailableError,
+    KeyValue,
     Put,
+    WatchBatch,
     WatchCompactedError,
 )
+from strom_server.prefix_follower import PrefixFollower
 from strom_storage.log import LogConfig
 from strom_storage.membership.assignment import assignments_for
 from strom_storage.node import ReplicaManager
@@ -78,6 +81,13 @@ class ClusterLink:
         self._throttles: dict[tuple[str, int], int] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self._dirty = asyncio.Event()
+        self._follower = PrefixFollower(
+            store,
+            self._prefix,
+            on_snapshot=self._load_snapshot,
+            on_batch=self._absorb_batch,
+            on_compacted=self._compacted,
+        )
 
     @property
     def _prefix(self) -> str:
@@ -89,18 +99,16 @@ class ClusterLink:
         """Register and load the assignment; raises DuplicateBrokerRegistrationError."""
         await self._register()
         keep_alive = asyncio.ensure_future(self._keep_alive())
-        revision = await self._load_snapshot()
+        await self._follower.start()
+        self._dirty.clear()  # the first snapshot is applied here, not by the applier
         await self._apply()
-        self._tasks = [
-            keep_alive,
-            asyncio.ensure_future(self._watch(revision + 1)),
-            asyncio.ensure_future(self._applier()),
-        ]
+        self._tasks = [keep_alive, asyncio.ensure_future(self._applier())]
 
     async def close(self) -> None:
         """Stop watching and revoke the lease, so the controller sees the node leave at once."""
         for task in self._tasks:
             task.cancel()
+        await self._follower.close()
         for task in self._tasks:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
@@ -162,31 +170,24 @@ class ClusterLink:
 
     # -- metadata -----------------------------------------------------------------------------
 
-    async def _load_snapshot(self) -> int:
+    def _load_snapshot(self, kvs: list[KeyValue], revision: int) -> None:
         """Mirror topics, states and defaults at one revision."""
-        kvs, revision = await self.store.get_prefix(self._prefix)
         self._topics, self._states, self._broker_defaults = {}, {}, {}
         self.broker_addresses, self.controller_address, self._throttles = {}, None, {}
         for kv in kvs:
             self._absorb(kv.key, kv.value)
-        return revision
+        self._dirty.set()
 
-    async def _watch(self, start_revision: int) -> None:
-        revision = start_revision
-        while True:
-            try:
-                async for batch in self.store.watch_prefix(self._prefix, revision):
-                    changed = False
-                    for event in batch.events:
-                        value = None if event.kind == "delete" else event.kv.value
-                        changed |= self._absorb(event.kv.key, value)
-                    if changed:
-                        self._dirty.set()
-                    revision = batch.revision + 1
-            except WatchCompactedError:
-                log.warning("metadata watch fell behind compaction; reloading")
-                revision = await self._load_snapshot() + 1
-                self._dirty.set()
+    def _absorb_batch(self, batch: WatchBatch) -> None:
+        changed = False
+        for event in batch.events:
+            value = None if event.kind == "delete" else event.kv.value
+            changed |= self._absorb(event.kv.key, value)
+        if changed:
+            self._dirty.set()
+
+    def _compacted(self, exc: WatchCompactedError) -> None:
+        log.warning("metadata watch fell behind compaction; reloading")
 
     def _absorb(self, key: str, value: bytes | None) -> bool:
         """Mirror one key; returns whether it matters for this node's assignment."""
