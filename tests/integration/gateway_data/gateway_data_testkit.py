@@ -10,7 +10,7 @@ from strom._transport import channel_options
 from strom.protocol.v1 import gateway_pb2_grpc, storage_pb2
 from strom.records import encode_batch
 
-__all__ = ["batch_of", "gateway_stub", "produce_request"]
+__all__ = ["batch_of", "fetch_request", "gateway_stub", "produce_request"]
 
 
 def gateway_stub(address: str) -> tuple[grpc.Channel, gateway_pb2_grpc.GatewayStub]:
@@ -33,5 +33,25 @@ def produce_request(
         partitions=[
             storage_pb2.ProducePartitionData(topic=topic, partition=p, records=b)
             for p, b in batches.items()
+        ],
+    )
+
+
+def fetch_request(
+    topic: str,
+    partitions: list[int],
+    *,
+    max_bytes: int = 8 << 20,
+    partition_max_bytes: int = 4 << 20,
+) -> storage_pb2.FetchRequest:
+    """A consumer's Fetch of ``partitions`` from offset 0."""
+    return storage_pb2.FetchRequest(
+        replica_id=-1,
+        max_bytes=max_bytes,
+        partitions=[
+            storage_pb2.FetchPartition(
+                topic=topic, partition=p, fetch_offset=0, partition_max_bytes=partition_max_bytes
+            )
+            for p in partitions
         ],
     )

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import grpc
 import pytest
 from cluster_testkit import LocalCluster
-from gateway_data_testkit import batch_of, gateway_stub, produce_request
+from gateway_data_testkit import batch_of, fetch_request, gateway_stub, produce_request
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 from strom_testkit import free_port, wait_until
 
@@ -43,17 +43,7 @@ def stub(cluster: LocalCluster) -> Iterator[object]:
 
 
 def fetch_all(stub: object, topic: str, partitions: list[int]) -> storage_pb2.FetchResponse:
-    request = storage_pb2.FetchRequest(
-        replica_id=-1,
-        max_bytes=8 << 20,
-        partitions=[
-            storage_pb2.FetchPartition(
-                topic=topic, partition=p, fetch_offset=0, partition_max_bytes=4 << 20
-            )
-            for p in partitions
-        ],
-    )
-    return stub.Fetch(request, timeout=30)  # type: ignore[attr-defined,no-any-return]
+    return stub.Fetch(fetch_request(topic, partitions), timeout=30)  # type: ignore[attr-defined,no-any-return]
 
 
 def test_multi_leader_produce_and_fetch_keep_request_order(

@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable
 import grpc
 import pytest
 from cluster_testkit import LocalCluster
-from gateway_data_testkit import batch_of, produce_request
+from gateway_data_testkit import batch_of, fetch_request, produce_request
 
 from strom import NewTopic
 from strom._transport import channel_options
@@ -68,16 +68,7 @@ def test_data_rpcs_leave_no_record_bytes_to_the_cycle_collector(
         stub = gateway_pb2_grpc.GatewayStub(channel)
 
         def fetch(*partitions: int) -> storage_pb2.FetchRequest:
-            return storage_pb2.FetchRequest(
-                replica_id=-1,
-                max_bytes=1 << 20,
-                partitions=[
-                    storage_pb2.FetchPartition(
-                        topic=TOPIC, partition=p, fetch_offset=0, partition_max_bytes=1 << 20
-                    )
-                    for p in partitions
-                ],
-            )
+            return fetch_request(TOPIC, list(partitions), partition_max_bytes=1 << 20)
 
         calls: dict[str, Callable[[], Awaitable[object]]] = {
             "produce": lambda: stub.Produce(produce_request(TOPIC, {0: batch}, acks=1)),
