@@ -12,7 +12,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 import pyarrow as pa
-from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, InputPartition
+from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, Filter, InputPartition
 from pyspark.sql.streaming.datasource import (
     ReadAllAvailable,
     ReadLimit,
@@ -25,8 +25,15 @@ from strom_spark.fetch import read_range
 from strom_spark.offsets import ClusterView, data_loss, resolve
 from strom_spark.options import SourceOptions
 from strom_spark.planning import OffsetRange, cap_by_volume, split_ranges
+from strom_spark.pushdown import Pushdown, push_filters
 
-__all__ = ["StromBatchReader", "StromStreamReader", "offsets_from_json", "offsets_to_json"]
+__all__ = [
+    "StromBatchReader",
+    "StromPushdownReader",
+    "StromStreamReader",
+    "offsets_from_json",
+    "offsets_to_json",
+]
 
 Offsets = dict[TopicPartition, int]
 
@@ -56,12 +63,13 @@ class StromBatchReader(DataSourceReader):
 
     def __init__(self, options: SourceOptions) -> None:
         self.options = options
+        self.pushed = Pushdown()
 
     def partitions(self) -> list[InputPartition]:  # type: ignore[override]
-        opts = self.options
+        opts, pushed = self.options, self.pushed
         view = ClusterView(opts)
         try:
-            tps = view.partitions(must_exist=True)
+            tps = [tp for tp in view.partitions(must_exist=True) if pushed.keeps(tp)]
             earliest, latest = view.earliest(tps), view.latest(tps)
             start = resolve(view, opts.starting, tps, earliest, latest)
             end = resolve(view, opts.ending, tps, earliest, latest)
@@ -77,12 +85,14 @@ class StromBatchReader(DataSourceReader):
                 )
             if first < earliest[tp]:
                 lost_to = min(earliest[tp], last)
-                why = f"the log now starts at {earliest[tp]}"
-                data_loss(tp, first, lost_to, why, opts.fail_on_data_loss)
+                lost = pushed.clamp(first, lost_to) if pushed.clamps_offsets else (first, lost_to)
+                if not pushed.clamps_offsets or lost[0] < lost[1]:  # lost records it would read
+                    why = f"the log now starts at {earliest[tp]}"
+                    data_loss(tp, *lost, why, opts.fail_on_data_loss)
                 first = lost_to
             if first > last:
                 raise ValueError(f"{name}: starting offset {first} is after ending offset {last}")
-            ranges.append(OffsetRange(tp.topic, tp.partition, first, last))
+            ranges.append(OffsetRange(tp.topic, tp.partition, *pushed.clamp(first, last)))
         return list(
             split_ranges(
                 ranges,
@@ -93,6 +103,16 @@ class StromBatchReader(DataSourceReader):
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:  # type: ignore[override]
         return _read(self.options, partition)
+
+
+class StromPushdownReader(StromBatchReader):
+    """The batch reader with filter pushdown (``strom_spark.pushdown``): only what the pushed
+    filters allow is planned, so empty partitions and ranges become no Spark task. The records
+    of a clamped range are cut to it when decoded, so each pushed filter holds exactly."""
+
+    def pushFilters(self, filters: list[Filter]) -> list[Filter]:  # type: ignore[override]
+        self.pushed, rest = push_filters(self.pushed, filters)
+        return rest
 
 
 class StromStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):

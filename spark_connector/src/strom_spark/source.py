@@ -13,7 +13,8 @@ from pyspark.sql.types import StructType
 
 from strom_spark.arrow import HEADERS_DDL, SCHEMA_DDL
 from strom_spark.options import parse_sink_options, parse_source_options
-from strom_spark.reader import StromBatchReader, StromStreamReader
+from strom_spark.pushdown import in_pushdown_worker
+from strom_spark.reader import StromBatchReader, StromPushdownReader, StromStreamReader
 from strom_spark.writer import StromStreamWriter, StromWriter, check_sink_schema
 
 __all__ = ["StromDataSource"]
@@ -34,7 +35,10 @@ class StromDataSource(DataSource):
         return SCHEMA_DDL + (", " + HEADERS_DDL if self._include_headers() else "")
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        return StromBatchReader(parse_source_options(self.options, streaming=False))
+        options = parse_source_options(self.options, streaming=False)
+        if in_pushdown_worker():
+            return StromPushdownReader(options)
+        return StromBatchReader(options)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         return StromStreamReader(parse_source_options(self.options, streaming=True))
