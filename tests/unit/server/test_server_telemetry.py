@@ -357,3 +357,35 @@ def test_untraced_channel_with_trace_metadata_continues_the_callers_trace(
     server = by_kind(finished, SpanKind.SERVER)
     assert server.context.trace_id == caller.context.trace_id
     assert server.parent is not None and server.parent.span_id == caller.context.span_id
+
+
+def test_rpc_observer_also_works_as_a_grpc_aio_interceptor(
+    telemetry: Telemetry, spans: InMemorySpanExporter
+) -> None:
+    from strom_server.interceptors import RpcObserver
+
+    async def echo(request: bytes, context: grpc.aio.ServicerContext[Any, Any]) -> bytes:
+        return request
+
+    async def scenario() -> bytes:
+        server = grpc.aio.server(
+            interceptors=[RpcObserver(telemetry.tracer_provider, telemetry.meter_provider)]
+        )
+        handler = grpc.unary_unary_rpc_method_handler(echo)
+        server.add_generic_rpc_handlers(
+            [grpc.method_handlers_generic_handler("t.E", {"Up": handler})]
+        )
+        port = server.add_insecure_port("127.0.0.1:0")
+        await server.start()
+        try:
+            async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+                return await channel.unary_unary("/t.E/Up")(b"hi", timeout=5)  # type: ignore[no-any-return]
+        finally:
+            await server.stop(None)
+
+    assert asyncio.run(scenario()) == b"hi"
+    server_span = by_kind(spans.get_finished_spans(), SpanKind.SERVER)
+    assert server_span.name == "t.E/Up"
+    assert (
+        server_span.attributes is not None and server_span.attributes["rpc.grpc.status_code"] == 0
+    )

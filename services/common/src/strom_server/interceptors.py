@@ -43,7 +43,7 @@ from structlog.contextvars import bind_contextvars, reset_contextvars
 from strom_server.error_status import status_for_exception
 from strom_server.logs import get_logger
 
-__all__ = ["RpcObserver", "default_interceptors", "final_status", "wrap_handler"]
+__all__ = ["RpcObserver", "final_status", "wrap_handler"]
 
 log = get_logger(__name__)
 
@@ -264,12 +264,3 @@ class _ObservedGenericHandler(grpc.GenericRpcHandler):
     def service_name(self) -> str | None:
         name = getattr(self._inner, "service_name", None)
         return name() if callable(name) else None
-
-
-def default_interceptors(
-    tracer_provider: trace.TracerProvider | None = None,
-    meter_provider: metrics.MeterProvider | None = None,
-) -> list[grpc.aio.ServerInterceptor]:
-    """The observer as an interceptor list, for a server built without ``GrpcServer`` (None =
-    the global providers)."""
-    return [RpcObserver(tracer_provider, meter_provider)]
