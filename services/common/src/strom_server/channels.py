@@ -21,9 +21,11 @@ from typing import Any
 import grpc
 import grpc.aio
 from opentelemetry import propagate, trace
-from opentelemetry.trace import SpanKind, Status, StatusCode
+from opentelemetry.context import Context
+from opentelemetry.trace import SpanKind
 
 from strom._transport import channel_options
+from strom_server.interceptors import end_rpc_span
 from strom_server.values import MiB
 
 __all__ = ["PeerChannel", "open_channel", "trace_metadata", "tracing_interceptors"]
@@ -44,10 +46,8 @@ class _TracingMixin:
             kind=SpanKind.CLIENT,
             attributes={"rpc.system": "grpc", "rpc.service": service, "rpc.method": name},
         )
-        carrier: dict[str, str] = {}
-        propagate.inject(carrier, context=trace.set_span_in_context(span))
         metadata = grpc.aio.Metadata(*(details.metadata or ()))
-        for key, value in carrier.items():
+        for key, value in trace_metadata(trace.set_span_in_context(span)):
             metadata[key] = value
         new_details = grpc.aio.ClientCallDetails(
             details.method, details.timeout, metadata, details.credentials, details.wait_for_ready
@@ -64,7 +64,7 @@ class _TracingMixin:
                 code = await done.code()
             except Exception:  # the call object failed to report; the span still ends
                 code = grpc.StatusCode.UNKNOWN
-            _end(span, code)
+            end_rpc_span(span, code)
 
         def on_done(done: Any) -> None:
             task = asyncio.get_running_loop().create_task(finish(done))
@@ -73,13 +73,6 @@ class _TracingMixin:
 
         call.add_done_callback(on_done)
         return call
-
-
-def _end(span: trace.Span, code: grpc.StatusCode) -> None:
-    span.set_attribute("rpc.grpc.status_code", code.value[0])
-    if code is not grpc.StatusCode.OK:
-        span.set_status(Status(StatusCode.ERROR, code.name))
-    span.end()
 
 
 class _UnaryUnary(_TracingMixin, grpc.aio.UnaryUnaryClientInterceptor):
@@ -99,7 +92,7 @@ class _UnaryUnary(_TracingMixin, grpc.aio.UnaryUnaryClientInterceptor):
             code = grpc.StatusCode.CANCELLED
             raise
         finally:
-            _end(span, code)
+            end_rpc_span(span, code)
 
 
 class _UnaryStream(_TracingMixin, grpc.aio.UnaryStreamClientInterceptor):
@@ -136,10 +129,11 @@ def tracing_interceptors(
     ]
 
 
-def trace_metadata() -> tuple[tuple[str, str], ...]:
-    """The current trace context as gRPC metadata (W3C ``traceparent``/``tracestate``)."""
+def trace_metadata(context: Context | None = None) -> tuple[tuple[str, str], ...]:
+    """A trace context (the current one by default) as gRPC metadata (W3C ``traceparent``/
+    ``tracestate``)."""
     carrier: dict[str, str] = {}
-    propagate.inject(carrier)
+    propagate.inject(carrier, context=context)
     return tuple(carrier.items())
 
 

@@ -43,9 +43,10 @@ from structlog.contextvars import bind_contextvars, reset_contextvars
 from strom_server.error_status import status_for_exception
 from strom_server.logs import get_logger
 
-__all__ = ["RpcObserver", "final_status", "wrap_handler"]
+__all__ = ["RpcObserver", "end_rpc_span", "final_status", "wrap_handler"]
 
 log = get_logger(__name__)
+_debug_gate = logging.getLogger(__name__)  # looked up once: asked on every RPC
 
 #: Runs one call of a handler: (the handler's coroutine, the call's context) -> its result.
 Observe = Callable[[Coroutine[Any, Any, Any], grpc.aio.ServicerContext[Any, Any]], Awaitable[Any]]
@@ -64,6 +65,14 @@ def final_status(
     if isinstance(exc, asyncio.CancelledError | GeneratorExit):
         return grpc.StatusCode.CANCELLED
     return grpc.StatusCode.UNKNOWN
+
+
+def end_rpc_span(span: trace.Span, code: grpc.StatusCode) -> None:
+    """End an RPC's span (server or client) with its gRPC status; ERROR unless OK."""
+    span.set_attribute("rpc.grpc.status_code", code.value[0])
+    if code is not grpc.StatusCode.OK:
+        span.set_status(Status(StatusCode.ERROR, code.name))
+    span.end()
 
 
 def _wrap_unary_response(behavior: Callable[..., Any], observe: Observe) -> Callable[..., Any]:
@@ -216,7 +225,7 @@ class RpcObserver(grpc.aio.ServerInterceptor):
         )
         trace_token = otel_context.attach(trace.set_span_in_context(span))
         log_tokens = bind_contextvars(rpc=info.method, peer=context.peer())
-        debug = logging.getLogger(__name__).isEnabledFor(logging.DEBUG)
+        debug = _debug_gate.isEnabledFor(logging.DEBUG)
         if debug:
             log.debug("rpc started")
         started = time.perf_counter()
@@ -242,10 +251,7 @@ class RpcObserver(grpc.aio.ServerInterceptor):
             self._duration.record(elapsed_ms, info.metric_attributes(code))
             if debug:
                 log.debug("rpc finished", status=code.name, duration_ms=round(elapsed_ms, 3))
-            span.set_attribute("rpc.grpc.status_code", code.value[0])
-            if code is not grpc.StatusCode.OK:
-                span.set_status(Status(StatusCode.ERROR, code.name))
-            span.end()
+            end_rpc_span(span, code)
             reset_contextvars(**log_tokens)
             otel_context.detach(trace_token)
 

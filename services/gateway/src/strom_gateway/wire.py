@@ -142,10 +142,6 @@ class LazyFetchResponse:
                     _LazyResult(topic, partition, code, self._raw, len(self.partitions))
                 )
 
-    @property
-    def raw(self) -> bytes:
-        return self._raw.raw
-
     def message(self) -> storage_pb2.FetchResponse:
         return self._raw.message()
 
