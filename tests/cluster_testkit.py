@@ -216,6 +216,29 @@ class LocalCluster:
                 return result
             time.sleep(0.1)
 
+    def wait_hosted(self, topic: str, partition: int, timeout_s: float = 30.0) -> None:
+        """Wait until the partition's leader serves it (a topic just created is in the
+        controller's metadata before its leader hosts it)."""
+        request = storage_pb2.ListOffsetsRequest(
+            replica_id=-1,
+            partitions=[
+                storage_pb2.ListOffsetsPartition(
+                    topic=topic, partition=partition, spec=common_pb2.LATEST
+                )
+            ],
+        )
+        deadline = time.monotonic() + timeout_s
+        while True:
+            leader = self.describe(topic).partitions[partition].leader
+            with grpc.insecure_channel(self.storage_address(leader)) as channel:
+                stub = storage_pb2_grpc.StorageNodeStub(channel)
+                (result,) = stub.ListOffsets(request, timeout=10).partitions
+            if result.error_code not in _NOT_HOSTED_YET:
+                return
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{topic}-{partition} is not hosted by its leader")
+            time.sleep(0.1)
+
     def replica_records(self, node_id: int, topic: str, partition: int) -> tuple[int, list[Record]]:
         """(high watermark, records below it) as node ``node_id``'s replica holds them, leader
         or follower: Fetch with Kafka's debugging replica id (-2)."""

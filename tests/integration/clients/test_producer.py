@@ -406,19 +406,11 @@ def test_delivery_timeout_then_recovery_with_a_new_producer_id(cluster: LocalClu
     assert after.offset == len(values) - 1
 
 
-def _hosted(cluster: LocalCluster, topic: str, partition: int) -> bool:
-    try:
-        read_partition(cluster, topic, partition)
-    except AssertionError:  # the leader does not host the new partition yet
-        return False
-    return True
-
-
 def test_acks_zero_completes_when_sent(cluster: LocalCluster) -> None:
     topic = create_topic(cluster, "p-acks0", 1)
     # acks=0 is fire and forget, as in Kafka: a batch sent before the leader hosts the
     # just-created partition is refused and nobody learns of it (a full CI run lost some).
-    wait_until(lambda: _hosted(cluster, topic, 0), 30)
+    cluster.wait_hosted(topic, 0)
     with Producer(cluster.gateway, acks=0, enable_idempotence=False) as producer:
         futures = [producer.send(topic, str(i).encode()) for i in range(100)]
         producer.flush(20)
