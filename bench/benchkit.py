@@ -8,6 +8,7 @@ Benchmarks run as scripts (``.venv/bin/python bench/NAME.py``), so ``bench/`` is
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import random
 import signal
@@ -18,7 +19,14 @@ from typing import Any
 
 from strom_server.local_cluster import port_in_use
 
-__all__ = ["bench_arguments", "free_base_port", "free_port", "print_summary", "progress"]
+__all__ = [
+    "bench_arguments",
+    "free_base_port",
+    "free_port",
+    "print_summary",
+    "progress",
+    "serve_until_signalled",
+]
 
 HOST = "127.0.0.1"
 _T0 = time.perf_counter()
@@ -64,3 +72,16 @@ def print_summary(run: Callable[[], dict[str, Any]]) -> None:
     signal.signal(signal.SIGTERM, terminate)
     summary = run()
     print("SUMMARY " + json.dumps(summary, sort_keys=True))
+
+
+async def serve_until_signalled(server: Any, port: int) -> None:
+    """Start a grpc.aio ``server`` on loopback ``port`` and serve until SIGTERM or SIGINT (a
+    baseline server process of a benchmark)."""
+    server.add_insecure_port(f"127.0.0.1:{port}")
+    await server.start()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    await server.stop(0.5)

@@ -16,7 +16,14 @@ replication's), acks=1.
   at the end), one partition per Fetch with partition_max_bytes = the batch size, direct from
   the leader or through the gateway.
 
-Each case runs for a fixed time per round, direct and gateway interleaved, best round of
+A third path is the baseline of what any extra grpc.aio hop costs: a bare relay in its own
+process (this file, ``--relay-server``), generic handlers, bytes in and bytes out with no
+parsing, routing, limits, tracing, metrics or logging; the partition is in the method name
+(``/relay.P<n>/Produce``), so it needs no look into the message. ``gateway / relay`` says how
+much of a hop's possible throughput the gateway keeps; ``relay / direct`` what the hop itself
+takes on this machine.
+
+Each case runs for a fixed time per round, the three paths interleaved, best round of
 ``repeat`` kept (other tenants of the machine make single rounds noisy). MB = 10^6 bytes of
 record batches. Also the gateway's CPU seconds per MB. The last line is ``SUMMARY {json}``.
 
@@ -26,32 +33,46 @@ record batches. Also the gateway's CPU seconds per MB. The last line is ``SUMMAR
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import itertools
 import os
 import platform
 import shutil
+import socket
+import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import grpc
 
 # The sibling benchmarks' helpers (bench/ is sys.path[0] when this file runs).
-from benchkit import bench_arguments, free_base_port, free_port, print_summary, progress
+from benchkit import (
+    bench_arguments,
+    free_base_port,
+    free_port,
+    print_summary,
+    progress,
+    serve_until_signalled,
+)
+from grpc import aio
 from storage import GRPC_OPTIONS, KIB, MIB, cpu_seconds, make_batches
 
 from strom import Admin, NewTopic
 from strom.aio import Admin as AioAdmin
 from strom.protocol.v1 import storage_pb2
+from strom_server.allocator import tune_allocator
 from strom_server.local_cluster import LocalClusterSpec
 from strom_server.supervisor import Supervisor
 
 TOPIC = "bench-gateway"
+RELAY_SERVICE = "relay.P"
 PARTITIONS = 3
 CONCURRENCY = 4
 BATCH_SIZES = {"1m": MIB, "16k": 16 * KIB}
@@ -83,6 +104,66 @@ class Target:
         self.fetch = self.channel.unary_unary(
             paths[1], request_serializer=None, response_deserializer=None
         )
+
+
+def run_relay_server(port: int, leaders: dict[int, str]) -> None:
+    """The bare-hop baseline: each ``/relay.P<n>/<method>`` forwards its bytes, untouched, to
+    ``StorageNode/<method>`` on partition n's leader and answers the leader's bytes. The
+    services' allocator settings, nothing else of theirs."""
+    tune_allocator()
+
+    async def serve() -> None:
+        handlers: dict[str, grpc.RpcMethodHandler] = {}
+        channels = []
+        for partition, address in leaders.items():
+            channel = aio.insecure_channel(address, options=GRPC_OPTIONS)
+            channels.append(channel)
+            for method in ("Produce", "Fetch"):
+                call = channel.unary_unary(
+                    f"/strom.protocol.v1.StorageNode/{method}",
+                    request_serializer=None,
+                    response_deserializer=None,
+                )
+
+                async def forward(request: bytes, context: Any, call: Any = call) -> bytes:
+                    return await call(request, timeout=context.time_remaining())  # type: ignore[no-any-return]
+
+                handlers[f"/{RELAY_SERVICE}{partition}/{method}"] = (
+                    grpc.unary_unary_rpc_method_handler(forward)
+                )
+
+        class Relay(grpc.GenericRpcHandler):
+            def service(self, details: Any) -> grpc.RpcMethodHandler | None:
+                return handlers.get(details.method)
+
+        server = aio.server(options=GRPC_OPTIONS)
+        server.add_generic_rpc_handlers([Relay()])
+        await serve_until_signalled(server, port)
+        for channel in channels:
+            await channel.close()
+
+    asyncio.run(serve())
+
+
+def start_relay(leaders: dict[int, str], workdir: Path) -> tuple[subprocess.Popen[bytes], str]:
+    """The relay process on a free port, ready to serve."""
+    port = free_port()
+    route = ",".join(f"{p}={address}" for p, address in leaders.items())
+    log = (workdir / "relay.log").open("wb")
+    process = subprocess.Popen(
+        [sys.executable, str(Path(__file__).resolve()), "--relay-server", str(port), route],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    deadline = time.monotonic() + 30
+    while True:
+        with socket.socket() as probe:
+            if probe.connect_ex(("127.0.0.1", port)) == 0:
+                return process, f"127.0.0.1:{port}"
+        if process.poll() is not None or time.monotonic() > deadline:
+            process.kill()
+            raise RuntimeError(f"the relay did not start; see {workdir / 'relay.log'}")
+        time.sleep(0.05)
 
 
 async def timed(seconds: float, workers: int, step: Callable[[int], Awaitable[int]]) -> float:
@@ -172,8 +253,41 @@ async def fetch_rate(target: Target, batch_size: int, ends: list[int], seconds: 
     return await timed(seconds, CONCURRENCY, step)
 
 
-async def measure(
-    spec: LocalClusterSpec, leaders: dict[int, int], profile: Profile, gateway_pid: int
+async def interleaved_rounds(
+    targets: dict[str, Any],
+    hop_pids: dict[str, int],
+    profile: Profile,
+    rate_of: Callable[[Any], Awaitable[float]],
+) -> tuple[dict[str, list[float]], dict[str, float]]:
+    """Each path's rate (bytes/s) in every round, paths in a rotating order (none always runs
+    first or right after another), and the CPU ms per MB of each process in ``hop_pids``."""
+    paths = list(targets)
+    rates: dict[str, list[float]] = {path: [] for path in paths}
+    cpu_s = dict.fromkeys(hop_pids, 0.0)
+    moved = dict.fromkeys(hop_pids, 0.0)
+    for round_ in range(profile.repeat):
+        shift = round_ % len(paths)
+        for path in paths[shift:] + paths[:shift]:
+            pid = hop_pids.get(path)
+            before = cpu_seconds(pid) if pid else 0.0
+            rate = await rate_of(targets[path])
+            rates[path].append(rate)
+            if pid:
+                cpu_s[path] += cpu_seconds(pid) - before
+                moved[path] += rate * profile.seconds
+    cpu_ms_per_mb = {
+        path: round(1000 * cpu_s[path] / max(moved[path] / 1e6, 1e-9), 2) for path in hop_pids
+    }
+    return rates, cpu_ms_per_mb
+
+
+async def measure(  # noqa: PLR0917 - one call site
+    spec: LocalClusterSpec,
+    leaders: dict[int, int],
+    profile: Profile,
+    gateway_pid: int,
+    relay_address: str,
+    relay_pid: int,
 ) -> dict[str, Any]:
     direct = {p: Target(spec.storage_address(node), PATHS["direct"]) for p, node in leaders.items()}
     gateway = Target(spec.gateway_address, PATHS["gateway"])
@@ -191,53 +305,66 @@ async def measure(
             p = storage_pb2.FetchRequest.FromString(raw).partitions[0].partition
             return await direct[p].fetch(raw, timeout=timeout)  # type: ignore[no-any-return]
 
-    targets: dict[str, Any] = {"direct": Direct, "gateway": gateway}
+    relay_channel = aio.insecure_channel(relay_address, options=GRPC_OPTIONS)
+    relay_calls = {
+        (p, method): relay_channel.unary_unary(
+            f"/{RELAY_SERVICE}{p}/{method}", request_serializer=None, response_deserializer=None
+        )
+        for p in leaders
+        for method in ("Produce", "Fetch")
+    }
+
+    class Relay:
+        """The bare relay, told the partition by the method name."""
+
+        @staticmethod
+        async def produce(raw: bytes, timeout: float) -> bytes:  # noqa: ASYNC109
+            p = storage_pb2.ProduceRequest.FromString(raw).partitions[0].partition
+            return await relay_calls[p, "Produce"](raw, timeout=timeout)  # type: ignore[no-any-return]
+
+        @staticmethod
+        async def fetch(raw: bytes, timeout: float) -> bytes:  # noqa: ASYNC109
+            p = storage_pb2.FetchRequest.FromString(raw).partitions[0].partition
+            return await relay_calls[p, "Fetch"](raw, timeout=timeout)  # type: ignore[no-any-return]
+
+    targets: dict[str, Any] = {"direct": Direct, "gateway": gateway, "relay": Relay}
     results: dict[str, Any] = {}
     for size_name, size in BATCH_SIZES.items():
         batches, per_batch = make_batches(size, 4)
         requests = produce_requests(batches)
-        rounds: dict[str, dict[str, list[float]]] = {
-            "produce": {"direct": [], "gateway": []},
-            "fetch": {"direct": [], "gateway": []},
-        }
-        gateway_cpu = {"produce": 0.0, "fetch": 0.0}
-        gateway_bytes = {"produce": 0.0, "fetch": 0.0}
-        progress(f"{size_name} batches ({per_batch} records of 100 bytes) ...")
-        for round_ in range(profile.repeat):
-            order = ["direct", "gateway"] if round_ % 2 == 0 else ["gateway", "direct"]
-            for path in order:
-                before = cpu_seconds(gateway_pid)
-                rate = await produce_rate(targets[path], requests, profile.seconds)
-                rounds["produce"][path].append(rate)
-                if path == "gateway":
-                    gateway_cpu["produce"] += cpu_seconds(gateway_pid) - before
-                    gateway_bytes["produce"] += rate * profile.seconds
+        hop_pids = {"gateway": gateway_pid, "relay": relay_pid}
+        produced = await interleaved_rounds(
+            targets,
+            hop_pids,
+            profile,
+            partial(produce_rate, requests=requests, seconds=profile.seconds),
+        )
         async with AioAdmin(spec.gateway_address) as admin:
             ends = await end_offsets(admin)
-        for round_ in range(profile.repeat):
-            order = ["direct", "gateway"] if round_ % 2 == 0 else ["gateway", "direct"]
-            for path in order:
-                before = cpu_seconds(gateway_pid)
-                rate = await fetch_rate(targets[path], size, ends, profile.seconds)
-                rounds["fetch"][path].append(rate)
-                if path == "gateway":
-                    gateway_cpu["fetch"] += cpu_seconds(gateway_pid) - before
-                    gateway_bytes["fetch"] += rate * profile.seconds
+        fetched = await interleaved_rounds(
+            targets,
+            hop_pids,
+            profile,
+            partial(fetch_rate, batch_size=size, ends=ends, seconds=profile.seconds),
+        )
         case: dict[str, Any] = {"records_per_batch": per_batch}
-        for op in ("produce", "fetch"):
-            best = {path: max(rates) / 1e6 for path, rates in rounds[op].items()}
+        for op, (rounds, cpu_ms_per_mb) in (("produce", produced), ("fetch", fetched)):
+            best = {path: max(rates) / 1e6 for path, rates in rounds.items()}
             case[op] = {
                 "direct_mb_s": round(best["direct"], 1),
                 "gateway_mb_s": round(best["gateway"], 1),
+                "relay_mb_s": round(best["relay"], 1),
                 "ratio": round(best["gateway"] / best["direct"], 3),
-                "rounds_mb_s": {p: [round(r / 1e6, 1) for r in rs] for p, rs in rounds[op].items()},
-                "gateway_cpu_ms_per_mb": round(
-                    1000 * gateway_cpu[op] / max(gateway_bytes[op] / 1e6, 1e-9), 2
-                ),
+                "gateway_vs_relay": round(best["gateway"] / best["relay"], 3),
+                "relay_vs_direct": round(best["relay"] / best["direct"], 3),
+                "rounds_mb_s": {p: [round(r / 1e6, 1) for r in rs] for p, rs in rounds.items()},
+                "gateway_cpu_ms_per_mb": cpu_ms_per_mb["gateway"],
+                "relay_cpu_ms_per_mb": cpu_ms_per_mb["relay"],
             }
         results[size_name] = case
     for target in [*direct.values(), gateway]:
         await target.channel.close()
+    await relay_channel.close()
     return results
 
 
@@ -251,15 +378,19 @@ async def end_offsets(admin: Any) -> list[int]:
 
 def report(summary: dict[str, Any]) -> None:
     print()
-    print(f"{'batches':<8} {'op':<8} {'direct MB/s':>12} {'gateway MB/s':>13} {'ratio':>6}  "
-          f"{'gateway CPU ms/MB':>18}")  # fmt: skip
+    print(f"{'batches':<8} {'op':<8} {'direct':>7} {'gateway':>8} {'relay':>7} | "
+          f"{'gw/direct':>9} {'gw/relay':>8} {'relay/direct':>12} | "
+          "CPU ms/MB gateway relay")  # fmt: skip
     for size_name, case in summary["cases"].items():
         for op in ("produce", "fetch"):
             row = case[op]
             print(
-                f"{size_name:<8} {op:<8} {row['direct_mb_s']:>12.1f} {row['gateway_mb_s']:>13.1f}"
-                f" {row['ratio']:>6.2f}  {row['gateway_cpu_ms_per_mb']:>18.2f}"
+                f"{size_name:<8} {op:<8} {row['direct_mb_s']:>7.1f} {row['gateway_mb_s']:>8.1f}"
+                f" {row['relay_mb_s']:>7.1f} | {row['ratio']:>9.2f} {row['gateway_vs_relay']:>8.2f}"
+                f" {row['relay_vs_direct']:>12.2f} | {row['gateway_cpu_ms_per_mb']:>17.2f}"
+                f" {row['relay_cpu_ms_per_mb']:>5.2f}"
             )
+    print("(MB/s, best round of each path; relay: a bare grpc.aio hop, bytes in, bytes out)")
     print("\ntargets")
     for name, met in summary["targets_met"].items():
         print(f"  {'met    ' if met else 'MISSED '} {name}: {summary['targets'][name]}")
@@ -305,7 +436,20 @@ def run(profile: Profile, quick: bool, keep: bool) -> dict[str, Any]:
                     break
                 time.sleep(0.1)
         summary["leaders"] = leaders
-        summary["cases"] = asyncio.run(measure(spec, leaders, profile, gateway_pid))
+        relay, relay_address = start_relay(
+            {p: spec.storage_address(node) for p, node in leaders.items()}, workdir
+        )
+        try:
+            summary["cases"] = asyncio.run(
+                measure(spec, leaders, profile, gateway_pid, relay_address, relay.pid)
+            )
+        finally:
+            relay.terminate()
+            try:
+                relay.wait(10)
+            except subprocess.TimeoutExpired:
+                relay.kill()
+                relay.wait()
         progress("done")
     except BaseException:
         keep = True
@@ -332,7 +476,16 @@ def run(profile: Profile, quick: bool, keep: bool) -> dict[str, Any]:
 
 
 def main() -> None:
-    args = bench_arguments(__doc__, "shorter rounds; under a minute").parse_args()
+    parser = bench_arguments(__doc__, "shorter rounds; under a minute")
+    parser.add_argument(
+        "--relay-server", nargs=2, metavar=("PORT", "ROUTES"), help=argparse.SUPPRESS
+    )
+    args = parser.parse_args()
+    if args.relay_server:
+        port, routes = args.relay_server
+        pairs = (route.split("=", 1) for route in routes.split(","))
+        run_relay_server(int(port), {int(p): address for p, address in pairs})
+        return
     print_summary(lambda: run(QUICK if args.quick else FULL, args.quick, args.keep))
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import signal
+
 import pytest
 from cluster_testkit import LocalCluster, free_port, wait_until
 
@@ -171,15 +173,21 @@ def test_elect_leaders_not_needed(admin: Admin) -> None:
     admin.delete_topics(["calm"])
 
 
-def test_reassignment_cancel(admin: Admin) -> None:
+def test_reassignment_cancel(cluster: LocalCluster, admin: Admin) -> None:
     admin.create_topics([NewTopic("shifting", replica_assignment={0: [1, 2]})])
     tp = TopicPartition("shifting", 0)
-    admin.alter_partition_reassignments({tp: [3, 2]})
-    assert admin.list_partition_reassignments() == {
-        tp: {"replicas": (3, 2, 1), "adding": (3,), "removing": (1,)}
-    }
-    admin.alter_partition_reassignments({tp: None})  # cancel: the original replicas come back
-    assert admin.list_partition_reassignments() == {}
+    # Node 3, the replica being added, is paused so that it cannot catch up: otherwise the
+    # reassignment of this empty partition may complete before the cancel arrives.
+    cluster.signal("storage-3", signal.SIGSTOP)
+    try:
+        admin.alter_partition_reassignments({tp: [3, 2]})
+        assert admin.list_partition_reassignments() == {
+            tp: {"replicas": (3, 2, 1), "adding": (3,), "removing": (1,)}
+        }
+        admin.alter_partition_reassignments({tp: None})  # cancel: the original replicas return
+        assert admin.list_partition_reassignments() == {}
+    finally:
+        cluster.signal("storage-3", signal.SIGCONT)
     (described,) = admin.describe_topics(["shifting"])
     partition = described.partitions[0]
     # The original replica *set* and leader come back. Their order does not: the controller

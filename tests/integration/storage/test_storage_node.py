@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 from collections.abc import Callable
@@ -256,6 +257,38 @@ def test_an_oversized_request_is_refused_and_the_node_keeps_serving(
         produce(node, "events", 0, batch(1, value=b"x" * 100_000))
     assert refused.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
     assert produce(node, "events", 0, batch(1)).error_code == NONE
+
+
+def test_a_malformed_produce_request_is_refused_and_nothing_is_written(
+    start_node: Callable[..., RunningNode],
+) -> None:
+    node = start_node("--topics", "events:1")
+    raw_produce = node.channel.unary_unary("/strom.protocol.v1.StorageNode/Produce")
+    good = storage_pb2.ProduceRequest(
+        acks=1,
+        partitions=[storage_pb2.ProducePartitionData(topic="events", partition=0, records=batch())],
+    ).SerializeToString()
+    for malformed in (good[:-7], b"\x1a\x03\x0a\x01\xff", b"\x0f"):
+        with pytest.raises(grpc.RpcError) as refused:
+            raw_produce(malformed, timeout=10)
+        assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert "malformed ProduceRequest" in (refused.value.details() or "")
+    assert latest(node, "events", 0).offset == 0
+    assert produce(node, "events", 0, batch(3)).base_offset == 0
+    assert latest(node, "events", 0).offset == 3
+
+    # On a ProduceStream: the requests before the malformed one are answered, then the stream
+    # ends with INVALID_ARGUMENT.
+    stream = node.channel.stream_stream(
+        "/strom.protocol.v1.StorageNode/ProduceStream",
+        response_deserializer=storage_pb2.ProduceResponse.FromString,
+    )
+    answers = stream(iter([good, good, b"\x0f", good]), timeout=10)
+    assert [a.partitions[0].base_offset for a in itertools.islice(answers, 2)] == [3, 6]
+    with pytest.raises(grpc.RpcError) as refused:
+        next(answers)
+    assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert latest(node, "events", 0).offset == 9
 
 
 def test_data_survives_a_clean_restart(

@@ -32,6 +32,7 @@ from strom.errors import ErrorCode
 from strom.protocol.v1 import storage_pb2, storage_pb2_grpc
 from strom_gateway.metadata_cache import MetadataCache
 from strom_server.channels import open_channel, trace_metadata
+from strom_server.raw_methods import serialize
 
 log = structlog.get_logger(__name__)
 
@@ -58,11 +59,6 @@ _RESPONSES: dict[str, Any] = {
     "ListOffsets": storage_pb2.ListOffsetsResponse.FromString,
     "DeleteRecords": storage_pb2.DeleteRecordsResponse.FromString,
 }
-
-
-def serialize(message: Any) -> bytes:
-    """Bytes pass through; messages serialize as usual."""
-    return message if isinstance(message, bytes) else message.SerializeToString()
 
 
 class _Leader:

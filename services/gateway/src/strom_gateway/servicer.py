@@ -19,49 +19,28 @@ from strom.protocol.v1 import controller_pb2, coordinator_pb2, gateway_pb2_grpc,
 from strom_gateway.byte_budget import TooLargeError
 from strom_gateway.coordinator_router import CoordinatorRouter
 from strom_gateway.data_path import DataPath
-from strom_gateway.leader_router import serialize
 from strom_gateway.produce_stream import ProduceStreamRelay
 from strom_gateway.record_rpcs import RecordRpcs
 from strom_gateway.routing import ControllerRouter, NoControllerError
+from strom_server.raw_methods import add_with_raw_methods
 
 __all__ = ["GatewayServicer", "add_to_server"]
 
-#: Methods whose bytes pass through: Produce's request arrives unparsed (the servicer parses it
+#: Methods whose bytes pass through: Produce's request arrives unparsed (the servicer reads it
 #: to route, and forwards the original bytes), Fetch's answer may be the leader's bytes.
 RAW_REQUESTS = ("Produce",)
 RAW_RESPONSES = ("Produce", "Fetch")
 
 
-class _PassThrough:
-    """Registers the generated handlers with bytes passing through for the methods above."""
-
-    def __init__(self, server: Any) -> None:
-        self._server = server
-
-    def add_generic_rpc_handlers(self, handlers: Any) -> None:
-        """Replaced by the registered handlers below (same methods)."""
-
-    def add_registered_method_handlers(self, service: str, handlers: dict[str, Any]) -> None:
-        patched = {}
-        for name, generated in handlers.items():
-            handler = generated
-            if name in RAW_REQUESTS:
-                handler = handler._replace(request_deserializer=None)
-            if name in RAW_RESPONSES:
-                handler = handler._replace(response_serializer=serialize)
-            patched[name] = handler
-        self._server.add_generic_rpc_handlers(
-            (grpc.method_handlers_generic_handler(service, patched),)
-        )
-        self._server.add_registered_method_handlers(service, patched)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._server, name)
-
-
 def add_to_server(servicer: GatewayServicer, server: Any) -> None:
     """``add_GatewayServicer_to_server`` with the pass-through methods."""
-    gateway_pb2_grpc.add_GatewayServicer_to_server(servicer, _PassThrough(server))
+    add_with_raw_methods(
+        gateway_pb2_grpc.add_GatewayServicer_to_server,
+        servicer,
+        server,
+        raw_requests=RAW_REQUESTS,
+        raw_responses=RAW_RESPONSES,
+    )
 
 
 class GatewayServicer(gateway_pb2_grpc.GatewayServicer):

@@ -1,64 +1,20 @@
-"""Just enough of the protobuf wire format to route without copying record bytes.
+"""Routing fields of data-path messages, read without copying record bytes.
 
 Routing a Produce needs each partition's topic and number, and relaying a Fetch answer needs
-each partition's error code: both sit in small fields beside one large ``records`` field.
-Parsing the whole message would copy every record byte once more; these scanners read the
-small fields and step over the large one. Field numbers: proto/strom/protocol/v1/storage.proto.
+each partition's error code: both sit in small fields beside one large ``records`` field,
+read here with ``strom_server.protowire``. Field numbers: proto/strom/protocol/v1/storage.proto.
 A message these scanners cannot read raises ``ValueError``; callers then parse it normally.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from strom.protocol.v1 import storage_pb2
+from strom_server.protowire import LEN, VARINT, fields, int32
 
 __all__ = ["LazyFetchResponse", "PartitionRef", "produce_partitions"]
-
-_VARINT, _I64, _LEN, _I32 = 0, 1, 2, 5
-
-
-def _varint(data: memoryview, pos: int) -> tuple[int, int]:
-    result = shift = 0
-    while True:
-        if pos >= len(data) or shift > 63:
-            raise ValueError("truncated or overlong varint")
-        byte = data[pos]
-        pos += 1
-        result |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return result, pos
-        shift += 7
-
-
-def _fields(data: memoryview) -> Iterator[tuple[int, int, Any]]:
-    """(field number, wire type, value: int for varints, memoryview for length-delimited)."""
-    pos = 0
-    while pos < len(data):
-        key, pos = _varint(data, pos)
-        number, kind = key >> 3, key & 7
-        value: Any
-        if kind == _VARINT:
-            value, pos = _varint(data, pos)
-        elif kind == _LEN:
-            size, pos = _varint(data, pos)
-            if pos + size > len(data):
-                raise ValueError("truncated length-delimited field")
-            value, pos = data[pos : pos + size], pos + size
-        elif kind == _I64:
-            value, pos = None, pos + 8
-        elif kind == _I32:
-            value, pos = None, pos + 4
-        else:
-            raise ValueError(f"unsupported wire type {kind}")
-        yield number, kind, value
-
-
-def _int32(value: int) -> int:
-    value &= 0xFFFFFFFF
-    return value - (1 << 32) if value & 0x80000000 else value
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,14 +29,14 @@ class PartitionRef:
 def produce_partitions(raw: bytes) -> list[PartitionRef]:
     """The (topic, partition) of each ProducePartitionData in a serialized ProduceRequest."""
     found: list[PartitionRef] = []
-    for number, kind, value in _fields(memoryview(raw)):
-        if number == 3 and kind == _LEN:
+    for number, kind, value in fields(memoryview(raw)):
+        if number == 3 and kind == LEN:
             topic, partition = "", 0
-            for sub, sub_kind, sub_value in _fields(value):
-                if sub == 1 and sub_kind == _LEN:
+            for sub, sub_kind, sub_value in fields(value):
+                if sub == 1 and sub_kind == LEN:
                     topic = bytes(sub_value).decode()
-                elif sub == 2 and sub_kind == _VARINT:
-                    partition = _int32(sub_value)
+                elif sub == 2 and sub_kind == VARINT:
+                    partition = int32(sub_value)
             found.append(PartitionRef(topic, partition, len(found)))
     return found
 
@@ -128,16 +84,16 @@ class LazyFetchResponse:
     def __init__(self, raw: bytes) -> None:
         self._raw = _RawFetchResponse(raw)
         self.partitions: list[_LazyResult] = []
-        for number, kind, value in _fields(memoryview(raw)):
-            if number == 2 and kind == _LEN:
+        for number, kind, value in fields(memoryview(raw)):
+            if number == 2 and kind == LEN:
                 topic, partition, code = "", 0, 0
-                for sub, sub_kind, sub_value in _fields(value):
-                    if sub == 1 and sub_kind == _LEN:
+                for sub, sub_kind, sub_value in fields(value):
+                    if sub == 1 and sub_kind == LEN:
                         topic = bytes(sub_value).decode()
-                    elif sub == 2 and sub_kind == _VARINT:
-                        partition = _int32(sub_value)
-                    elif sub == 3 and sub_kind == _VARINT:
-                        code = _int32(sub_value)
+                    elif sub == 2 and sub_kind == VARINT:
+                        partition = int32(sub_value)
+                    elif sub == 3 and sub_kind == VARINT:
+                        code = int32(sub_value)
                 self.partitions.append(
                     _LazyResult(topic, partition, code, self._raw, len(self.partitions))
                 )

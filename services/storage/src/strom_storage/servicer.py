@@ -10,48 +10,27 @@ import grpc
 
 from strom.errors import InvalidRequestError
 from strom.protocol.v1 import storage_pb2, storage_pb2_grpc
+from strom_server.raw_methods import add_with_raw_methods
 from strom_storage import convert
 from strom_storage.node import ListOffsetsResult, ReplicaManager
 
 __all__ = ["StorageServicer", "add_to_server"]
 
-PRE_ENCODED_METHODS = ("Fetch", "FetchStream")
-
-
-def _serialize(response: Any) -> bytes:
-    """Pre-encoded responses pass through; messages serialize as usual."""
-    return response if isinstance(response, bytes) else response.SerializeToString()
-
-
-class _PreEncodedResponses:
-    """Registers the generated handlers with ``_serialize`` for the fetch methods, so that a
-    fetch's record bytes are copied once into the response instead of through a message."""
-
-    def __init__(self, server: Any) -> None:
-        self._server = server
-
-    def add_generic_rpc_handlers(self, handlers: Any) -> None:
-        """Replaced by the registered handlers below (same methods)."""
-
-    def add_registered_method_handlers(self, service: str, handlers: dict[str, Any]) -> None:
-        patched = {
-            name: handler._replace(response_serializer=_serialize)
-            if name in PRE_ENCODED_METHODS
-            else handler
-            for name, handler in handlers.items()
-        }
-        self._server.add_generic_rpc_handlers(
-            (grpc.method_handlers_generic_handler(service, patched),)
-        )
-        self._server.add_registered_method_handlers(service, patched)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._server, name)
+#: Produce requests arrive as bytes (their records are written from them, never copied into a
+#: message); the fetch methods answer with pre-encoded responses (one copy of the records).
+RAW_REQUESTS = ("Produce", "ProduceStream")
+RAW_RESPONSES = ("Fetch", "FetchStream")
 
 
 def add_to_server(servicer: StorageServicer, server: Any) -> None:
-    """``add_StorageNodeServicer_to_server`` with pre-encoded fetch responses."""
-    storage_pb2_grpc.add_StorageNodeServicer_to_server(servicer, _PreEncodedResponses(server))
+    """``add_StorageNodeServicer_to_server`` with the raw methods above."""
+    add_with_raw_methods(
+        storage_pb2_grpc.add_StorageNodeServicer_to_server,
+        servicer,
+        server,
+        raw_requests=RAW_REQUESTS,
+        raw_responses=RAW_RESPONSES,
+    )
 
 
 #: Produce requests one ProduceStream may have in flight before the server stops reading more.
@@ -90,19 +69,21 @@ class StorageServicer(storage_pb2_grpc.StorageNodeServicer):
         finally:
             closing.cancel()
 
-    async def Produce(
-        self, request: storage_pb2.ProduceRequest, context: grpc.aio.ServicerContext
-    ) -> storage_pb2.ProduceResponse:
-        results = await self.replicas.append(
-            request.acks, request.timeout_ms, convert.produce_entries(request)
-        )
-        return convert.produce_response(request.correlation_id, results)
+    async def Produce(self, raw: bytes, context: grpc.aio.ServicerContext) -> Any:
+        """``raw``: the serialized ProduceRequest (see ``add_to_server``)."""
+        return await self._produce(convert.produce_call_from_bytes(raw))
+
+    async def _produce(self, call: convert.ProduceCall) -> storage_pb2.ProduceResponse:
+        results = await self.replicas.append(call.acks, call.timeout_ms, call.entries)
+        return convert.produce_response(call.correlation_id, results)
 
     async def ProduceStream(
         self,
-        request_iterator: AsyncIterator[storage_pb2.ProduceRequest],
+        request_iterator: AsyncIterator[bytes],
         context: grpc.aio.ServicerContext,
     ) -> AsyncIterator[storage_pb2.ProduceResponse]:
+        """``request_iterator``: serialized ProduceRequests (see ``add_to_server``); a malformed
+        one ends the stream with INVALID_ARGUMENT after the answers to those before it."""
         # Each request starts (and appends) in arrival order; responses leave in the same order.
         in_flight: asyncio.Queue[asyncio.Task[storage_pb2.ProduceResponse] | None] = asyncio.Queue(
             MAX_IN_FLIGHT_PER_STREAM
@@ -110,8 +91,9 @@ class StorageServicer(storage_pb2_grpc.StorageNodeServicer):
 
         async def read_requests() -> None:
             try:
-                async for request in self._until_closing(request_iterator):
-                    await in_flight.put(asyncio.ensure_future(self.Produce(request, context)))
+                async for raw in self._until_closing(request_iterator):
+                    call = convert.produce_call_from_bytes(raw)
+                    await in_flight.put(asyncio.ensure_future(self._produce(call)))
             finally:
                 await in_flight.put(None)
 

@@ -22,6 +22,7 @@ from strom.records.header import BatchHeader
 from strom_storage.log.checkpoints import fsync_dir
 from strom_storage.log.config import LogConfig
 from strom_storage.log.files import DELETED_SUFFIX
+from strom_storage.log.scattered import ScatteredBatches
 from strom_storage.log.segment import LogSegment
 from strom_storage.log.segments import LogSegments
 
@@ -97,7 +98,9 @@ class LocalLog:
     # -- writing ------------------------------------------------------------------------------
 
     def append(
-        self, data: bytes | bytearray | memoryview, batches: Sequence[tuple[int, BatchHeader]]
+        self,
+        data: bytes | bytearray | memoryview | ScatteredBatches,
+        batches: Sequence[tuple[int, BatchHeader]],
     ) -> None:
         """Write validated batches (offsets already final) to the active segment."""
         segment = self.active_segment

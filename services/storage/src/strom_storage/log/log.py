@@ -51,6 +51,7 @@ from strom_storage.log.loader import LoadedLog, load_log, rebuild_producer_state
 from strom_storage.log.local_log import LocalLog
 from strom_storage.log.producer_state import ProducerStateManager
 from strom_storage.log.retention import deletable_segments
+from strom_storage.log.scattered import ScatteredBatches
 from strom_storage.log.segment import LogSegment
 from strom_storage.log.timestamp_lookup import (
     OffsetAndTimestamp,
@@ -59,6 +60,7 @@ from strom_storage.log.timestamp_lookup import (
 )
 from strom_storage.log.validator import (
     assign_offsets,
+    offsets_by_prefix,
     split_by_size,
     summarize,
     validate_follower_batches,
@@ -277,7 +279,9 @@ class Log:
         ``RecordListTooLargeError``, ``InvalidTimestampError``, ``InvalidRecordError``,
         ``OutOfOrderSequenceNumberError``, ``InvalidProducerEpochError`` or ``StorageError``;
         a rejected append writes nothing. An idempotent retry returns the original offsets
-        with ``duplicate=True``. A ``bytearray`` argument is patched in place (no copy).
+        with ``duplicate=True``. The records are never copied: a ``bytearray`` argument is
+        patched in place, other buffers are written with new header prefixes beside them
+        (except for LogAppendTime, which rewrites fields under the CRC on a copy).
         """
         with self._lock:
             self._check_open()
@@ -296,8 +300,14 @@ class Log:
                     size_bytes=0,
                     duplicate=True,
                 )
-            buf = data if isinstance(data, bytearray) else bytearray(data)
             append_time = now if self._config.log_append_time else None
+            if append_time is None and not isinstance(data, bytearray):
+                # The common case: no copy of the records, new prefixes written beside them.
+                scattered, final = offsets_by_prefix(
+                    data, batches, next_offset=self._local.log_end_offset, leader_epoch=leader_epoch
+                )
+                return self._append(scattered, final, now, None)
+            buf = data if isinstance(data, bytearray) else bytearray(data)
             assigned = assign_offsets(
                 buf,
                 batches,
@@ -330,7 +340,7 @@ class Log:
 
     def _append(
         self,
-        data: bytes | bytearray | memoryview,
+        data: bytes | bytearray | memoryview | ScatteredBatches,
         batches: list[tuple[int, BatchHeader]],
         now: int,
         append_time: int | None,

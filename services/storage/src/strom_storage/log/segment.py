@@ -45,6 +45,7 @@ from strom_storage.log.files import (
     file_path,
 )
 from strom_storage.log.offset_index import OffsetIndex
+from strom_storage.log.scattered import ScatteredBatches, write_all
 from strom_storage.log.time_index import TimeIndex
 
 __all__ = ["BatchLocation", "LogSegment", "TimestampAndOffset"]
@@ -161,7 +162,7 @@ class LogSegment:
 
     def append(
         self,
-        data: bytes | bytearray | memoryview,
+        data: bytes | bytearray | memoryview | ScatteredBatches,
         batches: Sequence[tuple[int, BatchHeader]],
     ) -> None:
         """Append whole validated batches (positions relative to ``data``) and index them."""
@@ -171,11 +172,9 @@ class LogSegment:
         if last_offset - self.base_offset > _MAX_RELATIVE:
             raise StorageError(f"offset {last_offset} overflows segment {self.base_offset}")
         start = self._size
-        view = memoryview(data)
-        written = 0
+        parts = data.parts if isinstance(data, ScatteredBatches) else (data,)
         try:
-            while written < len(view):
-                written += os.write(self._fd, view[written:])
+            written = write_all(self._fd, parts)
         except OSError as exc:
             # Drop a partial write so the file keeps ending on a batch boundary.
             self._truncate_file(start)

@@ -33,10 +33,12 @@ from strom.records.header import (
     walk_batches,
 )
 from strom_storage.log.config import LogConfig
+from strom_storage.log.scattered import ScatteredBatches
 
 __all__ = [
     "AssignedBatches",
     "assign_offsets",
+    "offsets_by_prefix",
     "split_by_size",
     "validate_follower_batches",
     "validate_leader_batches",
@@ -155,6 +157,24 @@ def assign_offsets(
         records += header.record_count
         offset = header.next_offset
     return AssignedBatches(out, next_offset, offset - 1, max_ts, max_ts_offset, records)
+
+
+def offsets_by_prefix(
+    data: bytes | bytearray | memoryview,
+    batches: Sequence[tuple[int, BatchHeader]],
+    *,
+    next_offset: int,
+    leader_epoch: int,
+) -> tuple[ScatteredBatches, list[tuple[int, BatchHeader]]]:
+    """``assign_offsets`` without touching ``data``: the batches to write (new prefixes, the
+    rest of each batch from ``data``) and their final headers. Not for LogAppendTime, which
+    rewrites fields under the CRC."""
+    out: list[tuple[int, BatchHeader]] = []
+    offset = next_offset
+    for pos, header in batches:
+        out.append((pos, header._replace(base_offset=offset, partition_leader_epoch=leader_epoch)))
+        offset += header.last_offset_delta + 1
+    return ScatteredBatches.with_new_prefixes(data, batches, [h for _, h in out]), out
 
 
 def summarize(batches: Sequence[tuple[int, BatchHeader]]) -> AssignedBatches:

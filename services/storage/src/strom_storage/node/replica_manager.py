@@ -317,7 +317,7 @@ class ReplicaManager:
     # -- produce ------------------------------------------------------------------------------
 
     async def append(
-        self, acks: int, timeout_ms: int, entries: Sequence[tuple[str, int, bytes]]
+        self, acks: int, timeout_ms: int, entries: Sequence[tuple[str, int, bytes | memoryview]]
     ) -> list[ProducePartitionResult]:
         """Append each (topic, partition, batches) entry; results in the same order."""
         if acks not in VALID_ACKS:
