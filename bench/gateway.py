@@ -23,11 +23,12 @@ parsing, routing, limits, tracing, metrics or logging; the partition is in the m
 much of a hop's possible throughput the gateway keeps; ``relay / direct`` what the hop itself
 takes on this machine.
 
-Each case runs for a fixed time per round, the three paths interleaved, best round of
-``repeat`` kept (other tenants of the machine make single rounds noisy). MB = 10^6 bytes of
-record batches. Also the gateway's CPU seconds per MB. The last line is ``SUMMARY {json}``.
+Each case starts with an unmeasured warm-up round through every path, then runs for a fixed
+time per round, the three paths interleaved, best round of ``repeat`` kept (other tenants of
+the machine make single rounds noisy). MB = 10^6 bytes of record batches. Also the CPU seconds
+per MB of the gateway and of the relay. The last line is ``SUMMARY {json}``.
 
-    .venv/bin/python bench/gateway.py            # full run, about 3 minutes
+    .venv/bin/python bench/gateway.py            # full run, about 6 minutes
     .venv/bin/python bench/gateway.py --quick    # under a minute
 """
 
@@ -260,8 +261,15 @@ async def interleaved_rounds(
     rate_of: Callable[[Any], Awaitable[float]],
 ) -> tuple[dict[str, list[float]], dict[str, float]]:
     """Each path's rate (bytes/s) in every round, paths in a rotating order (none always runs
-    first or right after another), and the CPU ms per MB of each process in ``hop_pids``."""
+    first or right after another), and the CPU ms per MB of each process in ``hop_pids``.
+
+    An unmeasured warm-up round through every path comes first: besides connections, it
+    spends the memory the guest has touched lately. On VMs where the first touch of any other
+    page costs a fault on the host, the storage nodes write into the page cache several times
+    faster until that pool is used up, and whichever path ran first would be measured there."""
     paths = list(targets)
+    for path in paths:
+        await rate_of(targets[path])
     rates: dict[str, list[float]] = {path: [] for path in paths}
     cpu_s = dict.fromkeys(hop_pids, 0.0)
     moved = dict.fromkeys(hop_pids, 0.0)
