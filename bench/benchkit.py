@@ -10,14 +10,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import random
 import signal
-import socket
 import time
 from collections.abc import Callable
 from typing import Any
 
-from strom_server.local_cluster import port_in_use
+from strom_server import free_ports
 
 __all__ = [
     "bench_arguments",
@@ -38,19 +36,13 @@ def progress(text: str) -> None:
 
 
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind((HOST, 0))
-        return int(sock.getsockname()[1])
+    """A loopback port free right now, below the ephemeral range (strom_server.free_ports)."""
+    return free_ports.free_port(HOST)
 
 
 def free_base_port(count: int) -> int:
     """A port with ``count`` consecutive free loopback ports from it."""
-    rng = random.Random()
-    for _ in range(200):
-        base = rng.randrange(20000, 60000 - count)
-        if not any(port_in_use(HOST, base + i) for i in range(count)):
-            return base
-    raise RuntimeError(f"no {count} consecutive free ports found")
+    return free_ports.free_port_range(count, HOST)
 
 
 def bench_arguments(doc: str, quick_help: str, *, keep: bool = True) -> argparse.ArgumentParser:

@@ -3,42 +3,26 @@ the path for the root conftest; the name is unique because test folders are not 
 
 from __future__ import annotations
 
-import socket
 import time
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 
+from strom_server import free_ports
+
 __all__ = ["free_port", "free_port_range", "wait_until"]
 
 
 def free_port() -> int:
-    """A TCP port free on 127.0.0.1 right now (never assumes 9092 or 2379)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    """A TCP port free on 127.0.0.1 right now, below the ephemeral range (never assumes 9092 or
+    2379; see strom_server.free_ports)."""
+    return free_ports.free_port()
 
 
 def free_port_range(count: int) -> int:
     """The first of ``count`` consecutive free ports on 127.0.0.1 (services numbered by port)."""
-    for _ in range(200):
-        base = free_port()
-        if base + count > 65535:
-            continue
-        socks: list[socket.socket] = []
-        try:
-            for port in range(base, base + count):
-                sock = socket.socket()
-                socks.append(sock)
-                sock.bind(("127.0.0.1", port))
-        except OSError:
-            continue
-        finally:
-            for sock in socks:
-                sock.close()
-        return base
-    raise RuntimeError(f"no {count} consecutive free ports found")
+    return free_ports.free_port_range(count)
 
 
 def wait_until(

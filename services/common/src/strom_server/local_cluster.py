@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import sys
 import time
 from collections.abc import Callable
@@ -30,6 +29,7 @@ import structlog
 from strom import Admin, NewTopic, StromError
 from strom_server.etcd_binary import find_etcd
 from strom_server.etcd_process import etcd_argv, etcd_is_healthy
+from strom_server.free_ports import port_in_use
 from strom_server.health_probe import grpc_serving
 from strom_server.supervisor import ManagedProcess, ProcessFailedError, Supervisor
 
@@ -218,16 +218,6 @@ def create_topics(spec: LocalClusterSpec, timeout_s: float = 60.0) -> list[str]:
         if created:
             admin.create_topics(created)
         return [t.name for t in created]
-
-
-def port_in_use(host: str, port: int) -> bool:
-    with socket.socket() as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind((host, port))
-        except OSError:
-            return True
-    return False
 
 
 def read_state(data_dir: Path) -> dict[str, object] | None:
