@@ -94,7 +94,7 @@ def test_maintenance_runs_the_cleaner_on_compacted_logs(tmp_path: Path, clock: M
         log.update_high_watermark(log.log_end_offset)
     size_before = plain.size_in_bytes
     manager.run_maintenance()
-    assert cleaner.passes == 1
+    assert cleaner.totals.passes == 1
     assert compacted.size_in_bytes < size_before
     assert plain.size_in_bytes == size_before
     manager.close()

@@ -16,6 +16,7 @@ from strom_server.grpc_server import GrpcServer
 from strom_server.logs import get_logger
 from strom_server.runner import run_service
 from strom_storage.config import StorageConfig
+from strom_storage.log import Log
 from strom_storage.log.cleaner.manager import LogCleaner
 from strom_storage.log.log_manager import LogManager
 from strom_storage.membership.cluster_link import ClusterLink
@@ -33,17 +34,18 @@ log = get_logger(__name__)
 
 def open_replica_manager(config: StorageConfig) -> ReplicaManager:
     """Open the node's logs (recovering them if needed) and the partitions it hosts."""
+    cleaner = (
+        LogCleaner(dedupe_buffer_bytes=int(config.log_cleaner_dedupe_buffer_size))
+        if config.log_cleaner_enable
+        else None
+    )
     logs = LogManager(
         config.log_dirs,
         clock=SystemClock(),
         default_config=config.log_defaults(),
         retention_check_interval_ms=config.log_retention_check_interval_ms,
         checkpoint_interval_ms=config.log_flush_offset_checkpoint_interval_ms,
-        cleaner=(
-            LogCleaner(dedupe_buffer_bytes=int(config.log_cleaner_dedupe_buffer_size))
-            if config.log_cleaner_enable
-            else None
-        ),
+        cleaner=cleaner,
     )
     stats = NodeStats()
     replicas = ReplicaManager(
@@ -56,7 +58,13 @@ def open_replica_manager(config: StorageConfig) -> ReplicaManager:
     for topic, count in config.hosted_topics():
         for index in range(count):
             replicas.host(topic, index)
-    stats.watch_logs(lambda: [(p.topic, p.index, p.log) for p in replicas.partitions()])
+
+    def partition_logs() -> list[tuple[str, int, Log]]:
+        return [(p.topic, p.index, p.log) for p in replicas.partitions()]
+
+    stats.watch_logs(partition_logs)
+    if cleaner is not None:
+        stats.watch_cleaner(cleaner, partition_logs)
     stats.watch_replication(replicas.partitions)
     log.info("logs open", node_id=config.node_id, recovered=len(found),
              partitions=len(replicas.partitions()))  # fmt: skip

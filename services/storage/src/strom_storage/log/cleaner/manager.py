@@ -38,7 +38,7 @@ from strom_storage.log.cleaner.compactor import (
 from strom_storage.log.cleaner.offset_map import OffsetMap
 from strom_storage.log.log import Log
 
-__all__ = ["CLEANER_CHECKPOINT_FILE", "CleanableRange", "LogCleaner"]
+__all__ = ["CLEANER_CHECKPOINT_FILE", "CleanableRange", "CleanerTotals", "LogCleaner"]
 
 CLEANER_CHECKPOINT_FILE = "cleaner-offset-checkpoint"
 #: Kafka's log.cleaner.dedupe.buffer.size default.
@@ -64,6 +64,17 @@ class CleanableRange:
         return self.dirty_bytes / total if total else 0.0
 
 
+@dataclass
+class CleanerTotals:
+    """What every pass since start did, for the node's metrics."""
+
+    passes: int = 0
+    bytes_read: int = 0
+    bytes_written: int = 0
+    records_removed: int = 0
+    tombstones_removed: int = 0
+
+
 class LogCleaner:
     """Runs compaction passes over compacted logs (see module docstring).
 
@@ -74,7 +85,7 @@ class LogCleaner:
         self.dedupe_buffer_bytes = dedupe_buffer_bytes
         self._offset_map: OffsetMap | None = None
         self._lock = threading.Lock()
-        self.passes = 0
+        self.totals = CleanerTotals()
         #: Logs whose pass failed (e.g. a batch with a valid CRC but malformed records, which
         #: the hot path never decodes): skipped until the node restarts, as Kafka does.
         self.uncleanable: set[Path] = set()
@@ -193,5 +204,13 @@ class LogCleaner:
                 stats.segments_out += 1
                 stats.groups.append([s.base_offset for s in group])
             self._checkpoint(log).write(end)
-            self.passes += 1
+            self._count(stats)
             return stats
+
+    def _count(self, stats: CleanStats) -> None:
+        totals = self.totals
+        totals.passes += 1
+        totals.bytes_read += stats.bytes_in
+        totals.bytes_written += stats.bytes_out
+        totals.records_removed += stats.records_removed
+        totals.tombstones_removed += stats.tombstones_removed
