@@ -29,7 +29,8 @@ def main(argv: list[str] | None = None) -> int:
     if not 1 <= len(args) <= 2:
         print("usage: python -m strom_server.health_probe HOST:PORT [SERVICE]", file=sys.stderr)
         return 2
-    return 0 if grpc_serving(args[0], *args[1:], timeout_s=3.0) else 1
+    service = args[1] if len(args) == 2 else ""
+    return 0 if grpc_serving(args[0], service, timeout_s=3.0) else 1
 
 
 if __name__ == "__main__":

@@ -108,7 +108,7 @@ class Supervisor:
     def start_all(
         self,
         ready_timeout_s: float = 30.0,
-        on_ready: Callable[[ManagedProcess], None] | None = None,
+        on_ready: Callable[[ManagedProcess], object] | None = None,
     ) -> None:
         """Start every process; on any failure stop those already started and re-raise."""
         try:

@@ -72,7 +72,7 @@ class _NotFound(Exception):
         return self.code not in COORDINATOR_ERRORS or self.message == NO_COORDINATOR
 
 
-def error_response(method: str, request: Any, code: int, message: str) -> Any:
+def error_response(method: str, request: Any, code: Any, message: str) -> Any:
     """The response of ``method`` that answers ``request`` with ``code`` everywhere."""
     pb = coordinator_pb2
     if method == "OffsetCommit":

@@ -400,7 +400,7 @@ class Log:
         limit = hw if isolation is FetchIsolation.HIGH_WATERMARK else end.offset
         if max_offset is not None:
             limit = min(limit, max_offset)
-        records = b""
+        records: bytes | memoryview = b""
         if fetch_offset < limit and max_bytes >= 0:
             records = self._local.read(
                 fetch_offset, max_bytes, max_offset=limit, min_one_batch=min_one_batch, end=end

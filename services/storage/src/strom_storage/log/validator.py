@@ -200,7 +200,7 @@ def split_by_size(
     """Split batches into runs of at most ``max_size`` bytes (a longer batch alone), each as
     (start, end, batches with positions relative to start)."""
     out: list[tuple[int, int, list[tuple[int, BatchHeader]]]] = []
-    start, current = 0, []
+    start, current = 0, list[tuple[int, BatchHeader]]()
     for pos, header in batches:
         if current and pos + header.size - start > max_size:
             out.append((start, pos, current))

@@ -208,8 +208,10 @@ class ClusterLink:
                 if value is None:
                     self.broker_addresses.pop(broker, None)
                 else:
-                    found = decode_value(value)
-                    self.broker_addresses[broker] = f"{found['host']}:{int(found['port'])}"
+                    broker_value = decode_value(value)
+                    self.broker_addresses[broker] = (
+                        f"{broker_value['host']}:{int(broker_value['port'])}"
+                    )
                 return False
             if key == self.keys.controller_leader:
                 found = decode_value(value) if value is not None else None

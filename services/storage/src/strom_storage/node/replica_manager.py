@@ -321,8 +321,8 @@ class ReplicaManager:
     ) -> list[ProducePartitionResult]:
         """Append each (topic, partition, batches) entry; results in the same order."""
         if acks not in VALID_ACKS:
-            error = InvalidRequiredAcksError(f"acks must be 0, 1 or -1 (all), got {acks}")
-            return [ProducePartitionResult(t, p, error) for t, p, _ in entries]
+            invalid = InvalidRequiredAcksError(f"acks must be 0, 1 or -1 (all), got {acks}")
+            return [ProducePartitionResult(t, p, invalid) for t, p, _ in entries]
         notifier = self.notifier
         results = []
         waits: list[tuple[int, Partition, int]] = []  # (result index, partition, offset)

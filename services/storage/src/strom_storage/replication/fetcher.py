@@ -266,22 +266,22 @@ class _ReplicaFetcher:
         )
         for result in response.partitions:
             key = (result.topic, result.partition)
-            followed = asking.get(key)
-            if followed is None or not self._current(key, followed):
+            asked = asking.get(key)
+            if asked is None or not self._current(key, asked):
                 continue
             if result.error_code:
                 log.info("OffsetForLeaderEpoch refused; retrying", topic=key[0],
                          partition=key[1], error=result.error_message)  # fmt: skip
-                self._back_off(followed)
+                self._back_off(asked)
                 continue
-            log_ = followed.partition.log
+            log_ = asked.partition.log
             step = next_truncation(log_, result.leader_epoch, result.end_offset)
             if step.offset < log_.log_end_offset:
                 log.warning("truncating to the leader's history", topic=key[0], partition=key[1],
                             from_offset=log_.log_end_offset, to_offset=step.offset,
                             leader_epoch=result.leader_epoch)  # fmt: skip
                 log_.truncate_to(step.offset)
-            followed.truncating = not step.done
+            asked.truncating = not step.done
 
     # -- fetching -----------------------------------------------------------------------------
 
