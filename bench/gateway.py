@@ -95,16 +95,33 @@ FULL = Profile(seconds=6.0, repeat=4)
 
 
 class Target:
-    """grpc.aio raw callables (bytes in) for one address."""
+    """One path to the partitions: for each, grpc.aio raw callables (bytes in, bytes out) of
+    its produce and fetch methods; the caller names the partition, so no path parses."""
 
-    def __init__(self, address: str, paths: tuple[str, str]) -> None:
-        self.channel = grpc.aio.insecure_channel(address, options=GRPC_OPTIONS)
-        self.produce = self.channel.unary_unary(
-            paths[0], request_serializer=None, response_deserializer=None
-        )
-        self.fetch = self.channel.unary_unary(
-            paths[1], request_serializer=None, response_deserializer=None
-        )
+    def __init__(self, routes: dict[int, tuple[str, str, str]]) -> None:
+        """``routes``: partition -> (address, produce method, fetch method)."""
+        self.channels: dict[str, grpc.aio.Channel] = {}
+        self.calls: dict[tuple[int, str], Any] = {}
+        for partition, (address, produce, fetch) in routes.items():
+            channel = self.channels.get(address)
+            if channel is None:
+                channel = self.channels[address] = aio.insecure_channel(
+                    address, options=GRPC_OPTIONS
+                )
+            for op, method in (("produce", produce), ("fetch", fetch)):
+                self.calls[partition, op] = channel.unary_unary(
+                    method, request_serializer=None, response_deserializer=None
+                )
+
+    async def produce(self, partition: int, raw: bytes, timeout: float) -> bytes:  # noqa: ASYNC109
+        return await self.calls[partition, "produce"](raw, timeout=timeout)  # type: ignore[no-any-return]
+
+    async def fetch(self, partition: int, raw: bytes, timeout: float) -> bytes:  # noqa: ASYNC109
+        return await self.calls[partition, "fetch"](raw, timeout=timeout)  # type: ignore[no-any-return]
+
+    async def close(self) -> None:
+        for channel in self.channels.values():
+            await channel.close()
 
 
 def run_relay_server(port: int, leaders: dict[int, str]) -> None:
@@ -205,7 +222,7 @@ async def produce_rate(target: Target, requests: list[list[bytes]], seconds: flo
     async def step(_worker: int) -> int:
         i = next(counter)
         p, b = i % PARTITIONS, (i // PARTITIONS) % len(requests[0])
-        raw = await target.produce(requests[p][b], timeout=60)
+        raw = await target.produce(p, requests[p][b], timeout=60)
         response = storage_pb2.ProduceResponse.FromString(raw)
         if response.partitions[0].error_code:
             raise RuntimeError(f"produce failed: {response.partitions[0]}")
@@ -231,7 +248,7 @@ async def fetch_rate(target: Target, batch_size: int, ends: list[int], seconds: 
                 )
             ],
         ).SerializeToString()
-        raw = await target.fetch(request, timeout=60)
+        raw = await target.fetch(p, request, timeout=60)
         result = storage_pb2.FetchResponse.FromString(raw).partitions[0]
         if result.error_code:
             raise RuntimeError(f"fetch failed: {result}")
@@ -297,45 +314,19 @@ async def measure(  # noqa: PLR0917 - one call site
     relay_address: str,
     relay_pid: int,
 ) -> dict[str, Any]:
-    direct = {p: Target(spec.storage_address(node), PATHS["direct"]) for p, node in leaders.items()}
-    gateway = Target(spec.gateway_address, PATHS["gateway"])
-
-    class Direct:
-        """Routes raw calls to each partition's leader (the request names one partition)."""
-
-        @staticmethod
-        async def produce(raw: bytes, timeout: float) -> bytes:  # noqa: ASYNC109
-            p = storage_pb2.ProduceRequest.FromString(raw).partitions[0].partition
-            return await direct[p].produce(raw, timeout=timeout)  # type: ignore[no-any-return]
-
-        @staticmethod
-        async def fetch(raw: bytes, timeout: float) -> bytes:  # noqa: ASYNC109
-            p = storage_pb2.FetchRequest.FromString(raw).partitions[0].partition
-            return await direct[p].fetch(raw, timeout=timeout)  # type: ignore[no-any-return]
-
-    relay_channel = aio.insecure_channel(relay_address, options=GRPC_OPTIONS)
-    relay_calls = {
-        (p, method): relay_channel.unary_unary(
-            f"/{RELAY_SERVICE}{p}/{method}", request_serializer=None, response_deserializer=None
-        )
-        for p in leaders
-        for method in ("Produce", "Fetch")
+    gateway_paths, storage_paths = PATHS["gateway"], PATHS["direct"]
+    targets = {
+        "direct": Target(
+            {p: (spec.storage_address(node), *storage_paths) for p, node in leaders.items()}
+        ),
+        "gateway": Target({p: (spec.gateway_address, *gateway_paths) for p in leaders}),
+        "relay": Target(
+            {
+                p: (relay_address, f"/{RELAY_SERVICE}{p}/Produce", f"/{RELAY_SERVICE}{p}/Fetch")
+                for p in leaders
+            }
+        ),
     }
-
-    class Relay:
-        """The bare relay, told the partition by the method name."""
-
-        @staticmethod
-        async def produce(raw: bytes, timeout: float) -> bytes:  # noqa: ASYNC109
-            p = storage_pb2.ProduceRequest.FromString(raw).partitions[0].partition
-            return await relay_calls[p, "Produce"](raw, timeout=timeout)  # type: ignore[no-any-return]
-
-        @staticmethod
-        async def fetch(raw: bytes, timeout: float) -> bytes:  # noqa: ASYNC109
-            p = storage_pb2.FetchRequest.FromString(raw).partitions[0].partition
-            return await relay_calls[p, "Fetch"](raw, timeout=timeout)  # type: ignore[no-any-return]
-
-    targets: dict[str, Any] = {"direct": Direct, "gateway": gateway, "relay": Relay}
     results: dict[str, Any] = {}
     for size_name, size in BATCH_SIZES.items():
         batches, per_batch = make_batches(size, 4)
@@ -370,9 +361,8 @@ async def measure(  # noqa: PLR0917 - one call site
                 "relay_cpu_ms_per_mb": cpu_ms_per_mb["relay"],
             }
         results[size_name] = case
-    for target in [*direct.values(), gateway]:
-        await target.channel.close()
-    await relay_channel.close()
+    for target in targets.values():
+        await target.close()
     return results
 
 

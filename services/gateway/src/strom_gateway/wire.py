@@ -2,7 +2,8 @@
 
 Routing a Produce needs each partition's topic and number, and relaying a Fetch answer needs
 each partition's error code: both sit in small fields beside one large ``records`` field,
-read here with ``strom_server.protowire``. Field numbers: proto/strom/protocol/v1/storage.proto.
+read with ``strom_server.produce_request`` and ``strom_server.protowire``. Field numbers:
+proto/strom/protocol/v1/storage.proto.
 A message these scanners cannot read raises ``ValueError``; callers then parse it normally.
 """
 
@@ -12,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from strom.protocol.v1 import storage_pb2
+from strom_server.produce_request import read_produce_request
 from strom_server.protowire import LEN, VARINT, fields, int32
 
 __all__ = ["LazyFetchResponse", "PartitionRef", "produce_partitions"]
@@ -28,17 +30,8 @@ class PartitionRef:
 
 def produce_partitions(raw: bytes) -> list[PartitionRef]:
     """The (topic, partition) of each ProducePartitionData in a serialized ProduceRequest."""
-    found: list[PartitionRef] = []
-    for number, kind, value in fields(memoryview(raw)):
-        if number == 3 and kind == LEN:
-            topic, partition = "", 0
-            for sub, sub_kind, sub_value in fields(value):
-                if sub == 1 and sub_kind == LEN:
-                    topic = bytes(sub_value).decode()
-                elif sub == 2 and sub_kind == VARINT:
-                    partition = int32(sub_value)
-            found.append(PartitionRef(topic, partition, len(found)))
-    return found
+    entries = read_produce_request(raw).entries
+    return [PartitionRef(topic, partition, i) for i, (topic, partition, _) in enumerate(entries)]
 
 
 class _RawFetchResponse:

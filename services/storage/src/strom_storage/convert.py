@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from google.protobuf.message import DecodeError
 
 from strom.errors import BrokerResponseError, InvalidRequestError
 from strom.protocol.v1 import common_pb2, storage_pb2
-from strom_server import protowire
+from strom_server.produce_request import ProduceCall, read_produce_request
 from strom_storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP
 from strom_storage.node import (
     FetchPartitionRequest,
@@ -42,16 +41,6 @@ def error_fields(error: BrokerResponseError | None) -> tuple[int, str]:
     return error.code, str(error)
 
 
-@dataclass(frozen=True, slots=True)
-class ProduceCall:
-    """A ProduceRequest's fields; each entry's records may be a view into the request."""
-
-    acks: int
-    timeout_ms: int
-    correlation_id: int
-    entries: list[tuple[str, int, bytes | memoryview]]
-
-
 def produce_call(request: storage_pb2.ProduceRequest) -> ProduceCall:
     return ProduceCall(
         request.acks,
@@ -65,38 +54,12 @@ def produce_call_from_bytes(raw: bytes) -> ProduceCall:
     """A serialized ProduceRequest's fields, its records left in place (parsing would copy
     them twice). Raises ``InvalidRequestError`` for bytes that are not a ProduceRequest."""
     try:
-        return _scan_produce_request(memoryview(raw))
+        return read_produce_request(raw)
     except ValueError:  # the parser names what is wrong, or reads what the scan could not
         try:
             return produce_call(storage_pb2.ProduceRequest.FromString(raw))
         except DecodeError as exc:
             raise InvalidRequestError(f"malformed ProduceRequest: {exc}") from exc
-
-
-def _scan_produce_request(data: memoryview) -> ProduceCall:
-    acks = timeout_ms = correlation_id = 0
-    entries: list[tuple[str, int, bytes | memoryview]] = []
-    for number, kind, value in protowire.fields(data):
-        if kind == protowire.VARINT:
-            if number == 1:
-                acks = protowire.int32(value)
-            elif number == 2:
-                timeout_ms = protowire.int32(value)
-            elif number == 4:
-                correlation_id = protowire.int64(value)
-        elif number == 3 and kind == protowire.LEN:
-            topic, partition, records = "", 0, memoryview(b"")
-            for sub, sub_kind, sub_value in protowire.fields(value):
-                if sub == 1 and sub_kind == protowire.LEN:
-                    topic = bytes(sub_value).decode()  # UnicodeDecodeError is a ValueError
-                elif sub == 2 and sub_kind == protowire.VARINT:
-                    partition = protowire.int32(sub_value)
-                elif sub == 3 and sub_kind == protowire.LEN:
-                    records = sub_value
-            entries.append((topic, partition, records))
-        elif number == 5 and kind == protowire.LEN:
-            bytes(value).decode()  # client_id: unused, but a parser would refuse bad UTF-8
-    return ProduceCall(acks, timeout_ms, correlation_id, entries)
 
 
 def produce_response(

@@ -69,7 +69,9 @@ class StorageServicer(storage_pb2_grpc.StorageNodeServicer):
         finally:
             closing.cancel()
 
-    async def Produce(self, raw: bytes, context: grpc.aio.ServicerContext) -> Any:
+    async def Produce(
+        self, raw: bytes, context: grpc.aio.ServicerContext
+    ) -> storage_pb2.ProduceResponse:
         """``raw``: the serialized ProduceRequest (see ``add_to_server``)."""
         return await self._produce(convert.produce_call_from_bytes(raw))
 

@@ -11,6 +11,7 @@ from strom_server's RPC observer.
 from __future__ import annotations
 
 import time
+from collections import defaultdict
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
@@ -37,8 +38,8 @@ class NodeStats:
         self._meter = meter or metrics.get_meter("strom.storage")
         # Per-topic totals kept as plain ints on the data path and read at each collection:
         # a synchronous counter's add costs ~10 us, two to four of them per request.
-        self._in: dict[str, list[int]] = {}  # topic -> [bytes, records]
-        self._out: dict[str, list[int]] = {}
+        self._in: defaultdict[str, list[int]] = defaultdict(lambda: [0, 0])  # [bytes, records]
+        self._out: defaultdict[str, list[int]] = defaultdict(lambda: [0, 0])
         for name, unit, description, totals, column in (
             ("bytes_in", "By", "batch bytes appended by producers", self._in, 0),
             ("records_in", "1", "records appended by producers", self._in, 1),
@@ -107,16 +108,12 @@ class NodeStats:
         )
 
     def record_in(self, topic: str, size: int, records: int) -> None:
-        totals = self._in.get(topic)
-        if totals is None:
-            totals = self._in[topic] = [0, 0]
+        totals = self._in[topic]
         totals[0] += size
         totals[1] += records
 
     def record_out(self, topic: str, data: bytes | memoryview) -> None:
-        totals = self._out.get(topic)
-        if totals is None:
-            totals = self._out[topic] = [0, 0]
+        totals = self._out[topic]
         totals[0] += len(data)
         try:  # headers only: a fetch never decodes records
             totals[1] += sum(h.record_count for _, h in walk_batches(data, check_crc=False))

@@ -72,7 +72,6 @@ class CleanerTotals:
     bytes_read: int = 0
     bytes_written: int = 0
     records_removed: int = 0
-    tombstones_removed: int = 0
 
 
 class LogCleaner:
@@ -213,4 +212,3 @@ class LogCleaner:
         totals.bytes_read += stats.bytes_in
         totals.bytes_written += stats.bytes_out
         totals.records_removed += stats.records_removed
-        totals.tombstones_removed += stats.tombstones_removed
