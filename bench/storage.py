@@ -5,14 +5,20 @@ Everything runs on loopback, data in a temporary directory, every process stoppe
 Ceilings (same run, same message sizes, same client): a raw grpc.aio bytes echo server in a
 separate process (this file, ``--echo-server PORT``: identity serializers, no interceptors,
 the services' allocator settings from strom_server.allocator; ``Upload`` takes N bytes and
-answers 8, ``Download`` takes 8 and answers N), and raw sequential ``os.write`` calls of the
-same chunks to a file in the same temporary directory (no fsync). The file-write ceiling of
-each produce case is measured in every repetition, between the upload and the produce, with
-the same volume, into a new file kept until the case ends: it takes fresh page-cache pages
-just as the node's log does, so both meet the same memory (on some VMs the first touch of a
-page the guest has not used lately costs microseconds: after a few hundred MB written, both
-slow down together). Per batch size there is also the page cache's best case: the file
-deleted at once, with and without a final fsync.
+answers 8, ``Download`` takes 8 and answers N); the same server's ``Persist``, an ``Upload``
+that also ``os.write``s each message to a file (appended, no fsync) before answering: the
+least any server that keeps what it receives must do, so the node's produce against it is what
+the node's own work costs; and raw sequential ``os.write`` calls of the same chunks to a file
+in the same temporary directory (no fsync). Both file ceilings are measured in every
+repetition with the same volume as the produce, into files kept until the case ends: they
+take fresh page-cache pages just as the node's log does. On some VMs the first touch of a page
+the guest has not used lately costs microseconds, so after a few hundred MB written every
+writer slows down, and whichever writes first takes the pages freed most recently: the three
+writers (persisting upload, file, node) take turns going first, repetition by repetition. Per
+batch size there is also the page cache's best case: the file deleted at once, with and
+without a final fsync. Before each throughput case and before the latency case, ``os.sync()``
+writes back what earlier cases left dirty (reported), so that no case pays for another's
+writeback.
 
 Workloads, with 100-byte random values (no key) in uncompressed v2 batches of at most
 16 KiB or 1 MiB, encoded before timing (4 distinct batches per size, sent again and again: the
@@ -47,7 +53,7 @@ node assigns offsets itself):
 
 Throughput figures are the best of 5 repetitions (``--quick``: 3), echo and node runs
 interleaved; start-up times are the median of 3 restarts (``--quick``: 2). MB = 10^6 bytes.
-Nothing is fsynced by the benchmark: writes land in the page cache (the kernel writes them
+Nothing is fsynced while a case is timed: writes land in the page cache (the kernel writes them
 back when it likes), and reads are served from it while it holds the data. The last line is
 ``SUMMARY {json}``.
 
@@ -604,6 +610,19 @@ def file_write_ceiling(path: Path, chunk: bytes, total: int, repeat: int) -> dic
     return {"mbps": best, "mbps_fsync": best_sync}
 
 
+def write_back_dirty_pages() -> dict[str, float]:
+    """``os.sync()``: write back what earlier cases left dirty in the page cache, so that a case
+    does not pay for the writeback of another's data. Returns the dirty MB and the seconds."""
+    dirty_kb = 0
+    with open("/proc/meminfo") as meminfo:
+        for line in meminfo:
+            if line.startswith("Dirty:"):
+                dirty_kb = int(line.split()[1])
+    start = time.perf_counter()
+    os.sync()
+    return {"dirty_mb": dirty_kb / 1024, "seconds": time.perf_counter() - start}
+
+
 def write_file(path: Path, chunks: list[bytes], count: int) -> float:
     """Seconds to os.write ``count`` chunks (round robin) into a new file, which is kept: like
     the node's log, it takes fresh page-cache pages, so both meet the same memory."""
@@ -636,6 +655,7 @@ async def throughput_cases(
         )
         results[f"file_write.{size_name}"] = file_ceiling
         for partitions in (1, 16):
+            synced = write_back_dirty_pages()
             topic = f"t{size_name}x{partitions}"
             requests = [
                 [node.produce_request(topic, p, b) for b in batches] for p in range(partitions)
@@ -762,6 +782,7 @@ async def throughput_cases(
                 "batch_bytes": batch_bytes,
                 "records_per_batch": per_batch,
                 "produce_requests": n_requests,
+                "written_back_before": synced,
                 "produce_mbps": produce_mbps,
                 "produce_records_per_s": records / min(produce_times),
                 "produce_requests_per_s": n_requests / min(produce_times),
@@ -1260,8 +1281,13 @@ def run(profile: Profile, quick: bool) -> dict[str, Any]:
                 summary["throughput"] = await throughput_cases(
                     node_client, echo_client, profile, workdir, **pids
                 )
-                progress("latency ...")
+                synced = write_back_dirty_pages()
+                progress(
+                    f"latency ... (first wrote back {synced['dirty_mb']:,.0f} MB of dirty pages "
+                    f"left by the throughput cases, {synced['seconds']:.1f} s)"
+                )
                 lat = await latency_case(node_client, echo_client, profile, **pids)
+                lat["written_back_before"] = synced
                 lat["p50_vs_echo"] = lat["node"]["p50_ms"] / lat["echo"]["p50_ms"]
                 lat["p99_vs_echo"] = lat["node"]["p99_ms"] / lat["echo"]["p99_ms"]
                 summary["latency"] = lat
