@@ -16,9 +16,9 @@ the guest has not used lately costs microseconds, so after a few hundred MB writ
 writer slows down, and whichever writes first takes the pages freed most recently: the three
 writers (persisting upload, file, node) take turns going first, repetition by repetition. Per
 batch size there is also the page cache's best case: the file deleted at once, with and
-without a final fsync. Before each throughput case and before the latency case, ``os.sync()``
-writes back what earlier cases left dirty (reported), so that no case pays for another's
-writeback.
+without a final fsync. Before each throughput case, between its produce and fetch phases and
+before the latency case, ``os.sync()`` writes back what was left dirty (reported), so that no
+measurement pays for the writeback of another's data.
 
 Workloads, with 100-byte random values (no key) in uncompressed v2 batches of at most
 16 KiB or 1 MiB, encoded before timing (4 distinct batches per size, sent again and again: the
@@ -709,6 +709,8 @@ async def throughput_cases(
             persist_mbps = volume / min(persist_times) / 1e6
             file_mbps = volume / min(file_times) / 1e6
 
+            # The produce runs' writeback would otherwise run during the fetch rounds only.
+            synced_before_fetch = write_back_dirty_pages()
             # Read everything back once, in `repeat` rounds of equal slices of every partition.
             # (each run of run_concurrent numbers its requests from 0: partition i % partitions)
             runs = [CONCURRENCY * 2] + [n_requests] * profile.repeat
@@ -783,6 +785,7 @@ async def throughput_cases(
                 "records_per_batch": per_batch,
                 "produce_requests": n_requests,
                 "written_back_before": synced,
+                "written_back_before_fetch": synced_before_fetch,
                 "produce_mbps": produce_mbps,
                 "produce_records_per_s": records / min(produce_times),
                 "produce_requests_per_s": n_requests / min(produce_times),
