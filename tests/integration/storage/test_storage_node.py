@@ -291,6 +291,26 @@ def test_a_malformed_produce_request_is_refused_and_nothing_is_written(
     assert latest(node, "events", 0).offset == 9
 
 
+def test_every_request_that_does_not_parse_is_invalid_argument(
+    start_node: Callable[..., RunningNode],
+) -> None:
+    node = start_node("--topics", "events:1")
+    for method in ("Fetch", "ListOffsets", "OffsetForLeaderEpoch", "DeleteRecords"):
+        raw = node.channel.unary_unary(f"/strom.protocol.v1.StorageNode/{method}")
+        with pytest.raises(grpc.RpcError) as refused:
+            raw(b"\x0a\xff\xff\xff\xff\x0f", timeout=10)
+        assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT, method
+        assert f"malformed {method}Request" in (refused.value.details() or "")
+    fetch_stream = node.channel.stream_stream(
+        "/strom.protocol.v1.StorageNode/FetchStream",
+        response_deserializer=storage_pb2.FetchResponse.FromString,
+    )
+    with pytest.raises(grpc.RpcError) as refused:
+        list(fetch_stream(iter([b"\x0f"]), timeout=10))
+    assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert produce(node, "events", 0, batch(2)).base_offset == 0
+
+
 def test_data_survives_a_clean_restart(
     start_node: Callable[..., RunningNode], tmp_path: Path, free_port: Callable[[], int]
 ) -> None:

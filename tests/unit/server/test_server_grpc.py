@@ -154,6 +154,47 @@ def test_a_handlers_own_abort_passes_through(running_server: RunningServer) -> N
     assert ERROR_CODE_KEY not in dict(error.trailing_metadata() or ())
 
 
+def test_a_request_that_does_not_parse_is_invalid_and_the_server_keeps_serving(
+    running_server: RunningServer,
+) -> None:
+    async def scenario() -> None:
+        async with running_server() as (_server, channel):
+            list_offsets = channel.unary_unary(f"/{SERVICE}/ListOffsets")
+            for garbage in (b"\xff\xff\xff", b"\x0a\xff\xff\xff\xff\x0f", b"\x0a\x05ab"):
+                with pytest.raises(grpc.aio.AioRpcError) as caught:
+                    await list_offsets(garbage, timeout=5)
+                assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+                assert error_code(caught.value) == ErrorCode.INVALID_REQUEST
+                assert "malformed ListOffsetsRequest: " in (caught.value.details() or "")
+            stub = storage_pb2_grpc.StorageNodeStub(channel)
+            reply = await stub.ListOffsets(list_offsets_request("ok"), timeout=5)
+            assert reply.partitions[0].offset == 2
+
+    asyncio.run(scenario())
+
+
+def test_a_stream_message_that_does_not_parse_ends_the_stream_after_the_earlier_answers(
+    running_server: RunningServer,
+) -> None:
+    async def scenario() -> None:
+        async with running_server() as (_server, channel):
+            call = channel.stream_stream(
+                f"/{SERVICE}/ProduceStream",
+                response_deserializer=storage_pb2.ProduceResponse.FromString,
+            )(timeout=5)
+            await call.write(produce(1).SerializeToString())
+            first = await call.read()
+            assert first.correlation_id == 1
+            await call.write(b"\x0a\xff\xff\xff\xff\x0f")
+            with pytest.raises(grpc.aio.AioRpcError) as caught:
+                await call.read()
+            assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+            assert error_code(caught.value) == ErrorCode.INVALID_REQUEST
+            assert "malformed ProduceRequest: " in (caught.value.details() or "")
+
+    asyncio.run(scenario())
+
+
 def produce(correlation_id: int, client_id: str = "test") -> storage_pb2.ProduceRequest:
     return storage_pb2.ProduceRequest(
         correlation_id=correlation_id,

@@ -30,8 +30,8 @@ import asyncio
 import inspect
 import logging
 import time
-from collections.abc import Awaitable, Callable, Coroutine
-from typing import Any
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from typing import Any, NoReturn
 
 import grpc
 import grpc.aio
@@ -40,6 +40,7 @@ from opentelemetry import metrics, propagate, trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 from structlog.contextvars import bind_contextvars, reset_contextvars
 
+from strom.errors import InvalidRequestError
 from strom_server.error_status import status_for_exception
 from strom_server.logs import get_logger
 
@@ -75,20 +76,78 @@ def end_rpc_span(span: trace.Span, code: grpc.StatusCode) -> None:
     span.end()
 
 
-def _wrap_unary_response(behavior: Callable[..., Any], observe: Observe) -> Callable[..., Any]:
+class _MalformedRequest:
+    """What a wrapped method's deserializer returns for bytes that do not parse: the wrapper
+    raises ``error`` inside the observed call, so the caller gets INVALID_ARGUMENT with the
+    INVALID_REQUEST trailer (grpc itself would answer UNKNOWN, "Unexpected DecodeError")."""
+
+    __slots__ = ("error",)
+
+    def __init__(self, error: InvalidRequestError) -> None:
+        self.error = error
+
+
+def _tolerant(deserializer: Callable[[bytes], Any] | None) -> Callable[[bytes], Any] | None:
+    """``deserializer`` returning a ``_MalformedRequest`` instead of raising."""
+    if deserializer is None:  # raw bytes: the handler parses them itself
+        return None
+    descriptor = getattr(getattr(deserializer, "__self__", None), "DESCRIPTOR", None)
+    name = getattr(descriptor, "name", "request")
+
+    def deserialize(data: bytes) -> Any:
+        try:
+            return deserializer(data)
+        except Exception as exc:  # protobuf's DecodeError, or whatever a custom one raises
+            return _MalformedRequest(InvalidRequestError(f"malformed {name}: {exc}"))
+
+    return deserialize
+
+
+async def _refuse(error: InvalidRequestError) -> NoReturn:
+    raise error
+
+
+async def _parsed(requests: AsyncIterator[Any]) -> AsyncIterator[Any]:
+    """A request stream that raises at the first message that did not parse."""
+    async for request in requests:
+        if isinstance(request, _MalformedRequest):
+            raise request.error
+        yield request
+
+
+def _observed_call(
+    behavior: Callable[..., Any], request: Any, context: Any, streaming_requests: bool
+) -> Any:
+    """What the observer runs for one call: the handler's coroutine (or async generator, for
+    streamed responses), or a coroutine refusing a (unary) request that did not parse."""
+    if streaming_requests:
+        return behavior(_parsed(request), context)
+    if isinstance(request, _MalformedRequest):
+        return _refuse(request.error)
+    return behavior(request, context)
+
+
+def _wrap_unary_response(
+    behavior: Callable[..., Any], observe: Observe, streaming_requests: bool
+) -> Callable[..., Any] | None:
     if not inspect.iscoroutinefunction(behavior):
-        return behavior
+        return None
 
     async def wrapper(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
-        return await observe(behavior(request, context), context)
+        call = _observed_call(behavior, request, context, streaming_requests)
+        return await observe(call, context)
 
     return wrapper
 
 
-def _wrap_stream_response(behavior: Callable[..., Any], observe: Observe) -> Callable[..., Any]:
+def _wrap_stream_response(
+    behavior: Callable[..., Any], observe: Observe, streaming_requests: bool
+) -> Callable[..., Any] | None:
     if inspect.isasyncgenfunction(behavior):
 
         async def drive(responses: Any, context: grpc.aio.ServicerContext[Any, Any]) -> None:
+            if inspect.iscoroutine(responses):  # a refused request: raises
+                await responses
             try:
                 async for response in responses:
                     await context.write(response)
@@ -96,39 +155,45 @@ def _wrap_stream_response(behavior: Callable[..., Any], observe: Observe) -> Cal
                 await responses.aclose()
 
         async def write_each(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> None:
-            await observe(drive(behavior(request, context), context), context)
+            call = _observed_call(behavior, request, context, streaming_requests)
+            await observe(drive(call, context), context)
 
         return write_each
     if inspect.iscoroutinefunction(behavior):
 
         async def wrapper(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> None:
-            await observe(behavior(request, context), context)
+            call = _observed_call(behavior, request, context, streaming_requests)
+            await observe(call, context)
 
         return wrapper
-    return behavior
+    return None
 
 
 def wrap_handler(handler: grpc.RpcMethodHandler, observe: Observe) -> grpc.RpcMethodHandler:
-    """``handler`` with each call run through ``observe(coroutine, context)``."""
-    common = {
-        "request_deserializer": handler.request_deserializer,
-        "response_serializer": handler.response_serializer,
-    }
-    if handler.unary_unary is not None:
-        return grpc.unary_unary_rpc_method_handler(
-            _wrap_unary_response(handler.unary_unary, observe), **common
-        )
-    if handler.unary_stream is not None:
-        return grpc.unary_stream_rpc_method_handler(
-            _wrap_stream_response(handler.unary_stream, observe), **common
-        )
-    if handler.stream_unary is not None:
-        return grpc.stream_unary_rpc_method_handler(
-            _wrap_unary_response(handler.stream_unary, observe), **common
-        )
-    if handler.stream_stream is not None:
-        return grpc.stream_stream_rpc_method_handler(
-            _wrap_stream_response(handler.stream_stream, observe), **common
+    """``handler`` with each call run through ``observe(coroutine, context)``; a request that
+    does not parse is refused inside the observed call (INVALID_ARGUMENT, INVALID_REQUEST).
+    Synchronous handlers are returned unchanged."""
+    kinds = (
+        (handler.unary_unary, _wrap_unary_response, False, grpc.unary_unary_rpc_method_handler),
+        (handler.unary_stream, _wrap_stream_response, False, grpc.unary_stream_rpc_method_handler),
+        (handler.stream_unary, _wrap_unary_response, True, grpc.stream_unary_rpc_method_handler),
+        (
+            handler.stream_stream,
+            _wrap_stream_response,
+            True,
+            grpc.stream_stream_rpc_method_handler,
+        ),
+    )
+    for behavior, wrap, streaming_requests, make in kinds:
+        if behavior is None:
+            continue
+        wrapped = wrap(behavior, observe, streaming_requests)
+        if wrapped is None:
+            return handler
+        return make(
+            wrapped,
+            request_deserializer=_tolerant(handler.request_deserializer),
+            response_serializer=handler.response_serializer,
         )
     return handler
 
