@@ -385,7 +385,7 @@ class Controller:
                 )
                 continue
             outcome = await self._admin(
-                lambda s=spec: self.topics.create(self.cache, s, validate_only=validate_only)
+                functools.partial(self.topics.create, self.cache, spec, validate_only=validate_only)
             )
             if outcome.error is None and not validate_only:
                 log.info("topic created", topic=spec.name)
@@ -401,7 +401,7 @@ class Controller:
     async def delete_topics(self, names: Sequence[str]) -> list[Outcome[None]]:
         out: list[Outcome[None]] = []
         for name in names:
-            outcome = await self._admin(lambda n=name: self.topics.delete(self.cache, n))
+            outcome = await self._admin(functools.partial(self.topics.delete, self.cache, name))
             if outcome.error is None:
                 log.info("topic deleted", topic=name)
             out.append(outcome)
@@ -412,8 +412,8 @@ class Controller:
     ) -> list[Outcome[None]]:
         return [
             await self._admin(
-                lambda r=r: self.topics.create_partitions(
-                    self.cache, r, validate_only=validate_only
+                functools.partial(
+                    self.topics.create_partitions, self.cache, r, validate_only=validate_only
                 )
             )
             for r in requests
@@ -441,8 +441,8 @@ class Controller:
     ) -> list[Outcome[None]]:
         return [
             await self._admin(
-                lambda r=r, ops=ops: self.configs.alter(
-                    self.cache, r, ops, validate_only=validate_only
+                functools.partial(
+                    self.configs.alter, self.cache, r, ops, validate_only=validate_only
                 )
             )
             for r, ops in changes
@@ -463,7 +463,9 @@ class Controller:
         out = []
         for topic, partition in wanted:
             outcome = await self._admin(
-                lambda t=topic, p=partition: self.replication.elect(self.cache, t, p, election_type)
+                functools.partial(
+                    self.replication.elect, self.cache, topic, partition, election_type
+                )
             )
             if outcome.error is None and outcome.value is not None:
                 log.info("leader elected", topic=topic, partition=partition, type=election_type,
@@ -476,8 +478,8 @@ class Controller:
     ) -> list[Outcome[PartitionRecord]]:
         out = [
             await self._admin(
-                lambda i=item: self.replication.alter_partition(
-                    self.cache, broker_id, broker_epoch, i
+                functools.partial(
+                    self.replication.alter_partition, self.cache, broker_id, broker_epoch, item
                 )
             )
             for item in items
@@ -491,8 +493,13 @@ class Controller:
         out = []
         for topic, partition, target in items:
             outcome = await self._admin(
-                lambda t=topic, p=partition, r=target: self.reassignments.alter(
-                    self.cache, t, p, r, throttle_bytes_per_sec
+                functools.partial(
+                    self.reassignments.alter,
+                    self.cache,
+                    topic,
+                    partition,
+                    target,
+                    throttle_bytes_per_sec,
                 )
             )
             if outcome.error is None:

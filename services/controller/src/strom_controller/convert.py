@@ -4,7 +4,7 @@ besides the servicer)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 from strom.errors import BrokerResponseError
 from strom.protocol.v1 import common_pb2, controller_pb2
@@ -45,10 +45,11 @@ _OPS = {
 }
 
 
-def _error(error: BrokerResponseError | None) -> tuple[int, str]:
+def _error(error: BrokerResponseError | None) -> tuple[common_pb2.ErrorCode, str]:
     if error is None:
         return common_pb2.NONE, ""
-    return error.code, str(error)
+    # An error's ``code`` is an ErrorCode number, which the protobuf stubs type as the enum class.
+    return cast(common_pb2.ErrorCode, error.code), str(error)
 
 
 def _configs(values: Sequence[ConfigValue]) -> list[common_pb2.ConfigEntry]:
@@ -149,7 +150,9 @@ def create_partitions_request(
 # --- configs -----------------------------------------------------------------------------
 
 
-def config_resource(type_: int, name: str, names: Sequence[str] = ()) -> ConfigResourceRef:
+def config_resource(
+    type_: controller_pb2.ResourceType, name: str, names: Sequence[str] = ()
+) -> ConfigResourceRef:
     return ConfigResourceRef(_RESOURCE_TYPES.get(type_, "unknown"), name, tuple(names))
 
 
@@ -160,7 +163,8 @@ def describe_configs_request(
 
 
 def describe_configs_results(
-    request_types: Sequence[tuple[int, str]], outcomes: Sequence[Outcome[list[ConfigValue]]]
+    request_types: Sequence[tuple[controller_pb2.ResourceType, str]],
+    outcomes: Sequence[Outcome[list[ConfigValue]] | Outcome[None]],
 ) -> list[controller_pb2.DescribeConfigsResult]:
     out = []
     for (type_, name), outcome in zip(request_types, outcomes, strict=True):
@@ -169,7 +173,7 @@ def describe_configs_results(
             type=type_,
             name=name,
             error_code=code,
-            error_message=message,  # type: ignore[arg-type]
+            error_message=message,
         )
         if outcome.value is not None:
             result.configs.extend(_configs(outcome.value))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TypeAlias
+
 import grpc
 
 from strom.protocol.v1 import controller_pb2 as pb
@@ -11,7 +13,7 @@ from strom_controller.controller import Controller
 
 __all__ = ["ControllerServicer"]
 
-Ctx = grpc.aio.ServicerContext
+Ctx: TypeAlias = grpc.aio.ServicerContext
 
 
 class ControllerServicer(_Base):

@@ -4,6 +4,7 @@ module besides the servicer)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import cast
 
 from strom.errors import BrokerResponseError
 from strom.protocol.v1 import common_pb2
@@ -40,14 +41,15 @@ __all__ = [
 ]
 
 
-def error_fields(error: BrokerResponseError | None) -> tuple[int, str]:
+def error_fields(error: BrokerResponseError | None) -> tuple[common_pb2.ErrorCode, str]:
     if error is None:
         return common_pb2.NONE, ""
-    return error.code, error.message or str(error)
+    return _code(error), error.message or str(error)
 
 
-def _code(error: BrokerResponseError | None) -> int:
-    return common_pb2.NONE if error is None else error.code
+def _code(error: BrokerResponseError | None) -> common_pb2.ErrorCode:
+    # An error's ``code`` is an ErrorCode number, which the protobuf stubs type as the enum class.
+    return common_pb2.NONE if error is None else cast(common_pb2.ErrorCode, error.code)
 
 
 def _optional(value: str) -> str | None:

@@ -8,7 +8,7 @@ logged.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Protocol, TypeVar
+from typing import Protocol, TypeAlias, TypeVar
 
 import grpc
 
@@ -30,7 +30,7 @@ __all__ = ["CoordinatorDirectory", "GroupCoordinatorServicer"]
 
 log = get_logger(__name__)
 
-Ctx = grpc.aio.ServicerContext
+Ctx: TypeAlias = grpc.aio.ServicerContext
 R = TypeVar("R")
 
 

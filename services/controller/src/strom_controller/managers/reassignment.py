@@ -149,7 +149,7 @@ class ReassignmentManager:
 
     def completions(self, cache: MetadataCache) -> list[ControllerResult[None]]:
         """Reassignments whose target replicas are all in sync, finished."""
-        out = []
+        out: list[ControllerResult[None]] = []
         for (topic, partition), ongoing in sorted(cache.reassignments.items()):
             record = cache.topics.get(topic)
             state = cache.partitions.get((topic, partition))
