@@ -55,7 +55,6 @@ import json
 import os
 import platform
 import shutil
-import signal
 import statistics
 import sys
 import tempfile
@@ -69,7 +68,14 @@ from typing import Any, TypeVar
 import grpc
 
 # The sibling benchmarks' helpers (bench/ is sys.path[0] when this file runs).
-from benchkit import bench_arguments, free_base_port, free_port, print_summary, progress
+from benchkit import (
+    bench_arguments,
+    free_base_port,
+    free_port,
+    print_summary,
+    progress,
+    serve_until_signalled,
+)
 from storage import (
     GRPC_OPTIONS,
     KIB,
@@ -552,13 +558,7 @@ def run_relay_server(port: int) -> None:
         server.add_generic_rpc_handlers(
             [grpc.method_handlers_generic_handler(RELAY_SERVICE, handlers)]
         )
-        server.add_insecure_port(f"127.0.0.1:{port}")
-        await server.start()
-        stop = asyncio.Event()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop.set)
-        await stop.wait()
-        await server.stop(0.5)
+        await serve_until_signalled(server, port)
 
     asyncio.run(serve())
 
