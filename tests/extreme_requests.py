@@ -1,0 +1,84 @@
+"""Protobuf requests with extreme field values, for "every server rejects bad input cleanly" tests.
+
+``extreme_requests(message_class, count, seed)`` fills each field of a request (and of its
+nested messages, two levels deep) with a value chosen among the edges of its type: 0, -1, the
+int32/int64 limits, empty and 5,000-character strings, path-like and NUL-holding names, random
+bytes, enum numbers outside the enum. A field is left unset at random, so the requests mix
+well-formed and absurd parts. Seeded: a failure names the seed and the request.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+from typing import Any
+
+from google.protobuf.descriptor import FieldDescriptor
+from google.protobuf.message import Message
+
+__all__ = ["extreme_requests"]
+
+_FD = FieldDescriptor
+_INT32_TYPES = (_FD.TYPE_INT32, _FD.TYPE_SINT32, _FD.TYPE_SFIXED32)
+_INT64_TYPES = (_FD.TYPE_INT64, _FD.TYPE_SINT64, _FD.TYPE_SFIXED64)
+_INT32 = [0, 1, -1, -2, -3, 2**31 - 1, -(2**31)]
+_INT64 = [*_INT32, 2**63 - 1, -(2**63)]
+_STRINGS = ["", "t", "x" * 300, "../etc", "é\x00z", "a" * 5000]
+_DEPTH = 2
+
+
+def _scalar(field: FieldDescriptor, rnd: random.Random) -> Any:
+    kind = field.type
+    if kind in (
+        FieldDescriptor.TYPE_INT32,
+        FieldDescriptor.TYPE_SINT32,
+        FieldDescriptor.TYPE_SFIXED32,
+    ):
+        return rnd.choice(_INT32)
+    if kind in (
+        FieldDescriptor.TYPE_INT64,
+        FieldDescriptor.TYPE_SINT64,
+        FieldDescriptor.TYPE_SFIXED64,
+    ):
+        return rnd.choice(_INT64)
+    if kind in (FieldDescriptor.TYPE_UINT32, FieldDescriptor.TYPE_FIXED32):
+        return rnd.choice([0, 1, 2**32 - 1])
+    if kind in (FieldDescriptor.TYPE_UINT64, FieldDescriptor.TYPE_FIXED64):
+        return rnd.choice([0, 1, 2**64 - 1])
+    if kind == FieldDescriptor.TYPE_BOOL:
+        return rnd.random() < 0.5
+    if kind == FieldDescriptor.TYPE_STRING:
+        return rnd.choice(_STRINGS)
+    if kind == FieldDescriptor.TYPE_BYTES:
+        return rnd.choice([b"", b"\x00" * 70, rnd.randbytes(80)])
+    if kind == FieldDescriptor.TYPE_ENUM:
+        return rnd.choice([v.number for v in field.enum_type.values] + [99, -5])
+    return rnd.choice([0.0, -1.0, 1e300])  # float, double
+
+
+def _fill(message: Message, depth: int, rnd: random.Random) -> None:
+    for field in message.DESCRIPTOR.fields:
+        if rnd.random() < 0.3:
+            continue
+        value = getattr(message, field.name)
+        if field.type == FieldDescriptor.TYPE_MESSAGE:
+            if depth >= _DEPTH or field.message_type.GetOptions().map_entry:
+                continue
+            if field.is_repeated:
+                for _ in range(rnd.choice([1, 2])):
+                    _fill(value.add(), depth + 1, rnd)
+            else:
+                _fill(value, depth + 1, rnd)
+        elif field.is_repeated:
+            value.extend(_scalar(field, rnd) for _ in range(rnd.choice([1, 2, 3])))
+        else:
+            setattr(message, field.name, _scalar(field, rnd))
+
+
+def extreme_requests(message_class: type[Message], count: int, seed: int) -> Iterator[Message]:
+    """``count`` instances of ``message_class`` with extreme field values (see the module)."""
+    rnd = random.Random(seed)
+    for _ in range(count):
+        message = message_class()
+        _fill(message, 0, rnd)
+        yield message
