@@ -4,13 +4,14 @@
 nested messages, two levels deep) with a value chosen among the edges of its type: 0, -1, the
 int32/int64 limits, empty and 5,000-character strings, path-like and NUL-holding names, random
 bytes, enum numbers outside the enum. A field is left unset at random, so the requests mix
-well-formed and absurd parts. Seeded: a failure names the seed and the request.
+well-formed and absurd parts; ``names`` adds real topic names to the strings. Seeded: a
+failure names the seed and the request.
 """
 
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from google.protobuf.descriptor import FieldDescriptor
@@ -27,7 +28,7 @@ _STRINGS = ["", "t", "x" * 300, "../etc", "é\x00z", "a" * 5000]
 _DEPTH = 2
 
 
-def _scalar(field: FieldDescriptor, rnd: random.Random) -> Any:
+def _scalar(field: FieldDescriptor, rnd: random.Random, names: Sequence[str]) -> Any:
     kind = field.type
     if kind in (
         FieldDescriptor.TYPE_INT32,
@@ -48,7 +49,7 @@ def _scalar(field: FieldDescriptor, rnd: random.Random) -> Any:
     if kind == FieldDescriptor.TYPE_BOOL:
         return rnd.random() < 0.5
     if kind == FieldDescriptor.TYPE_STRING:
-        return rnd.choice(_STRINGS)
+        return rnd.choice([*_STRINGS, *names])
     if kind == FieldDescriptor.TYPE_BYTES:
         return rnd.choice([b"", b"\x00" * 70, rnd.randbytes(80)])
     if kind == FieldDescriptor.TYPE_ENUM:
@@ -56,7 +57,7 @@ def _scalar(field: FieldDescriptor, rnd: random.Random) -> Any:
     return rnd.choice([0.0, -1.0, 1e300])  # float, double
 
 
-def _fill(message: Message, depth: int, rnd: random.Random) -> None:
+def _fill(message: Message, depth: int, rnd: random.Random, names: Sequence[str]) -> None:
     for field in message.DESCRIPTOR.fields:
         if rnd.random() < 0.3:
             continue
@@ -66,19 +67,22 @@ def _fill(message: Message, depth: int, rnd: random.Random) -> None:
                 continue
             if field.is_repeated:
                 for _ in range(rnd.choice([1, 2])):
-                    _fill(value.add(), depth + 1, rnd)
+                    _fill(value.add(), depth + 1, rnd, names)
             else:
-                _fill(value, depth + 1, rnd)
+                _fill(value, depth + 1, rnd, names)
         elif field.is_repeated:
-            value.extend(_scalar(field, rnd) for _ in range(rnd.choice([1, 2, 3])))
+            value.extend(_scalar(field, rnd, names) for _ in range(rnd.choice([1, 2, 3])))
         else:
-            setattr(message, field.name, _scalar(field, rnd))
+            setattr(message, field.name, _scalar(field, rnd, names))
 
 
-def extreme_requests(message_class: type[Message], count: int, seed: int) -> Iterator[Message]:
-    """``count`` instances of ``message_class`` with extreme field values (see the module)."""
+def extreme_requests(
+    message_class: type[Message], count: int, seed: int, names: Sequence[str] = ()
+) -> Iterator[Message]:
+    """``count`` instances of ``message_class`` with extreme field values (see the module);
+    ``names`` join the strings to choose from (real topics, so that some requests reach data)."""
     rnd = random.Random(seed)
     for _ in range(count):
         message = message_class()
-        _fill(message, 0, rnd)
+        _fill(message, 0, rnd, names)
         yield message
