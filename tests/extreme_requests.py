@@ -10,14 +10,17 @@ failure names the seed and the request.
 
 from __future__ import annotations
 
+import collections
 import random
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from google.protobuf.descriptor import FieldDescriptor
+import grpc
+from google.protobuf import message_factory
+from google.protobuf.descriptor import FieldDescriptor, ServiceDescriptor
 from google.protobuf.message import Message
 
-__all__ = ["extreme_requests"]
+__all__ = ["extreme_requests", "send_extreme_requests"]
 
 _FD = FieldDescriptor
 _INT32_TYPES = (_FD.TYPE_INT32, _FD.TYPE_SINT32, _FD.TYPE_SFIXED32)
@@ -86,3 +89,40 @@ def extreme_requests(
         message = message_class()
         _fill(message, 0, rnd, names)
         yield message
+
+
+#: Fields that ask a server to wait (long polls, acks=all): legal at any size, so kept short.
+_WAITS = ("max_wait_ms", "timeout_ms")
+
+
+def send_extreme_requests(
+    channel: grpc.Channel,
+    service: ServiceDescriptor,
+    method: str,
+    count: int,
+    *,
+    names: Sequence[str] = (),
+    timeout_s: float = 15.0,
+) -> collections.Counter[str]:
+    """Send ``count`` extreme requests to the unary ``method`` of ``service`` (seeded by the
+    method's name) and count the outcomes; fails at the first status other than OK or
+    INVALID_ARGUMENT (a bad request refused cleanly), naming the request."""
+    rpc = service.methods_by_name[method]
+    call = channel.unary_unary(
+        f"/{service.full_name}/{method}",
+        request_serializer=lambda message: message.SerializeToString(),
+        response_deserializer=message_factory.GetMessageClass(rpc.output_type).FromString,
+    )
+    request_class = message_factory.GetMessageClass(rpc.input_type)
+    outcomes: collections.Counter[str] = collections.Counter()
+    for request in extreme_requests(request_class, count, sum(map(ord, method)), names):
+        for field in _WAITS:
+            if field in request.DESCRIPTOR.fields_by_name:
+                setattr(request, field, min(getattr(request, field), 100))
+        try:
+            call(request, timeout=timeout_s)
+            outcomes["OK"] += 1
+        except grpc.RpcError as error:
+            assert error.code() == grpc.StatusCode.INVALID_ARGUMENT, (error.details(), request)
+            outcomes[error.code().name] += 1
+    return outcomes

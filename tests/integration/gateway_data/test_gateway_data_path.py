@@ -4,7 +4,6 @@ the record RPCs, and a second gateway with a small in-flight budget."""
 
 from __future__ import annotations
 
-import collections
 import subprocess
 import sys
 import time
@@ -13,9 +12,8 @@ from collections.abc import Iterator
 import grpc
 import pytest
 from cluster_testkit import LocalCluster
-from extreme_requests import extreme_requests
+from extreme_requests import send_extreme_requests
 from gateway_data_testkit import batch_of, fetch_request, gateway_stub, produce_request
-from google.protobuf import message_factory
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 from strom_testkit import free_port, wait_until
 
@@ -311,28 +309,10 @@ def test_requests_with_extreme_field_values_never_fail_the_gateway(
     cluster: LocalCluster, topic: str, method: str
 ) -> None:
     # A response (errors in its fields) or a clean INVALID_ARGUMENT; never INTERNAL/UNKNOWN.
-    rpc = gateway_pb2.DESCRIPTOR.services_by_name["Gateway"].methods_by_name[method]
-    request_class = message_factory.GetMessageClass(rpc.input_type)
-    response_class = message_factory.GetMessageClass(rpc.output_type)
+    service = gateway_pb2.DESCRIPTOR.services_by_name["Gateway"]
     channel, _ = gateway_stub(cluster.gateway)
-    call = channel.unary_unary(
-        f"/{rpc.containing_service.full_name}/{method}",
-        request_serializer=lambda message: message.SerializeToString(),
-        response_deserializer=response_class.FromString,
-    )
-    outcomes: collections.Counter[str] = collections.Counter()
     try:
-        seed = sum(map(ord, method))
-        for request in extreme_requests(request_class, 20, seed, names=[topic] * 4):
-            for field in ("max_wait_ms", "timeout_ms"):  # legal long waits: keep them short
-                if field in request.DESCRIPTOR.fields_by_name:
-                    setattr(request, field, min(getattr(request, field), 100))
-            try:
-                call(request, timeout=15)
-                outcomes["OK"] += 1
-            except grpc.RpcError as error:
-                assert error.code() == grpc.StatusCode.INVALID_ARGUMENT, (error.details(), request)
-                outcomes[error.code().name] += 1
+        outcomes = send_extreme_requests(channel, service, method, 20, names=[topic] * 4)
     finally:
         channel.close()
     assert sum(outcomes.values()) == 20
