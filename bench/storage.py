@@ -677,7 +677,7 @@ async def throughput_cases(
             await run_concurrent(CONCURRENCY * 2, CONCURRENCY, produce_call)
             await run_concurrent(CONCURRENCY * 2, CONCURRENCY, upload_call)
             await run_concurrent(CONCURRENCY * 2, CONCURRENCY, persist_call)
-            produce_times, upload_times, persist_times, file_times = [], [], [], []
+            times: dict[str, list[float]] = {"upload": [], "persist": [], "file": [], "produce": []}
             cpu = CpuMeter()
             raw_files = [workdir / f"raw-{topic}-{r}.bin" for r in range(profile.repeat)]
             servers = {"upload": echo_pid, "persist": echo_pid, "produce": node_pid}
@@ -688,17 +688,18 @@ async def throughput_cases(
                 writers = ["persist", "file", "produce"]
                 for name in ["upload", *writers[r % 3 :], *writers[: r % 3]]:
                     if name == "file":
-                        file_times.append(write_file(raw_file, batches, n_requests))
+                        times[name].append(write_file(raw_file, batches, n_requests))
                         continue
-                    elapsed = await cpu.measure(
-                        name,
-                        servers[name],
-                        n_requests,
-                        run_concurrent(n_requests, CONCURRENCY, calls[name]),
+                    times[name].append(
+                        await cpu.measure(
+                            name,
+                            servers[name],
+                            n_requests,
+                            run_concurrent(n_requests, CONCURRENCY, calls[name]),
+                        )
                     )
-                    {"upload": upload_times, "persist": persist_times, "produce": produce_times}[
-                        name
-                    ].append(elapsed)
+            produce_times, upload_times = times["produce"], times["upload"]
+            persist_times, file_times = times["persist"], times["file"]
             for raw_file in raw_files:
                 raw_file.unlink()
             await echo.drop_persisted()
@@ -807,7 +808,7 @@ async def throughput_cases(
                 },
                 "produce_vs_file_write": produce_mbps / file_mbps,
                 "file_write_vs_grpc": file_mbps / upload_mbps,
-                # each repetition against the upload and the persisting upload just before it
+                # each repetition against the upload and the persisting upload of the same one
                 "produce_vs_grpc_by_run": [
                     round(up / pr, 3) for up, pr in zip(upload_times, produce_times, strict=True)
                 ],
@@ -1052,11 +1053,12 @@ def report(summary: dict[str, Any]) -> None:
                 f"{r['download_ceiling_mbps']:8.1f} {r['fetch_vs_grpc']:7.2f}"
             )
     print(
-        "\nCPU per request (produce, upload) or per response (fetch, download), in us, "
-        "averaged over the repetitions"
+        "\nCPU per request (produce, upload, persisting upload) or per response (fetch, "
+        "download), in us, averaged over the repetitions"
     )
     head = (
-        f"{'batch':>5} {'parts':>5} | {'produce':>8} {'upload':>8} {'ratio':>6} {'client':>13} | "
+        f"{'batch':>5} {'parts':>5} | {'produce':>8} {'upload':>8} {'ratio':>6} {'persist':>8} "
+        f"{'client':>13} | "
         f"{'fetch':>8} {'download':>8} {'ratio':>6} {'client':>13}"
     )
     print(head)
@@ -1068,23 +1070,17 @@ def report(summary: dict[str, Any]) -> None:
             print(
                 f"{size_name:>5} {partitions:5} | {pr['server_cpu_us']:8.0f} "
                 f"{up['server_cpu_us']:8.0f} {pr['server_cpu_us'] / up['server_cpu_us']:6.2f} "
+                f"{c['persist']['server_cpu_us']:8.0f} "
                 f"{pr['client_cpu_us']:6.0f}/{up['client_cpu_us']:<6.0f} | "
                 f"{fe['server_cpu_us']:8.0f} {do['server_cpu_us']:8.0f} "
                 f"{fe['server_cpu_us'] / do['server_cpu_us']:6.2f} "
                 f"{fe['client_cpu_us']:6.0f}/{do['client_cpu_us']:<6.0f}"
             )
     print("(client: this process's CPU per call against the node / against the echo server)")
-    for size_name in BATCH_SIZES:
-        for partitions in (1, 16):
-            c = tp[f"{size_name}.p{partitions}"]["cpu_us"]
-            print(
-                f"persisting upload, {size_name} x {partitions:2}: server "
-                f"{c['persist']['server_cpu_us']:.0f} us per request"
-            )
     print(
         "persisting: the echo server's upload plus one os.write of each message to a file (no "
         "fsync), the least a server that keeps what it receives does; measured in every "
-        "repetition just before the node"
+        "repetition, the writers (persisting, file, node) taking turns going first"
     )
     print(
         "file MB/s: raw sequential writes of the same chunks and volume, one file per "
@@ -1219,8 +1215,8 @@ def evaluate(summary: dict[str, Any]) -> dict[str, Any]:
             produce >= TARGETS["produce_1m_vs_grpc"],
             f"1 MiB produce / raw gRPC upload >= {TARGETS['produce_1m_vs_grpc']:.2f} "
             f"(worst of 1 and 16 partitions: {produce:.2f}; the persisting upload reached "
-            f"{persisting:.2f} of the upload; produce against the persisting upload measured just "
-            f"before, repetition by repetition: {', '.join(f'{x:.2f}' for x in by_run)})",
+            f"{persisting:.2f} of the upload; produce against the persisting upload of the same "
+            f"repetition, one by one: {', '.join(f'{x:.2f}' for x in by_run)})",
         ),
         "fetch_1m_vs_grpc": (
             fetch >= TARGETS["fetch_1m_vs_grpc"],

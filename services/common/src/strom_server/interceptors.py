@@ -10,7 +10,10 @@ error mapping, in one wrapper around each RPC.
 3. metrics: ``rpc.server.duration`` (histogram, ms; its count is the request count) with
    ``rpc.service``, ``rpc.method`` and ``rpc.grpc.status_code`` attributes;
 4. error mapping: an exception escaping the handler becomes a gRPC status with the
-   ``strom-error-code`` trailer (``strom_server.error_status``).
+   ``strom-error-code`` trailer (``strom_server.error_status``); so does a request (or a
+   message of a request stream) that does not parse: the wrapped method's deserializer hands
+   the failure to the observed call, which raises ``InvalidRequestError("malformed X: ...")``
+   (INVALID_ARGUMENT) where grpc itself would answer UNKNOWN.
 
 One plain ``try``/``finally`` rather than four chained interceptors with an async context
 manager each: every grpc.aio interceptor layer and generator-based context manager costs
