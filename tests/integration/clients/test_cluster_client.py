@@ -36,17 +36,23 @@ def test_partitions_and_leaders(cluster: LocalCluster, topic: str) -> None:
             assert topic in await client.topics()
             # The leader's storage node answers for the partition.
             stub = client.storage(leader.leader)
-            response = await stub.ListOffsets(
-                storage_pb2.ListOffsetsRequest(
-                    replica_id=-1,
-                    partitions=[
-                        storage_pb2.ListOffsetsPartition(
-                            topic=topic, partition=2, spec=common_pb2.LATEST
-                        )
-                    ],
-                ),
-                timeout=10,
+            request = storage_pb2.ListOffsetsRequest(
+                replica_id=-1,
+                partitions=[
+                    storage_pb2.ListOffsetsPartition(
+                        topic=topic, partition=2, spec=common_pb2.LATEST
+                    )
+                ],
             )
+            # The node learns its new partitions through etcd a moment after the controller
+            # names it leader: until then it answers UNKNOWN_TOPIC_OR_PARTITION (retriable).
+            deadline = asyncio.get_running_loop().time() + 15
+            while True:
+                response = await stub.ListOffsets(request, timeout=10)
+                unknown = response.partitions[0].error_code == common_pb2.UNKNOWN_TOPIC_OR_PARTITION
+                if not unknown or asyncio.get_running_loop().time() > deadline:
+                    break
+                await asyncio.sleep(0.05)
             assert response.partitions[0].error_code == 0
             assert response.partitions[0].offset == 0
             assert client.storage(leader.leader) is stub  # one channel per node
