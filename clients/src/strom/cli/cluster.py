@@ -1,18 +1,26 @@
-"""``strom cluster up|status``: the embedded local cluster (needs the server packages)."""
+"""``strom cluster ...``: run the embedded local cluster and operate it from other terminals.
+
+``up`` (foreground, or ``--detach``), ``down``, ``status``, ``stop|start|restart|kill NODE``
+and ``logs NODE [-f]``. The work is done by the server packages (``strom_server``), imported
+by name so that the client distribution never depends on server code.
+"""
 
 from __future__ import annotations
 
 import argparse
 import importlib
 import json
+import sys
+import time
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from strom.admin import Admin
-from strom.errors import StromError
+from strom.cli.cluster_status import print_status, status_document
 
 DEFAULT_DATA_DIR = Path(".strom")
+#: What ``stop|start|restart|kill`` wait for, as states of the process in the state file.
+_UP, _DOWN = ("up",), ("stopped", "exited", "failed")
 
 
 def _server_module(name: str) -> ModuleType:
@@ -26,17 +34,23 @@ def _server_module(name: str) -> ModuleType:
         ) from exc
 
 
+def _add_data_dir(parser: argparse.ArgumentParser, what: str) -> None:
+    parser.add_argument(
+        "--data-dir",
+        type=Path,
+        default=DEFAULT_DATA_DIR,
+        help=f"{what} (default: %(default)s)",
+    )
+
+
 def add_parser(commands: Any) -> None:
     cluster = commands.add_parser("cluster", help="run a local cluster (etcd and services)")
     actions = cluster.add_subparsers(dest="action", metavar="ACTION", required=True)
 
-    up = actions.add_parser("up", help="start the local cluster in the foreground; Ctrl-C stops it")
-    up.add_argument(
-        "--data-dir",
-        type=Path,
-        default=DEFAULT_DATA_DIR,
-        help="where every process keeps its data and logs (default: %(default)s)",
+    up = actions.add_parser(
+        "up", help="start the local cluster and keep it running; Ctrl-C (or `down`) stops it"
     )
+    _add_data_dir(up, "where every process keeps its data and logs")
     up.add_argument("--host", default="127.0.0.1", help="address to bind (default: %(default)s)")
     up.add_argument("--etcd-client-port", type=int, default=2379, help="default: %(default)s")
     up.add_argument("--etcd-peer-port", type=int, default=2380, help="default: %(default)s")
@@ -63,21 +77,64 @@ def add_parser(commands: Any) -> None:
         default=60.0,
         help="seconds to wait for each process to be healthy (default: %(default)s)",
     )
+    up.add_argument(
+        "--detach",
+        action="store_true",
+        help="run in the background (supervisor output in DATA_DIR/logs/supervisor.log); "
+        "return once the cluster is up",
+    )
+    up.add_argument(
+        "--no-restart",
+        action="store_true",
+        help="leave a process that exits down instead of restarting it (fault drills)",
+    )
+    up.add_argument(
+        "--max-restarts",
+        type=int,
+        default=5,
+        help="consecutive crashes after which a process is left down (default: %(default)s)",
+    )
     up.set_defaults(handler=cluster_up)
 
-    status = actions.add_parser("status", help="show what a running local cluster consists of")
-    status.add_argument(
-        "--data-dir",
-        type=Path,
-        default=DEFAULT_DATA_DIR,
-        help="the data directory given to `up` (default: %(default)s)",
+    down = actions.add_parser("down", help="stop a running local cluster (as Ctrl-C does)")
+    _add_data_dir(down, "the data directory given to `up`")
+    down.set_defaults(handler=cluster_down)
+
+    status = actions.add_parser(
+        "status", help="processes (state, pid, restarts, uptime), controller, partition health"
     )
-    status.add_argument("--json", action="store_true", help="print the state as JSON")
+    _add_data_dir(status, "the data directory given to `up`")
+    status.add_argument("--json", action="store_true", help="print the status as JSON")
     status.set_defaults(handler=cluster_status)
 
+    for op, text in (
+        ("stop", "stop one process (SIGTERM) and keep it down"),
+        ("start", "start a stopped, exited or failed process"),
+        ("restart", "stop one process and start it again"),
+        ("kill", "SIGKILL one process (a drill: it restarts unless `up --no-restart`)"),
+    ):
+        parser = actions.add_parser(op, help=text)
+        parser.add_argument("node", metavar="NODE", help="process name, e.g. storage-2, gateway")
+        _add_data_dir(parser, "the data directory given to `up`")
+        parser.add_argument(
+            "--timeout",
+            type=float,
+            default=90.0,
+            help="seconds to wait for the result (default: %(default)s)",
+        )
+        parser.set_defaults(handler=cluster_command, op=op)
 
-def cluster_up(args: argparse.Namespace) -> int:
-    local = _server_module("strom_server.local_cluster")
+    logs = actions.add_parser("logs", help="show a process's log (`supervisor` for its own)")
+    logs.add_argument("node", metavar="NODE", help="process name, e.g. storage-2, gateway")
+    _add_data_dir(logs, "the data directory given to `up`")
+    logs.add_argument("-f", "--follow", action="store_true", help="keep printing new lines")
+    logs.add_argument(
+        "-n", "--tail", type=int, default=100, help="last lines to show first (default: 100)"
+    )
+    logs.set_defaults(handler=cluster_logs)
+
+
+def _spec(args: argparse.Namespace, local: ModuleType) -> Any:
     for option in ("etcd_client_port", "etcd_peer_port", "base_port"):
         port = getattr(args, option)
         if not 1 <= port <= 65535:
@@ -88,13 +145,17 @@ def cluster_up(args: argparse.Namespace) -> int:
         raise RuntimeError(f"--controllers {args.controllers} must be between 1 and 9")
     if not 0 <= args.coordinators <= 9:
         raise RuntimeError(f"--coordinators {args.coordinators} must be between 0 and 9")
+    if not 0 <= args.max_restarts <= 1000:
+        raise RuntimeError(f"--max-restarts {args.max_restarts} must be between 0 and 1000")
+    if args.ready_timeout <= 0:
+        raise RuntimeError(f"--ready-timeout {args.ready_timeout} must be positive")
     topics = tuple(t for t in args.topics.split(",") if t)
     for topic in topics:
         try:
             local.parse_topic_spec(topic)
         except ValueError as exc:
             raise RuntimeError(f"--topics: {exc}") from None
-    spec = local.LocalClusterSpec(
+    return local.LocalClusterSpec(
         data_dir=args.data_dir.resolve(),
         host=args.host,
         etcd_client_port=args.etcd_client_port,
@@ -105,45 +166,131 @@ def cluster_up(args: argparse.Namespace) -> int:
         coordinators=args.coordinators,
         topics=topics,
     )
+
+
+def _say(line: str) -> None:
+    print(line, flush=True)
+
+
+def cluster_up(args: argparse.Namespace) -> int:
+    local = _server_module("strom_server.local_cluster")
+    restart_policy = _server_module("strom_server.restart_policy")
+    spec = _spec(args, local)
+    policy = restart_policy.RestartPolicy(
+        enabled=not args.no_restart, max_restarts=args.max_restarts
+    )
     print(f"Starting the Strom cluster in {spec.data_dir} ...", flush=True)
-    return int(
-        local.run_cluster(
-            spec, ready_timeout_s=args.ready_timeout, announce=lambda line: print(line, flush=True)
+    if args.detach:
+        control = _server_module("strom_server.cluster_control")
+        state = control.start_detached(
+            spec, ready_timeout_s=args.ready_timeout, policy=policy, progress=_say
         )
+        print(
+            f"Supervisor pid {state['supervisor_pid']}; its output: "
+            f"{control.log_path(spec.data_dir, control.SUPERVISOR_LOG)}"
+        )
+        return 0
+    return int(
+        local.run_cluster(spec, ready_timeout_s=args.ready_timeout, announce=_say, policy=policy)
     )
 
 
-def cluster_status(args: argparse.Namespace) -> int:
-    local = _server_module("strom_server.local_cluster")
+def cluster_down(args: argparse.Namespace) -> int:
+    control = _server_module("strom_server.cluster_control")
     data_dir = args.data_dir.resolve()
-    state = local.read_state(data_dir)
-    alive = local.running_processes(data_dir)
+    started = time.monotonic()
+    control.stop_cluster(data_dir, progress=_say)
+    print(f"Stopped the cluster in {data_dir} ({time.monotonic() - started:.1f} s).")
+    return 0
+
+
+def cluster_status(args: argparse.Namespace) -> int:
+    state_module = _server_module("strom_server.cluster_state")
+    data_dir = args.data_dir.resolve()
+    state = state_module.read_state(data_dir)
+    if state is not None and not state_module.supervisor_alive(state):
+        state["status"] = "supervisor gone"
+    alive = sorted(state_module.running_processes(data_dir))
+    document = status_document(state, alive)
     if args.json:
-        print(json.dumps({"state": state, "alive": sorted(alive)}, indent=2))
-        return 0 if state and alive else 1
-    if not state:
+        print(json.dumps(document, indent=2))
+    elif state is None:
         print(f"No cluster is running from {data_dir}.")
-        return 1
-    print(f"Cluster in {data_dir} (etcd: {', '.join(state.get('etcd_endpoints', []))}):")
-    for name, info in state.get("processes", {}).items():
-        mark = "running" if name in alive else "NOT RUNNING"
-        print(f"  {name:<12} {mark:<12} pid {info['pid']:<8} {info['address']}")
-    gateway = state.get("gateway")
-    if gateway:
-        try:
-            with Admin(gateway, request_timeout_ms=3000) as admin:
-                cluster = admin.describe_cluster()
-        except StromError as exc:
-            print(f"Metadata through the gateway failed: {exc}")
-        else:
-            active = cluster.controller
-            print(
-                f"Active controller: {active.node_id} at {active.address}"
-                if active
-                else "Active controller: none"
-            )
-            print(
-                "Registered storage nodes: "
-                + ", ".join(f"{b.node_id} ({b.address}, {b.rack})" for b in cluster.brokers)
-            )
-    return 0 if len(alive) == len(state.get("processes", {})) else 1
+    else:
+        print_status(data_dir, document)
+    processes = (state or {}).get("processes", {})
+    return 0 if state and processes and len(alive) == len(processes) else 1
+
+
+def cluster_command(args: argparse.Namespace) -> int:
+    control = _server_module("strom_server.cluster_control")
+    data_dir = args.data_dir.resolve()
+    before = _server_module("strom_server.cluster_state").read_state(data_dir) or {}
+    restarts = before.get("processes", {}).get(args.node, {}).get("restarts", 0)
+    try:
+        message = control.command(data_dir, args.op, args.node)
+    except ValueError as exc:
+        raise RuntimeError(str(exc)) from None
+    print(message, flush=True)
+    if args.op == "kill":
+        # Done once the supervisor has seen the exit (it then restarts the process or not).
+        info = control.wait_for_state(
+            data_dir,
+            args.node,
+            lambda i: i.get("state") != "up" or i.get("restarts", 0) > restarts,
+            timeout_s=args.timeout,
+            what="noticed as exited",
+        )
+    else:
+        wanted = _DOWN if args.op == "stop" else _UP
+        info = control.wait_for_state(
+            data_dir,
+            args.node,
+            control.in_states(wanted),
+            timeout_s=args.timeout,
+            what=" or ".join(wanted),
+            progress=_say,
+        )
+    print(
+        f"{args.node}: {info.get('state')}" + (f" (pid {info['pid']})" if info.get("pid") else "")
+    )
+    return 0
+
+
+def cluster_logs(args: argparse.Namespace) -> int:
+    control = _server_module("strom_server.cluster_control")
+    path = control.log_path(args.data_dir.resolve(), args.node)
+    if not path.exists():
+        names = sorted(p.stem for p in path.parent.glob("*.log"))
+        raise RuntimeError(
+            f"no log for {args.node!r} in {path.parent}"
+            + (f" (logs: {', '.join(names)})" if names else "")
+        )
+    if args.tail < 0:
+        raise RuntimeError(f"--tail {args.tail} must be >= 0")
+    with open(path, "rb") as log_file:
+        _print_last_lines(log_file, args.tail)
+        while args.follow:
+            chunk = log_file.read()
+            if chunk:
+                sys.stdout.write(chunk.decode(errors="replace"))
+                sys.stdout.flush()
+            else:
+                time.sleep(0.2)
+    return 0
+
+
+def _print_last_lines(log_file: Any, count: int) -> None:
+    """Print the last ``count`` lines, reading back from the end (logs can be large)."""
+    log_file.seek(0, 2)
+    end = position = log_file.tell()
+    data = b""
+    while position > 0 and data.count(b"\n") <= count:
+        step = min(64 * 1024, position)
+        position -= step
+        log_file.seek(position)
+        data = log_file.read(step) + data
+    lines = data.splitlines(keepends=True)[-count:] if count else []
+    sys.stdout.write(b"".join(lines).decode(errors="replace"))
+    sys.stdout.flush()
+    log_file.seek(end)

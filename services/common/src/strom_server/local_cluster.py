@@ -7,14 +7,20 @@ never imports them.
 
 Directory layout under ``data_dir``::
 
-    etcd/            etcd's data (kept between runs)
-    storage-<id>/    partition logs of storage node <id>
-    logs/<name>.log  each process's output
-    cluster.json     what is running (pids, addresses) while the cluster is up
+    etcd/               etcd's data (kept between runs)
+    storage-<id>/       partition logs of storage node <id>
+    logs/<name>.log     each process's output (restarts append to it)
+    logs/supervisor.log the supervisor's own output when it runs detached
+    cluster.json        what is running (states, pids, restarts) while the cluster is up
+    supervisor.sock     the supervisor's control socket (``strom cluster stop NODE`` ...)
+
+``run_cluster`` starts everything in dependency order and then keeps it running (see
+``process_keeper``); ``cluster_control`` holds what other terminals do to a running cluster.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -22,22 +28,40 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
+from typing import Any
 
 import structlog
 
 from strom import Admin, NewTopic, StromError
+from strom_server.cluster_state import (
+    process_start_ticks,
+    read_state,
+    remove_state,
+    running_processes,
+    supervisor_alive,
+    write_state,
+)
+from strom_server.control_socket import ControlServer, socket_path_for
 from strom_server.etcd_binary import find_etcd
 from strom_server.etcd_process import etcd_argv, etcd_is_healthy
 from strom_server.free_ports import port_in_use
 from strom_server.health_probe import grpc_serving
+from strom_server.process_keeper import ProcessKeeper
+from strom_server.restart_policy import RestartPolicy
 from strom_server.supervisor import ManagedProcess, ProcessFailedError, Supervisor
 
 log = structlog.get_logger(__name__)
 
-__all__ = ["ClusterAlreadyRunningError", "LocalClusterSpec", "read_state", "run_cluster"]
-
-STATE_FILE = "cluster.json"
+__all__ = [
+    "ClusterAlreadyRunningError",
+    "LocalClusterSpec",
+    "check_startable",
+    "run_cluster",
+    "spec_from_json",
+    "spec_to_json",
+]
 #: Seconds a process gets to stop after SIGTERM before SIGKILL (closing thousands of logs
 #: fsyncs each of them).
 STOP_GRACE_S = 30.0
@@ -100,7 +124,10 @@ class LocalClusterSpec:
             *(self._coordinator(i) for i in range(1, self.coordinators + 1)),
         ]
 
-    def _service(self, name: str, module: str, address: str, *flags: str) -> ManagedProcess:
+    def _service(
+        self, role: str, node_id: int | None, module: str, address: str, *flags: str
+    ) -> ManagedProcess:
+        name = role if node_id is None else f"{role}-{node_id}"
         argv = [
             sys.executable, "-m", module,
             "--listen", address,
@@ -113,12 +140,13 @@ class LocalClusterSpec:
             log_path=self.data_dir / "logs" / f"{name}.log",
             ready=lambda: grpc_serving(address),
             address=address,
+            role=role,
+            node_id=node_id,
         )
 
     def _controller(self, controller_id: int) -> ManagedProcess:
         return self._service(
-            f"controller-{controller_id}",
-            "strom_controller",
+            "controller", controller_id, "strom_controller",
             self.controller_address(controller_id),
             "--controller-id", str(controller_id),
             *self.controller_flags,
@@ -126,8 +154,7 @@ class LocalClusterSpec:
 
     def _storage_node(self, node_id: int) -> ManagedProcess:
         return self._service(
-            f"storage-{node_id}",
-            "strom_storage",
+            "storage", node_id, "strom_storage",
             self.storage_address(node_id),
             "--node-id", str(node_id),
             "--rack", f"rack-{node_id}",
@@ -137,8 +164,7 @@ class LocalClusterSpec:
 
     def _coordinator(self, coordinator_id: int) -> ManagedProcess:
         return self._service(
-            f"coordinator-{coordinator_id}",
-            "strom_coordinator",
+            "coordinator", coordinator_id, "strom_coordinator",
             self.coordinator_address(coordinator_id),
             "--coordinator-id", str(coordinator_id),
             "--bootstrap-servers", self.gateway_address,
@@ -146,7 +172,7 @@ class LocalClusterSpec:
         )  # fmt: skip
 
     def _gateway(self) -> ManagedProcess:
-        return self._service("gateway", "strom_gateway", self.gateway_address)
+        return self._service("gateway", None, "strom_gateway", self.gateway_address)
 
     def _etcd(self) -> ManagedProcess:
         argv = etcd_argv(
@@ -163,6 +189,7 @@ class LocalClusterSpec:
             log_path=self.data_dir / "logs" / "etcd.log",
             ready=lambda: etcd_is_healthy(self.etcd_endpoint),
             address=self.etcd_endpoint,
+            role="etcd",
         )
 
     def ports(self) -> dict[str, int]:
@@ -220,38 +247,17 @@ def create_topics(spec: LocalClusterSpec, timeout_s: float = 60.0) -> list[str]:
         return [t.name for t in created]
 
 
-def read_state(data_dir: Path) -> dict[str, object] | None:
-    """The state file of a running cluster, or None when none is recorded."""
-    try:
-        return json.loads((data_dir / STATE_FILE).read_text())
-    except (OSError, ValueError):
-        return None
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def running_processes(data_dir: Path) -> dict[str, dict[str, object]]:
-    """Processes recorded in the state file that are still alive, by name."""
-    state = read_state(data_dir) or {}
-    processes = state.get("processes", {})
-    assert isinstance(processes, dict)
-    return {name: info for name, info in processes.items() if _pid_alive(int(info["pid"]))}
-
-
-def _check_startable(spec: LocalClusterSpec) -> None:
+def check_startable(spec: LocalClusterSpec) -> None:
+    """Refuse to start when a cluster already runs from the data directory or a port is busy."""
     alive = running_processes(spec.data_dir)
+    state = read_state(spec.data_dir)
+    if state is not None and supervisor_alive(state):
+        alive.setdefault("supervisor", {"pid": state["supervisor_pid"]})
     if alive:
         pids = ", ".join(f"{name} pid {info['pid']}" for name, info in alive.items())
         raise ClusterAlreadyRunningError(
-            f"a cluster is already running from {spec.data_dir} ({pids}); stop it first"
+            f"a cluster is already running from {spec.data_dir} ({pids}); stop it first "
+            "(`strom cluster down`)"
         )
     busy = [
         f"{what} port {port}" for what, port in spec.ports().items() if port_in_use(spec.host, port)
@@ -263,25 +269,57 @@ def _check_startable(spec: LocalClusterSpec) -> None:
         )
 
 
-def _write_state(spec: LocalClusterSpec, processes: list[ManagedProcess]) -> None:
-    state = {
-        "started_at": time.time(),
-        "supervisor_pid": os.getpid(),
-        "etcd_endpoints": [spec.etcd_endpoint],
-        "gateway": spec.gateway_address,
-        "processes": {
-            p.name: {"pid": p.pid, "address": p.address, "log": str(p.log_path)} for p in processes
-        },
+def spec_to_json(spec: LocalClusterSpec) -> dict[str, Any]:
+    """The spec as JSON-ready values (for a detached supervisor)."""
+    values = dataclasses.asdict(spec)
+    values["data_dir"] = str(spec.data_dir)
+    return values
+
+
+def spec_from_json(values: dict[str, Any]) -> LocalClusterSpec:
+    fields = {f.name for f in dataclasses.fields(LocalClusterSpec)}
+    unknown = set(values) - fields
+    if unknown:
+        raise ValueError(f"unknown cluster spec fields: {', '.join(sorted(unknown))}")
+    converted: dict[str, Any] = {
+        name: tuple(value) if isinstance(value, list) else value for name, value in values.items()
     }
-    tmp = spec.data_dir / (STATE_FILE + ".tmp")
-    tmp.write_text(json.dumps(state, indent=2))
-    tmp.replace(spec.data_dir / STATE_FILE)
+    converted["data_dir"] = Path(values["data_dir"])
+    return LocalClusterSpec(**converted)
 
 
-def _describe_exit(code: int | None) -> str:
-    if code in (0, -signal.SIGTERM):
-        return "stopped"
-    return f"exit {code}" if code is None or code >= 0 else f"killed by signal {-code}"
+class _StateWriter:
+    """Keeps ``cluster.json`` in step with the keeper."""
+
+    def __init__(self, spec: LocalClusterSpec, policy: RestartPolicy, control_socket: Path) -> None:
+        self.spec = spec
+        self.base = {
+            "started_at": time.time(),
+            "supervisor_pid": os.getpid(),
+            "supervisor_started": process_start_ticks(os.getpid()),
+            "control_socket": str(control_socket),
+            "restart": policy.enabled,
+            "etcd_endpoints": [spec.etcd_endpoint],
+            "gateway": spec.gateway_address,
+        }
+
+    def write(self, status: str, processes: dict[str, dict[str, Any]]) -> None:
+        for info in processes.values():
+            pid = info.get("pid")
+            info["pid_started"] = process_start_ticks(pid) if isinstance(pid, int) else None
+        write_state(self.spec.data_dir, {**self.base, "status": status, "processes": processes})
+
+
+def _starting(processes: list[ManagedProcess]) -> dict[str, dict[str, Any]]:
+    """The state of each process while the cluster starts (before the keeper takes over)."""
+    described = {}
+    for p in processes:
+        state = "pending" if p.pid is None else "up" if p.exit_code() is None else "exited"
+        described[p.name] = {
+            "role": p.role, "id": p.node_id, "pid": p.pid, "address": p.address,
+            "log": str(p.log_path), "state": state, "restarts": 0,
+        }  # fmt: skip
+    return described
 
 
 def run_cluster(
@@ -289,13 +327,19 @@ def run_cluster(
     *,
     ready_timeout_s: float = 60.0,
     announce: Callable[[str], object] = print,
+    policy: RestartPolicy | None = None,
+    detached: bool = False,
 ) -> int:
-    """Start the cluster, announce it, block until SIGINT/SIGTERM or a process dies, stop all.
+    """Start the cluster, announce it, keep it running until SIGINT/SIGTERM, stop it.
 
-    Returns the exit status for the CLI: 0 after a requested stop, 1 when a process died.
+    A process that exits meanwhile is restarted under ``policy`` (the default
+    ``RestartPolicy()``) while the others keep serving; commands from other terminals
+    (``strom cluster stop|start|restart|kill NODE``) arrive on the control socket. Returns
+    the exit status for the CLI: 0 after a requested stop.
     """
+    policy = policy or RestartPolicy()
     spec.data_dir.mkdir(parents=True, exist_ok=True)
-    _check_startable(spec)
+    check_startable(spec)
     processes = spec.processes()
     supervisor = Supervisor(processes, grace_s=STOP_GRACE_S)
     stop_requested = False
@@ -305,39 +349,85 @@ def run_cluster(
         stop_requested = True
 
     previous = {sig: signal.signal(sig, request_stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+    control_path = socket_path_for(spec.data_dir)
+    state = _StateWriter(spec, policy, control_path)
+    keeper: ProcessKeeper | None = None
+    control: ControlServer | None = None
     try:
-        supervisor.start_all(
-            ready_timeout_s,
-            on_ready=lambda p: announce(f"  {p.name:<12} ready  {p.address}  (log: {p.log_path})"),
+        state.write("starting", _starting(processes))
+
+        def on_ready(process: ManagedProcess) -> None:
+            state.write("starting", _starting(processes))
+            announce(f"  {process.name:<13} ready  {process.address}  (log: {process.log_path})")
+
+        supervisor.start_all(ready_timeout_s, on_ready=on_ready)
+        keeper = ProcessKeeper(
+            processes,
+            policy,
+            ready_timeout_s=ready_timeout_s,
+            grace_s=STOP_GRACE_S,
+            announce=announce,
         )
-        _write_state(spec, processes)
-        announce(f"Strom cluster is up (data in {spec.data_dir}).")
+        control = ControlServer(control_path, partial(_handle_request, keeper))
         created = create_topics(spec)
+        state.write("up", keeper.describe())
+        announce(f"Strom cluster is up (data in {spec.data_dir}).")
         if created:
             announce(f"  created topics: {', '.join(created)}")
         announce(f"  bootstrap (gateway): {spec.gateway_address}")
         announce(f"  etcd endpoints:      {spec.etcd_endpoint}")
-        announce("Press Ctrl-C to stop.")
-        status = 0
+        if not policy.enabled:
+            announce("  --no-restart: a process that exits stays down")
+        if detached:
+            announce(f"Stop it with `strom cluster down --data-dir {spec.data_dir}`.")
+        else:
+            announce("Press Ctrl-C to stop.")
         while not stop_requested:
-            dead = supervisor.first_exited()
-            if dead is not None:
-                announce(
-                    f"{dead.name} exited with code {dead.exit_code()}; stopping the cluster."
-                    f" Last lines of {dead.log_path}:\n{dead.tail()}"
-                )
-                status = 1
-                break
-            time.sleep(0.2)
+            commanded = control.serve(timeout_s=0.2)
+            if keeper.tick() or commanded:
+                state.write("up", keeper.describe())
         announce("Stopping...")
-        codes = supervisor.stop_all()
-        announce(
-            "Stopped: "
-            + ", ".join(f"{name} ({_describe_exit(code)})" for name, code in codes.items())
-        )
-        return status
+        state.write("stopping", keeper.describe())
+        ended = keeper.stop_all()
+        announce("Stopped: " + ", ".join(f"{name} ({how})" for name, how in ended.items()))
+        return 0
     finally:
+        if control is not None:
+            control.close()
         supervisor.stop_all()
-        (spec.data_dir / STATE_FILE).unlink(missing_ok=True)
+        remove_state(spec.data_dir)
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+
+
+def _handle_request(keeper: ProcessKeeper, request: dict[str, Any]) -> dict[str, Any]:
+    op, name = request.get("op"), request.get("name")
+    if not isinstance(op, str) or not isinstance(name, str):
+        return {"ok": False, "error": "a request needs string fields 'op' and 'name'"}
+    try:
+        message = keeper.command(op, name)
+    except ValueError as exc:
+        return {"ok": False, "error": str(exc)}
+    log.info("operator command", op=op, process=name, result=message)
+    return {"ok": True, "message": message}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m strom_server.local_cluster RUN.json``: the detached supervisor of
+    ``strom cluster up --detach`` (RUN.json: the spec, the ready timeout and the policy)."""
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1:
+        print("usage: python -m strom_server.local_cluster RUN.json", file=sys.stderr)
+        return 2
+    run = json.loads(Path(args[0]).read_text())
+    return run_cluster(
+        spec_from_json(run["spec"]),
+        ready_timeout_s=float(run["ready_timeout_s"]),
+        announce=lambda line: print(line, flush=True),
+        policy=RestartPolicy(**run["policy"]),
+        detached=bool(run.get("detached", False)),
+    )
+
+
+if __name__ == "__main__":
+    sys.exit(main())

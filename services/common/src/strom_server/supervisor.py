@@ -39,6 +39,9 @@ class ManagedProcess:
     env: Mapping[str, str] = field(default_factory=dict)
     #: What to show users once it is ready (an address, typically).
     address: str = ""
+    #: What kind of process it is ("storage", "controller", ...) and its id within that kind.
+    role: str = ""
+    node_id: int | None = None
     popen: subprocess.Popen[bytes] | None = None
 
     @property
@@ -59,6 +62,20 @@ class ManagedProcess:
 
     def exit_code(self) -> int | None:
         return self.popen.poll() if self.popen else None
+
+    def is_running(self) -> bool:
+        return self.popen is not None and self.popen.poll() is None
+
+    def send_signal(self, signum: int) -> None:
+        """Signal the process if it is still running (a no-op once it has exited)."""
+        if self.popen is not None and self.popen.poll() is None:
+            self.popen.send_signal(signum)
+
+    def note_in_log(self, line: str) -> None:
+        """Append a line of the supervisor's own to the process's log (restarts, say)."""
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.log_path, "a") as out:
+            out.write(line.rstrip("\n") + "\n")
 
     def tail(self, lines: int = 20) -> str:
         try:

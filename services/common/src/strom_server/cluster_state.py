@@ -1,0 +1,98 @@
+"""The state file of a running local cluster: ``<data_dir>/cluster.json``.
+
+The supervisor of ``strom cluster up`` rewrites it (atomically) whenever a process changes
+state; ``strom cluster status|stop|down|...`` in another terminal read it to find the
+supervisor, its control socket and every process. Example::
+
+    {"status": "up", "supervisor_pid": 4242, "supervisor_started": 81234567,
+     "control_socket": ".strom/supervisor.sock", "restart": true,
+     "gateway": "127.0.0.1:9092", "etcd_endpoints": ["http://127.0.0.1:2379"],
+     "processes": {"storage-1": {"role": "storage", "id": 1, "pid": 4300, "state": "up",
+                                 "restarts": 0, "up_since": 1764000000.0, ...}, ...}}
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "STATE_FILE",
+    "pid_alive",
+    "process_start_ticks",
+    "read_state",
+    "remove_state",
+    "running_processes",
+    "supervisor_alive",
+    "write_state",
+]
+
+STATE_FILE = "cluster.json"
+
+
+def read_state(data_dir: Path) -> dict[str, Any] | None:
+    """The state file of a running cluster, or None when none is recorded."""
+    try:
+        state = json.loads((data_dir / STATE_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+    return state if isinstance(state, dict) else None
+
+
+def write_state(data_dir: Path, state: dict[str, Any]) -> None:
+    tmp = data_dir / (STATE_FILE + ".tmp")
+    tmp.write_text(json.dumps(state, indent=2))
+    tmp.replace(data_dir / STATE_FILE)
+
+
+def remove_state(data_dir: Path) -> None:
+    (data_dir / STATE_FILE).unlink(missing_ok=True)
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def process_start_ticks(pid: int) -> int | None:
+    """When process ``pid`` started (clock ticks since boot, from /proc), to tell it from a
+    later process that got the same pid; None where /proc does not say."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # The command name (field 2) may hold spaces and parentheses: split after its last ')'.
+    fields = stat.rpartition(")")[2].split()
+    try:
+        return int(fields[19])  # field 22 of stat(5), the 20th after the command name
+    except (IndexError, ValueError):
+        return None
+
+
+def supervisor_alive(state: dict[str, Any]) -> bool:
+    """Whether the supervisor that wrote ``state`` is still running."""
+    pid = state.get("supervisor_pid")
+    if not isinstance(pid, int) or not pid_alive(pid):
+        return False
+    recorded = state.get("supervisor_started")
+    return recorded is None or process_start_ticks(pid) in (None, recorded)
+
+
+def running_processes(data_dir: Path) -> dict[str, dict[str, Any]]:
+    """Processes recorded in the state file that are still alive, by name."""
+    state = read_state(data_dir) or {}
+    processes = state.get("processes", {})
+    if not isinstance(processes, dict):
+        return {}
+    return {
+        name: info
+        for name, info in processes.items()
+        if isinstance(info.get("pid"), int) and pid_alive(info["pid"])
+    }
