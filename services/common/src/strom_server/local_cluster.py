@@ -330,7 +330,7 @@ def run_cluster(
     policy: RestartPolicy | None = None,
     detached: bool = False,
 ) -> int:
-    """Start the cluster, announce it, keep it running until SIGINT/SIGTERM, stop it.
+    """Start the cluster, announce it, keep it running until SIGINT, SIGTERM or SIGHUP, stop it.
 
     A process that exits meanwhile is restarted under ``policy`` (the default
     ``RestartPolicy()``) while the others keep serving; commands from other terminals
@@ -348,7 +348,9 @@ def run_cluster(
         nonlocal stop_requested
         stop_requested = True
 
-    previous = {sig: signal.signal(sig, request_stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+    # SIGHUP too: closing the terminal of a foreground `up` must not orphan its processes.
+    stop_signals = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    previous = {sig: signal.signal(sig, request_stop) for sig in stop_signals}
     control_path = socket_path_for(spec.data_dir)
     state = _StateWriter(spec, policy, control_path)
     keeper: ProcessKeeper | None = None
