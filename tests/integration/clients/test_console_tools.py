@@ -130,6 +130,19 @@ def test_consume_every_partition_until_idle(cluster: LocalCluster, topic: str) -
     assert {"a", "b", "c"} <= set(result.stdout.splitlines())
 
 
+def test_produce_with_acks_1(cluster: LocalCluster) -> None:
+    """--acks 1 turns the default idempotence off instead of failing on it."""
+    with cluster.admin() as admin:
+        admin.create_topics([NewTopic("console-acks1", 1, 1)])
+    for acks in ("1", "0"):
+        assert_ok(strom(cluster, "produce", "console-acks1", "--acks", acks, stdin="x\ny\n"))
+    result = assert_ok(
+        strom(cluster, "consume", "console-acks1", "--partition", "0", "--offset", "0",
+              "--max-messages", "4")
+    )  # fmt: skip
+    assert result.stdout.splitlines() == ["x", "y", "x", "y"]
+
+
 def test_consume_with_a_group_resumes_after_its_commit(cluster: LocalCluster) -> None:
     with cluster.admin() as admin:
         admin.create_topics([NewTopic("console-group", 1, 1)])

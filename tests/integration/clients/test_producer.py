@@ -259,9 +259,57 @@ def test_buffer_exhaustion_blocks_then_raises(cluster: LocalCluster) -> None:
 
 def test_option_validation_needs_no_cluster() -> None:
     with pytest.raises(ConfigurationError, match="acks"):
-        Producer("127.0.0.1:1", acks=1)  # idempotence needs acks=all
+        Producer("127.0.0.1:1", acks=1, enable_idempotence=True)  # needs acks=all
     with pytest.raises(ConfigurationError, match="linger_ms"):
         Producer("127.0.0.1:1", linger_ms=-1)
+
+
+def producer_ids(cluster: LocalCluster, topic: str, partition: int) -> set[int]:
+    """The producer ids of the batches at the start of a partition (one Fetch)."""
+    address = leaders(cluster, topic)[partition]
+    fetch = storage_pb2.FetchPartition(
+        topic=topic, partition=partition, fetch_offset=0, partition_max_bytes=8 << 20
+    )
+    with grpc.insecure_channel(address, options=channel_options()) as channel:
+        response = storage_pb2_grpc.StorageNodeStub(channel).Fetch(
+            storage_pb2.FetchRequest(replica_id=-1, max_bytes=8 << 20, partitions=[fetch]),
+            timeout=10,
+        )
+    (result,) = response.partitions
+    assert result.error_code == 0, result.error_message
+    batches = decode_batches(result.records, allow_truncated_tail=True)
+    return {b.header.producer_id for b in batches}
+
+
+def test_acks_1_with_default_idempotence(cluster: LocalCluster) -> None:
+    """acks=1 without enable_idempotence: a plain producer (no producer id) rather than a
+    ConfigurationError, sync and asyncio; with idempotence left on (acks=all) batches carry
+    a producer id."""
+    topic = create_topic(cluster, "p-acks1-default", 3)
+    with Producer(cluster.gateway, acks=1) as producer:
+        assert producer.config.enable_idempotence is False
+        assert producer.send_many(topic, [b"s"] * 100, partition=0).result(30) == 100
+
+    async def main() -> None:
+        async with strom.aio.Producer(cluster.gateway, acks="1") as producer:
+            assert producer.config.enable_idempotence is False
+            futures = [await producer.send(topic, b"a", partition=1) for _ in range(100)]
+            await producer.flush()
+            assert [(await f).offset for f in futures] == list(range(100))
+
+    asyncio.run(main())
+    with Producer(cluster.gateway) as producer:
+        assert producer.config.enable_idempotence is True
+        assert producer.send_many(topic, [b"i"] * 100, partition=2).result(30) == 100
+    stored = read_all(cluster, topic, 3)
+    assert [[r.value for r in stored[p]] for p in range(3)] == [
+        [b"s"] * 100,
+        [b"a"] * 100,
+        [b"i"] * 100,
+    ]
+    assert producer_ids(cluster, topic, 0) == producer_ids(cluster, topic, 1) == {-1}
+    (idempotent,) = producer_ids(cluster, topic, 2)
+    assert idempotent >= 0
 
 
 # -- asyncio -----------------------------------------------------------------------------------

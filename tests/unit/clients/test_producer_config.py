@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+import re
 from typing import Any
 
 import pytest
@@ -18,13 +20,6 @@ from strom.records import Compression
         ({"acks": 2, "enable_idempotence": False}, "acks"),
         ({"acks": "some", "enable_idempotence": False}, "acks"),
         ({"acks": True, "enable_idempotence": False}, "acks"),
-        ({"acks": 1}, "enable_idempotence=True requires acks='all'"),
-        ({"acks": 0}, "enable_idempotence=True requires acks='all'"),
-        (
-            {"max_in_flight_requests_per_connection": 6},
-            "connection <= 5",
-        ),
-        ({"retries": 0}, "retries > 0"),
         ({"enable_idempotence": "yes"}, "enable_idempotence"),
         ({"compression_type": "brotli"}, "compression_type"),
         ({"compression_type": "snappy"}, "snappy"),
@@ -51,6 +46,74 @@ from strom.records import Compression
 def test_bad_option(options: dict[str, Any], fragment: str) -> None:
     with pytest.raises(ConfigurationError, match=fragment.replace("(", r"\(")):
         strom.aio.Producer("127.0.0.1:1", **options)
+
+
+#: Settings idempotence cannot work with, and the name each is reported by.
+_CONFLICTS = [
+    ({"acks": 1}, "acks=1"),
+    ({"acks": "1"}, "acks='1'"),
+    ({"acks": 0}, "acks=0"),
+    ({"max_in_flight_requests_per_connection": 6}, "max_in_flight_requests_per_connection=6"),
+    ({"retries": 0}, "retries=0"),
+]
+
+
+@pytest.mark.parametrize(("options", "setting"), _CONFLICTS)
+def test_default_idempotence_gives_way_to_a_conflicting_setting(
+    options: dict[str, Any], setting: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Unset, idempotence is turned off by the conflict (Kafka's KIP-679), said once."""
+    with caplog.at_level(logging.INFO, logger="strom.producer"):
+        config = strom.aio.Producer("127.0.0.1:1", **options).config
+    assert config.enable_idempotence is False
+    said = [r.getMessage() for r in caplog.records if "idempotence" in r.getMessage()]
+    assert said == [
+        f"idempotence disabled because {setting}; set enable_idempotence=False to silence this"
+    ]
+
+
+@pytest.mark.parametrize(("options", "setting"), _CONFLICTS)
+def test_explicit_idempotence_with_a_conflicting_setting_is_an_error(
+    options: dict[str, Any], setting: str
+) -> None:
+    with pytest.raises(ConfigurationError, match=re.escape(f"got {setting}")):
+        strom.aio.Producer("127.0.0.1:1", enable_idempotence=True, **options)
+
+
+@pytest.mark.parametrize(("options", "setting"), _CONFLICTS)
+def test_explicitly_disabled_idempotence_is_quiet(
+    options: dict[str, Any], setting: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.DEBUG, logger="strom.producer"):
+        config = strom.aio.Producer("127.0.0.1:1", enable_idempotence=False, **options).config
+    assert config.enable_idempotence is False
+    assert not [r for r in caplog.records if "idempotence" in r.getMessage()]
+
+
+def test_idempotence_stays_on_without_a_conflict(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.DEBUG, logger="strom.producer"):
+        unset = strom.aio.Producer(
+            "127.0.0.1:1", acks="all", max_in_flight_requests_per_connection=5, retries=1
+        )
+        explicit = strom.aio.Producer("127.0.0.1:1", enable_idempotence=True)
+    assert unset.config.enable_idempotence and explicit.config.enable_idempotence
+    assert not [r for r in caplog.records if "idempotence" in r.getMessage()]
+
+
+def test_explicit_idempotence_names_every_conflict() -> None:
+    with pytest.raises(ConfigurationError) as caught:
+        strom.aio.Producer("127.0.0.1:1", enable_idempotence=True, acks=1, retries=0)
+    assert "requires acks='all' and retries > 0, got acks=1 and retries=0" in str(caught.value)
+
+
+def test_sync_producer_resolves_idempotence_the_same_way() -> None:
+    producer = Producer("127.0.0.1:1", acks=1)
+    try:
+        assert producer.config.enable_idempotence is False
+    finally:
+        producer.close(1)
+    with pytest.raises(ConfigurationError, match="requires acks='all', got acks=1"):
+        Producer("127.0.0.1:1", acks=1, enable_idempotence=True)
 
 
 def test_empty_bootstrap_servers() -> None:

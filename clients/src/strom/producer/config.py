@@ -1,10 +1,14 @@
 """Producer options: names, defaults and validation (Kafka's producer configs, snake_case).
 
-Every bad value raises ``ConfigurationError`` naming the option.
+Every bad value raises ``ConfigurationError`` naming the option. ``enable_idempotence``
+resolves here, as in Kafka since 3.0 (KIP-679): left unset (None) it is on unless ``acks``,
+``max_in_flight_requests_per_connection`` or ``retries`` conflict with it (then off, said once
+in the log); set to True with such a conflict it is an error.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -21,6 +25,8 @@ DEFAULT_MAX_REQUEST_SIZE = 1024 * 1024
 _MAX_INT32 = (1 << 31) - 1
 _ACKS = {"all": -1, "-1": -1, -1: -1, 0: 0, "0": 0, 1: 1, "1": 1}
 _MAX_IN_FLIGHT_IDEMPOTENT = 5
+
+log = logging.getLogger("strom.producer")
 
 Serializer = Callable[[Any], bytes | None]
 
@@ -53,7 +59,7 @@ class ProducerConfig:
         *,
         bootstrap_servers: str | Sequence[str],
         acks: int | str,
-        enable_idempotence: bool,
+        enable_idempotence: bool | None,
         compression_type: str | None,
         linger_ms: float,
         batch_size: int,
@@ -76,9 +82,9 @@ class ProducerConfig:
         if isinstance(key, bool) or key not in _ACKS:
             raise ConfigurationError(f"acks must be 'all', -1, 0 or 1, got {acks!r}")
         ack = _ACKS[key]
-        if not isinstance(enable_idempotence, bool):
+        if enable_idempotence is not None and not isinstance(enable_idempotence, bool):
             raise ConfigurationError(
-                f"enable_idempotence must be a bool, got {enable_idempotence!r}"
+                f"enable_idempotence must be a bool or None, got {enable_idempotence!r}"
             )
         try:
             compression = Compression.from_name(compression_type or "none")
@@ -108,21 +114,9 @@ class ProducerConfig:
                 f"delivery_timeout_ms ({delivery_timeout_ms}) must be >= linger_ms + "
                 f"request_timeout_ms ({linger_ms} + {request_timeout_ms})"
             )
-        if enable_idempotence:
-            if ack != -1:
-                raise ConfigurationError(
-                    f"enable_idempotence=True requires acks='all', got acks={acks!r} "
-                    "(or pass enable_idempotence=False)"
-                )
-            if max_in_flight_requests_per_connection > _MAX_IN_FLIGHT_IDEMPOTENT:
-                raise ConfigurationError(
-                    "enable_idempotence=True requires max_in_flight_requests_per_connection <= "
-                    f"{_MAX_IN_FLIGHT_IDEMPOTENT}, got {max_in_flight_requests_per_connection}"
-                )
-            if retries == 0:
-                raise ConfigurationError(
-                    "enable_idempotence=True requires retries > 0 (or enable_idempotence=False)"
-                )
+        idempotent = _resolve_idempotence(
+            enable_idempotence, ack, acks, max_in_flight_requests_per_connection, retries
+        )
         for name, fn in (
             ("partitioner", partitioner),
             ("key_serializer", key_serializer),
@@ -135,7 +129,7 @@ class ProducerConfig:
         return cls(
             bootstrap_servers=servers,
             acks=ack,
-            enable_idempotence=enable_idempotence,
+            enable_idempotence=idempotent,
             compression=compression,
             linger_ms=float(linger_ms),
             batch_size=batch_size,
@@ -153,6 +147,39 @@ class ProducerConfig:
             value_serializer=value_serializer,
             client_id=client_id,
         )
+
+
+def _resolve_idempotence(
+    wanted: bool | None, ack: int, acks: int | str, max_in_flight: int, retries: int
+) -> bool:
+    """Whether the producer is idempotent. Unset (None): yes unless a setting conflicts, then
+    no, logged once (Kafka's KIP-679); True with a conflict raises ``ConfigurationError``
+    naming the setting."""
+    if wanted is False:
+        return False
+    conflicts: list[tuple[str, str]] = []  # (what is set, what idempotence needs)
+    if ack != -1:
+        conflicts.append((f"acks={acks!r}", "acks='all'"))
+    if max_in_flight > _MAX_IN_FLIGHT_IDEMPOTENT:
+        conflicts.append((
+            f"max_in_flight_requests_per_connection={max_in_flight}",
+            f"max_in_flight_requests_per_connection <= {_MAX_IN_FLIGHT_IDEMPOTENT}",
+        ))  # fmt: skip
+    if retries == 0:
+        conflicts.append(("retries=0", "retries > 0"))
+    if not conflicts:
+        return True
+    settings = " and ".join(setting for setting, _ in conflicts)
+    if wanted:
+        needs = " and ".join(needed for _, needed in conflicts)
+        raise ConfigurationError(
+            f"enable_idempotence=True requires {needs}, got {settings} "
+            "(or leave enable_idempotence unset, or pass False)"
+        )
+    log.info(
+        "idempotence disabled because %s; set enable_idempotence=False to silence this", settings
+    )
+    return False
 
 
 def _integer(name: str, value: object, low: int, high: int) -> None:

@@ -61,7 +61,7 @@ class Producer:
         bootstrap_servers: str | Sequence[str] = "localhost:9092",
         *,
         acks: int | str = "all",
-        enable_idempotence: bool = True,
+        enable_idempotence: bool | None = None,
         compression_type: str | None = "lz4",
         linger_ms: float = 5,
         batch_size: int = 16384,
