@@ -5,13 +5,14 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
 from cluster_testkit import STROM, CliResult, LocalCluster, assert_ok, assert_one_line_error
 from strom_testkit import wait_until
 
-from strom import NewTopic
+from strom import Consumer, NewTopic, Producer, TopicPartition
 
 pytestmark = pytest.mark.integration
 
@@ -153,6 +154,71 @@ def test_consume_with_a_group_resumes_after_its_commit(cluster: LocalCluster) ->
     assert_ok(strom(cluster, "produce", "console-group", stdin="g4\n"))
     second = assert_ok(strom(cluster, "consume", "console-group", *group, "--max-messages", "1"))
     assert second.stdout.splitlines() == ["g4"]  # from the committed offset, not the beginning
+
+
+def produce_numbered(cluster: LocalCluster, topic: str, partitions: int, count: int) -> list[str]:
+    """Create ``topic`` and write ``count`` numbered records across its partitions."""
+    with cluster.admin() as admin:
+        admin.create_topics([NewTopic(topic, partitions, 1)])
+    values = [f"{topic}-{i}" for i in range(count)]
+    with Producer(cluster.gateway) as producer:
+        share = -(-count // partitions)
+        for p in range(partitions):
+            chunk = [v.encode() for v in values[p * share : (p + 1) * share]]
+            assert producer.send_many(topic, chunk, partition=p).result(60) == len(chunk)
+    return values
+
+
+def test_group_idle_timeout_starts_after_the_join(cluster: LocalCluster) -> None:
+    """The papercut: a new group's first rebalance waits group.initial.rebalance.delay.ms
+    (3 s by default) for more members; a 3 s idle clock running during the join ended the
+    command before a single record arrived."""
+    values = produce_numbered(cluster, "console-idle", 3, 100_000)
+    result = assert_ok(
+        strom(cluster, "consume", "console-idle", "--group", "console-idle-g",
+              "--from-beginning", "--idle-timeout-ms", "3000", timeout_s=120)
+    )  # fmt: skip
+    lines = result.stdout.splitlines()
+    assert len(lines) == len(values) and set(lines) == set(values)
+
+
+def test_group_idle_timeout_waits_for_a_slow_rebalance(cluster: LocalCluster) -> None:
+    """A group with a member slow to rejoin: the rebalance the command's join starts lasts
+    until that member polls again (about 8 s, well past the 3 s idle timeout); the command
+    still reads every record once it is assigned its partitions, then exits when idle."""
+    values = produce_numbered(cluster, "console-slow", 2, 1000)
+    with cluster.admin() as admin:
+        admin.create_topics([NewTopic("console-slow-other", 1, 1)])
+    member = Consumer(bootstrap_servers=cluster.gateway, group_id="console-slow-g")
+    try:
+        member.subscribe(["console-slow-other"])
+        wait_until(lambda: bool(member.poll(100) or member.assignment()), 30, "the first join")
+        argv = ["consume", "console-slow", "--group", "console-slow-g", "--from-beginning",
+                "--idle-timeout-ms", "3000", "--bootstrap-server", cluster.gateway]  # fmt: skip
+        consume = subprocess.Popen(
+            [STROM, *argv],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            time.sleep(8)  # the member does not poll: the rebalance waits for it
+            assert consume.poll() is None, "the command gave up during the rebalance"
+            deadline = time.monotonic() + 60
+            while consume.poll() is None and time.monotonic() < deadline:
+                member.poll(200)  # rejoins, then stays in the group
+            out, err = consume.communicate(timeout=10)
+        finally:
+            if consume.poll() is None:
+                consume.kill()
+                consume.wait()
+        assert consume.returncode == 0, err
+        assert member.assignment() == {TopicPartition("console-slow-other", 0)}
+    finally:
+        member.close()
+    lines = out.splitlines()
+    assert len(lines) == len(values) and set(lines) == set(values)
 
 
 def test_errors_are_one_line(cluster: LocalCluster, topic: str) -> None:

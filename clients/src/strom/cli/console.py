@@ -109,7 +109,10 @@ def add_parsers(commands: Any) -> None:
     )
     consume.add_argument("--max-messages", type=int, help="exit after this many records")
     consume.add_argument(
-        "--idle-timeout-ms", type=int, help="exit when no record arrived for this long"
+        "--idle-timeout-ms",
+        type=int,
+        help="exit when no record arrived for this long (with --group: counted from the "
+        "group's assignment, again after each rebalance; joining is not idle)",
     )
     consume.add_argument("--format", choices=["text", "json", "hex"], default="text")
     consume.add_argument("--print-key", action="store_true")
@@ -357,6 +360,44 @@ class _Formatter:
         return json.dumps(out, ensure_ascii=False)
 
 
+class _IdleClock:
+    """``--idle-timeout-ms``: time since the last record. With ``--group`` it is also the
+    rebalance listener: it runs once the group has given this member its partitions (possibly
+    none) and starts again after each rebalance, so time spent joining is not idle (as
+    Kafka's console consumer's ``--timeout-ms`` intends)."""
+
+    def __init__(self, idle_ms: int | None, *, running: bool) -> None:
+        self._idle_s = None if idle_ms is None else idle_ms / 1000
+        self._since: float | None = time.monotonic() if running else None
+
+    def restart(self) -> None:
+        """A record arrived, or the group assigned partitions: idle from now."""
+        self._since = time.monotonic()
+
+    def on_partitions_assigned(self, partitions: set[TopicPartition]) -> None:
+        self.restart()
+
+    def on_partitions_revoked(self, partitions: set[TopicPartition]) -> None:
+        self._since = None  # rebalancing: stopped until the next assignment
+
+    def on_partitions_lost(self, partitions: set[TopicPartition]) -> None:
+        self._since = None
+
+    def wait_ms(self, most: int) -> int:
+        """How long the next ``poll`` may wait: ``most``, or less when the clock runs out."""
+        if self._idle_s is None or self._since is None:
+            return most
+        left = self._since + self._idle_s - time.monotonic()
+        return max(0, min(most, int(left * 1000)))
+
+    def expired(self) -> bool:
+        return (
+            self._idle_s is not None
+            and self._since is not None
+            and time.monotonic() - self._since >= self._idle_s
+        )
+
+
 def _start(args: argparse.Namespace) -> tuple[str, int | None]:
     """The reset strategy and the explicit start offset (None: by the strategy)."""
     reset = "earliest" if args.from_beginning else "latest"
@@ -406,6 +447,9 @@ def _consume(
     formatter = _Formatter(args)
     out = sys.stdout
     printed = 0
+    # A group member's clock waits for its assignment; otherwise it runs from now.
+    grouped = args.group is not None and not args.partition
+    idle = _IdleClock(args.idle_timeout_ms, running=not grouped)
     if args.partition:
         partitions = consumer.partitions_for_topic(args.topic)
         wanted = [TopicPartition(args.topic, p) for p in dict.fromkeys(args.partition)]
@@ -420,23 +464,16 @@ def _consume(
                 consumer.seek(tp, offset)
     else:
         consumer.partitions_for_topic(args.topic)  # unknown topic: one clear error
-        consumer.subscribe([args.topic])
-    idle_s = None if args.idle_timeout_ms is None else args.idle_timeout_ms / 1000
-    last = time.monotonic()
+        consumer.subscribe([args.topic], listener=idle if grouped else None)
     while args.max_messages is None or printed < args.max_messages:
         interrupts.check()
-        wait_ms = (
-            500
-            if idle_s is None
-            else max(0, min(500, int((last + idle_s - time.monotonic()) * 1000)))
-        )
         left = None if args.max_messages is None else args.max_messages - printed
-        batches = consumer.poll(timeout_ms=wait_ms, max_records=left)
+        batches = consumer.poll(timeout_ms=idle.wait_ms(500), max_records=left)
         if not batches:
-            if idle_s is not None and time.monotonic() - last >= idle_s:
+            if idle.expired():
                 break
             continue
-        last = time.monotonic()
+        idle.restart()
         lines = [formatter(r) for records in batches.values() for r in records]
         out.write("\n".join(lines) + "\n")
         out.flush()
