@@ -1,6 +1,6 @@
 """The partition log: segments, indexes, recovery, retention, producer state.
 
-Layers (style.md §1): ``LogSegment`` (one set of files) -> ``LogSegments`` (the sorted map) ->
+Layers: ``LogSegment`` (one set of files) -> ``LogSegments`` (the sorted map) ->
 ``LocalLog`` (files and log end) -> ``Log`` (offsets, validation, policy). ``LogManager`` holds
 a node's logs and runs their background upkeep. Nothing here imports gRPC or the protocol
 stubs; the servicer converts requests into calls on ``Log`` and ``LogManager``.
