@@ -28,6 +28,7 @@ anything else (a bug)                          INTERNAL, short text,   UNKNOWN_S
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import cast
 
 import grpc
 
@@ -39,8 +40,15 @@ from strom.errors import (
     StromError,
     StromTimeoutError,
 )
+from strom.protocol.v1 import common_pb2
 
-__all__ = ["ERROR_CODE_KEY", "REQUEST_ERROR_CODES", "RpcStatus", "status_for_exception"]
+__all__ = [
+    "ERROR_CODE_KEY",
+    "REQUEST_ERROR_CODES",
+    "RpcStatus",
+    "error_fields",
+    "status_for_exception",
+]
 
 ERROR_CODE_KEY = ERROR_CODE_METADATA_KEY
 """Trailing-metadata key holding the ``ErrorCode`` number of a failed request."""
@@ -126,3 +134,14 @@ def status_for_exception(exc: BaseException) -> RpcStatus:
         ErrorCode.UNKNOWN_SERVER_ERROR,
         unexpected=True,
     )
+
+
+def error_fields(error: BrokerResponseError | None) -> tuple[common_pb2.ErrorCode, str]:
+    """A per-partition (or per-group, per-topic) error as a response's ``error_code`` and
+    ``error_message`` fields: ``(NONE, "")`` for success. Every service fills its responses
+    with this, so the message is the same whichever service reports the error: the server's
+    explanation when there is one, else the error's description."""
+    if error is None:
+        return common_pb2.NONE, ""
+    # An error's ``code`` is an ErrorCode number, which the protobuf stubs type as the enum class.
+    return cast(common_pb2.ErrorCode, error.code), str(error)

@@ -4,9 +4,8 @@ besides the servicer)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, cast
+from typing import Any
 
-from strom.errors import BrokerResponseError
 from strom.protocol.v1 import common_pb2, controller_pb2
 from strom_controller.keys import PartitionRecord
 from strom_controller.model import (
@@ -21,6 +20,7 @@ from strom_controller.model import (
     OngoingReassignment,
     Outcome,
 )
+from strom_server.error_status import error_fields
 
 __all__ = [
     "alter_partition_request",
@@ -45,13 +45,6 @@ _OPS = {
 }
 
 
-def _error(error: BrokerResponseError | None) -> tuple[common_pb2.ErrorCode, str]:
-    if error is None:
-        return common_pb2.NONE, ""
-    # An error's ``code`` is an ErrorCode number, which the protobuf stubs type as the enum class.
-    return cast(common_pb2.ErrorCode, error.code), str(error)
-
-
 def _configs(values: Sequence[ConfigValue]) -> list[common_pb2.ConfigEntry]:
     return [
         common_pb2.ConfigEntry(
@@ -74,12 +67,12 @@ def metadata_response(view: MetadataView) -> controller_pb2.MetadataResponse:
     else:
         response.controller.CopyFrom(common_pb2.Node(node_id=-1))
     for topic in view.topics:
-        code, _ = _error(topic.error)
+        code, _ = error_fields(topic.error)
         t = response.topics.add(
             error_code=code, name=topic.name, is_internal=topic.internal, topic_id=topic.topic_id
         )
         for p in topic.partitions:
-            pcode, _ = _error(p.error)
+            pcode, _ = error_fields(p.error)
             t.partitions.add(
                 error_code=pcode,
                 partition=p.partition,
@@ -113,7 +106,7 @@ def create_topics_response(
 ) -> controller_pb2.CreateTopicsResponse:
     response = controller_pb2.CreateTopicsResponse()
     for spec, outcome in zip(specs, outcomes, strict=True):
-        code, message = _error(outcome.error)
+        code, message = error_fields(outcome.error)
         result = response.topics.add(name=spec.name, error_code=code, error_message=message)
         created = outcome.value
         if created is not None:
@@ -129,7 +122,7 @@ def topic_results(
 ) -> list[controller_pb2.TopicResult]:
     out = []
     for name, outcome in zip(names, outcomes, strict=True):
-        code, message = _error(outcome.error)
+        code, message = error_fields(outcome.error)
         out.append(controller_pb2.TopicResult(name=name, error_code=code, error_message=message))
     return out
 
@@ -168,7 +161,7 @@ def describe_configs_results(
 ) -> list[controller_pb2.DescribeConfigsResult]:
     out = []
     for (type_, name), outcome in zip(request_types, outcomes, strict=True):
-        code, message = _error(outcome.error)
+        code, message = error_fields(outcome.error)
         result = controller_pb2.DescribeConfigsResult(
             type=type_,
             name=name,
@@ -203,7 +196,7 @@ def election_type(value: int) -> str:
 def partition_result(
     topic: str, partition: int, outcome: Outcome[Any]
 ) -> controller_pb2.PartitionResult:
-    code, message = _error(outcome.error)
+    code, message = error_fields(outcome.error)
     return controller_pb2.PartitionResult(
         topic=topic, partition=partition, error_code=code, error_message=message
     )
@@ -225,7 +218,7 @@ def alter_partition_response(
 ) -> controller_pb2.AlterPartitionResponse:
     response = controller_pb2.AlterPartitionResponse()
     for item, outcome in zip(items, outcomes, strict=True):
-        code, message = _error(outcome.error)
+        code, message = error_fields(outcome.error)
         result = response.partitions.add(
             topic=item.topic, partition=item.partition, error_code=code, error_message=message
         )
@@ -256,7 +249,7 @@ def reassignments_response(
 def init_producer_id_response(
     outcome: Outcome[tuple[int, int]],
 ) -> controller_pb2.InitProducerIdResponse:
-    code, message = _error(outcome.error)
+    code, message = error_fields(outcome.error)
     response = controller_pb2.InitProducerIdResponse(error_code=code, error_message=message)
     if outcome.value is not None:
         response.producer_id, response.producer_epoch = outcome.value

@@ -22,6 +22,7 @@ from strom_coordinator.group.api import (
     PartitionResult,
     SyncResult,
 )
+from strom_server.error_status import error_fields
 
 __all__ = [
     "commit_partitions",
@@ -39,12 +40,6 @@ __all__ = [
     "peer_host",
     "sync_response",
 ]
-
-
-def error_fields(error: BrokerResponseError | None) -> tuple[common_pb2.ErrorCode, str]:
-    if error is None:
-        return common_pb2.NONE, ""
-    return _code(error), error.message or str(error)
 
 
 def _code(error: BrokerResponseError | None) -> common_pb2.ErrorCode:

@@ -7,8 +7,9 @@ from typing import Any
 
 from google.protobuf.message import DecodeError
 
-from strom.errors import BrokerResponseError, InvalidRequestError
+from strom.errors import InvalidRequestError
 from strom.protocol.v1 import common_pb2, storage_pb2
+from strom_server.error_status import error_fields
 from strom_server.produce_request import ProduceCall, read_produce_request
 from strom_storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP
 from strom_storage.node import (
@@ -33,12 +34,6 @@ _SPEC_TIMESTAMPS = {
 def requested_epoch(partition: Any) -> int:
     """The leader epoch a request names, or -1 (skip the check) when it names none."""
     return partition.current_leader_epoch if partition.HasField("current_leader_epoch") else -1
-
-
-def error_fields(error: BrokerResponseError | None) -> tuple[int, str]:
-    if error is None:
-        return common_pb2.NONE, ""
-    return error.code, str(error)
 
 
 def produce_call(request: storage_pb2.ProduceRequest) -> ProduceCall:

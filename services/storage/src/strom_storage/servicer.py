@@ -10,6 +10,7 @@ import grpc
 
 from strom.errors import InvalidRequestError
 from strom.protocol.v1 import storage_pb2, storage_pb2_grpc
+from strom_server.error_status import error_fields
 from strom_server.raw_methods import add_with_raw_methods
 from strom_storage import convert
 from strom_storage.node import ListOffsetsResult, ReplicaManager
@@ -160,7 +161,7 @@ class StorageServicer(storage_pb2_grpc.StorageNodeServicer):
             error, epoch, end = self.replicas.end_offset_for_epoch(
                 p.topic, p.partition, p.leader_epoch, convert.requested_epoch(p)
             )
-            code, message = convert.error_fields(error)
+            code, message = error_fields(error)
             response.partitions.add(
                 topic=p.topic,
                 partition=p.partition,
@@ -177,7 +178,7 @@ class StorageServicer(storage_pb2_grpc.StorageNodeServicer):
         response = storage_pb2.DeleteRecordsResponse()
         for p in request.partitions:
             error, low = self.replicas.delete_records(p.topic, p.partition, p.offset)
-            code, message = convert.error_fields(error)
+            code, message = error_fields(error)
             response.partitions.add(
                 topic=p.topic,
                 partition=p.partition,
