@@ -29,5 +29,5 @@ WORKDIR /var/lib/strom
 EXPOSE 9092
 # Each compose service probes its own port; this default fits the gateway.
 HEALTHCHECK --interval=5s --timeout=3s --start-period=10s --retries=12 \
-    CMD python -m strom_server.health_probe "$STROM_HEALTH_ADDRESS"
+    CMD python -m strom_server.rpc.health_probe "$STROM_HEALTH_ADDRESS"
 CMD ["python", "-m", "strom_gateway", "--listen", "0.0.0.0:9092", "--etcd-endpoints", "etcd:2379"]

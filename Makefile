@@ -21,7 +21,7 @@ $(STAMP): $(SOURCES)
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(PIP) install -c constraints.txt pip setuptools wheel
 	$(PIP) install --no-build-isolation -c constraints.txt -r requirements-dev.txt
-	@$(BIN)/python -m strom_server.etcd_binary --check
+	@$(BIN)/python -m strom_server.etcd.binary --check
 	@touch $(STAMP)
 
 up: $(STAMP)

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from strom_server import free_ports
+from strom_server.local import free_ports
 
 __all__ = [
     "bench_arguments",
@@ -36,7 +36,7 @@ def progress(text: str) -> None:
 
 
 def free_port() -> int:
-    """A loopback port free right now, below the ephemeral range (strom_server.free_ports)."""
+    """A loopback port free right now, below the ephemeral range (strom_server.local.free_ports)."""
     return free_ports.free_port(HOST)
 
 

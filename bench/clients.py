@@ -86,7 +86,7 @@ from replication import cluster_spec, e2e_value, latency_figures, poll_until
 from storage import VALUE_SIZE, cpu_seconds, machine_busy, tcp_open
 
 from strom import Admin, Consumer, NewTopic, Producer, TopicPartition
-from strom_server.supervisor import ManagedProcess, Supervisor
+from strom_server.local.supervisor import ManagedProcess, Supervisor
 
 PARTITIONS = 6
 SEND_MANY_CHUNK = 10_000

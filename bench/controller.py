@@ -2,7 +2,7 @@
 
 Real local clusters on loopback, data in a temporary directory, every process stopped at the
 end. Each cluster: one etcd (fsync on, as ``strom cluster up`` runs it), 2 controllers, 3
-storage nodes and a gateway, started like ``strom_server.local_cluster.LocalClusterSpec`` does
+storage nodes and a gateway, started like ``strom_server.local.cluster.LocalClusterSpec`` does
 (its process builders; the controllers with this run's ``--controller.session.timeout.ms``).
 Three clusters in turn, so that trouble in one case does not spill into the next: "single",
 "many" and "latency". Clients go through the gateway (``strom.Admin``) unless said otherwise.
@@ -76,9 +76,9 @@ from etcd3 import etcdrpc
 from strom import Admin, NewTopic
 from strom.errors import StromError, TopicAlreadyExistsError
 from strom.protocol.v1 import controller_pb2, controller_pb2_grpc
-from strom_server.health_probe import grpc_serving
-from strom_server.local_cluster import LocalClusterSpec
-from strom_server.supervisor import ManagedProcess
+from strom_server.local.cluster import LocalClusterSpec
+from strom_server.local.supervisor import ManagedProcess
+from strom_server.rpc.health_probe import grpc_serving
 
 HOST = "127.0.0.1"
 NODES = 3

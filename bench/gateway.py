@@ -68,9 +68,9 @@ from storage import GRPC_OPTIONS, KIB, MIB, cpu_seconds, make_batches
 from strom import Admin, NewTopic
 from strom.aio import Admin as AioAdmin
 from strom.protocol.v1 import storage_pb2
-from strom_server.allocator import tune_allocator
-from strom_server.local_cluster import LocalClusterSpec
-from strom_server.supervisor import Supervisor
+from strom_server.local.cluster import LocalClusterSpec
+from strom_server.local.supervisor import Supervisor
+from strom_server.runtime.allocator import tune_allocator
 
 TOPIC = "bench-gateway"
 RELAY_SERVICE = "relay.P"

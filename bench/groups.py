@@ -3,7 +3,7 @@ throughput, and how long a standby coordinator takes to serve after kill -9 of t
 coordinator; each beside a baseline measured in the same run.
 
 One real local cluster on loopback as ``strom cluster up`` starts it
-(``strom_server.local_cluster.LocalClusterSpec``: etcd, 2 controllers, 3 storage nodes, the
+(``strom_server.local.cluster.LocalClusterSpec``: etcd, 2 controllers, 3 storage nodes, the
 gateway) with two coordinators at their defaults (``__consumer_offsets``: 50 partitions,
 replication factor 3, commits acknowledged with acks=all), data in a temporary directory,
 every process stopped at the end.
@@ -66,8 +66,8 @@ from strom.protocol.v1 import (
 )
 from strom.records import encode_batch
 from strom.types import OffsetAndMetadata
-from strom_server.local_cluster import LocalClusterSpec
-from strom_server.supervisor import ManagedProcess, Supervisor
+from strom_server.local.cluster import LocalClusterSpec
+from strom_server.local.supervisor import ManagedProcess, Supervisor
 
 NODES = 3
 MEMBERS = 10

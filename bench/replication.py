@@ -2,7 +2,7 @@
 latency from send to consume, against baselines measured in the same run.
 
 One real local cluster on loopback, started as ``strom cluster up`` starts it
-(``strom_server.local_cluster.LocalClusterSpec``: etcd, 2 controllers, 3 storage nodes with
+(``strom_server.local.cluster.LocalClusterSpec``: etcd, 2 controllers, 3 storage nodes with
 default settings, the gateway), data in a temporary directory, every process stopped at the end.
 Topics of 6 partitions are created through the gateway (``strom.Admin``): replication factor 1,
 and replication factor 3 with ``min.insync.replicas=2``; their leaders come from
@@ -94,8 +94,8 @@ from strom import Admin, NewTopic
 from strom.errors import for_code
 from strom.protocol.v1 import common_pb2, storage_pb2
 from strom.records import encode_batch, iter_records
-from strom_server.local_cluster import LocalClusterSpec
-from strom_server.supervisor import ManagedProcess, Supervisor
+from strom_server.local.cluster import LocalClusterSpec
+from strom_server.local.supervisor import ManagedProcess, Supervisor
 
 NODES = 3
 PARTITIONS = 6

@@ -55,7 +55,7 @@ from strom.aio._cluster import ClusterClient
 from strom.aio._offsets import storage_call
 from strom.protocol.v1 import storage_pb2
 from strom.records import encode_batch
-from strom_server.supervisor import Supervisor
+from strom_server.local.supervisor import Supervisor
 from strom_spark.arrow import records_to_arrow
 from strom_spark.fetch import _fetch, next_offset
 

@@ -4,7 +4,7 @@ Everything runs on loopback, data in a temporary directory, every process stoppe
 
 Ceilings (same run, same message sizes, same client): a raw grpc.aio bytes echo server in a
 separate process (this file, ``--echo-server PORT``: identity serializers, no interceptors,
-the services' allocator settings from strom_server.allocator; ``Upload`` takes N bytes and
+the services' allocator settings from strom_server.runtime.allocator; ``Upload`` takes N bytes and
 answers 8, ``Download`` takes 8 and answers N); the same server's ``Persist``, an ``Upload``
 that also ``os.write``s each message to a file (appended, no fsync) before answering: the
 least any server that keeps what it receives must do, so the node's produce against it is what
@@ -155,7 +155,7 @@ def run_echo_server(port: int, persist_path: Path) -> None:
     it receives must do. ``Drop`` closes and deletes that file."""
     import grpc
 
-    from strom_server.allocator import tune_allocator
+    from strom_server.runtime.allocator import tune_allocator
 
     tune_allocator()
     persisted: list[int] = []  # the open file descriptor, if any
@@ -227,7 +227,7 @@ class Processes:
         self._count = 0
 
     def start(self, name: str, argv: list[str], ready: Callable[[], bool]) -> Any:
-        from strom_server.supervisor import ManagedProcess
+        from strom_server.local.supervisor import ManagedProcess
 
         self._count += 1
         process = ManagedProcess(
@@ -281,7 +281,7 @@ def node_argv(
 
 
 def start_node(procs: Processes, name: str, port: int, argv: list[str]) -> Any:
-    from strom_server.health_probe import grpc_serving
+    from strom_server.rpc.health_probe import grpc_serving
 
     address = f"127.0.0.1:{port}"
     process = procs.start(name, argv, lambda: grpc_serving(address, timeout_s=0.5))
@@ -948,8 +948,8 @@ def timed_start(
     procs: Processes, name: str, port: int, argv: list[str]
 ) -> tuple[Any, float, float]:
     """Spawn a node; seconds until health says SERVING, and until a Fetch from offset 0 answers."""
-    from strom_server.health_probe import grpc_serving
-    from strom_server.supervisor import ProcessFailedError
+    from strom_server.local.supervisor import ProcessFailedError
+    from strom_server.rpc.health_probe import grpc_serving
 
     address = f"127.0.0.1:{port}"
     start = time.perf_counter()

@@ -28,8 +28,8 @@ from strom._transport import channel_options
 from strom.protocol.v1 import common_pb2, storage_pb2, storage_pb2_grpc
 from strom.records import Record, encode_batch, iter_records
 from strom.types import TopicDescription
-from strom_server.local_cluster import LocalClusterSpec
-from strom_server.supervisor import ManagedProcess
+from strom_server.local.cluster import LocalClusterSpec
+from strom_server.local.supervisor import ManagedProcess
 
 STROM = str(Path(sys.executable).parent / "strom")
 STORAGE_NODES = 3

@@ -9,14 +9,14 @@ from typing import Any
 
 import pytest
 
-from strom_server import free_ports
+from strom_server.local import free_ports
 
 __all__ = ["free_port", "free_port_range", "wait_until"]
 
 
 def free_port() -> int:
     """A TCP port free on 127.0.0.1 right now, below the ephemeral range (never assumes 9092 or
-    2379; see strom_server.free_ports)."""
+    2379; see strom_server.local.free_ports)."""
     return free_ports.free_port()
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import socket
 from pathlib import Path
 
-from strom_server import free_ports
+from strom_server.local import free_ports
 
 
 def _ephemeral_start() -> int:

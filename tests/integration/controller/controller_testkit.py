@@ -24,9 +24,9 @@ from strom_testkit import wait_until
 
 from strom.protocol.v1 import controller_pb2 as pb
 from strom.protocol.v1 import controller_pb2_grpc
-from strom_server.etcd_process import EtcdProcess
-from strom_server.health_probe import grpc_serving
-from strom_server.supervisor import ManagedProcess
+from strom_server.etcd.process import EtcdProcess
+from strom_server.local.supervisor import ManagedProcess
+from strom_server.rpc.health_probe import grpc_serving
 
 CONTROLLER = str(Path(sys.executable).parent / "strom-controller")
 TTL_MS = 2000

@@ -13,7 +13,7 @@ from controller_testkit import Cluster, wait_until
 
 from strom.protocol.v1 import common_pb2
 from strom.protocol.v1 import controller_pb2 as pb
-from strom_server.etcd_process import EtcdProcess
+from strom_server.etcd.process import EtcdProcess
 
 pytestmark = pytest.mark.integration
 

@@ -13,8 +13,8 @@ from strom.errors import NotControllerError
 from strom_controller.election import ControllerElection
 from strom_controller.keys import KeyLayout
 from strom_controller.metadata_cache import CacheFeeder, MetadataCache
-from strom_server.etcd_process import EtcdProcess
-from strom_server.etcd_store import EtcdStore, Put
+from strom_server.etcd.process import EtcdProcess
+from strom_server.etcd.store import EtcdStore, Put
 
 pytestmark = pytest.mark.integration
 

@@ -22,7 +22,7 @@ from strom.errors import ErrorCode
 from strom.producer.partitioner import murmur2_partition
 from strom.protocol.v1 import common_pb2, gateway_pb2, storage_pb2, storage_pb2_grpc
 from strom.records import iter_records
-from strom_server.health_probe import grpc_serving
+from strom_server.rpc.health_probe import grpc_serving
 
 TOPIC = "gw-data"
 PARTITIONS = 6

@@ -1,6 +1,6 @@
 """The gateway frees every request's record bytes by reference counting.
 
-Services collect cyclic garbage rarely (``strom_server.gc_tuning``), so record bytes caught
+Services collect cyclic garbage rarely (``strom_server.runtime.gc_tuning``), so record bytes caught
 in a reference cycle live on until a collection: a cycle in the fetch path once grew a
 gateway's memory by its whole fetch rate (~140 MB/s). Here a gateway runs in this process
 against a real cluster; with the cycle collector off, each data RPC is called 50 times and
@@ -23,8 +23,8 @@ from strom._transport import channel_options
 from strom.protocol.v1 import gateway_pb2, gateway_pb2_grpc, storage_pb2
 from strom_gateway.__main__ import build
 from strom_gateway.config import GatewayConfig
-from strom_server.config import load_config
-from strom_server.grpc_server import GrpcServer
+from strom_server.rpc.server import GrpcServer
+from strom_server.runtime.config import load_config
 
 TOPIC = "gateway-memory"
 CALLS = 50

@@ -13,8 +13,8 @@ import grpc
 import pytest
 
 from strom.protocol.v1 import storage_pb2_grpc
-from strom_server.health_probe import grpc_serving
-from strom_server.supervisor import ManagedProcess
+from strom_server.local.supervisor import ManagedProcess
+from strom_server.rpc.health_probe import grpc_serving
 
 STORAGE = str(Path(sys.executable).parent / "strom-storage")
 

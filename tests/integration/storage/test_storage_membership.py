@@ -1,7 +1,7 @@
 """A storage node in a cluster: leased registration in etcd and partitions from metadata.
 
 The metadata keys are written here exactly as the controller writes them
-(strom_server.cluster_keys), so the node is tested against the contract, not a controller.
+(strom_server.etcd.keys), so the node is tested against the contract, not a controller.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from strom_testkit import wait_until
 
 from strom.protocol.v1 import common_pb2, storage_pb2
 from strom.records import encode_batch
-from strom_server.cluster_keys import ClusterKeys, decode_value, encode_value
-from strom_server.etcd_process import EtcdProcess
+from strom_server.etcd.keys import ClusterKeys, decode_value, encode_value
+from strom_server.etcd.process import EtcdProcess
 
 pytestmark = pytest.mark.integration
 

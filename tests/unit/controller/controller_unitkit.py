@@ -10,7 +10,7 @@ from strom_controller.keys import (
     encode,
 )
 from strom_controller.metadata_cache import MetadataCache
-from strom_server.etcd_store import KeyValue
+from strom_server.etcd.store import KeyValue
 
 KEYS = KeyLayout("/t")
 

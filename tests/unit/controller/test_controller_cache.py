@@ -9,8 +9,8 @@ from strom.errors import ConfigurationError
 from strom_controller.config import ControllerConfig
 from strom_controller.keys import ControllerRecord, KeyLayout, PartitionRecord, TopicRecord
 from strom_controller.metadata_cache import MetadataCache
-from strom_server.config import load_config
-from strom_server.etcd_store import Delete, KeyValue, Put, prefix_end
+from strom_server.etcd.store import Delete, KeyValue, Put, prefix_end
+from strom_server.runtime.config import load_config
 
 
 def test_key_layout() -> None:
@@ -86,7 +86,7 @@ def test_controller_config() -> None:
 
 
 def test_layout_matches_the_shared_contract() -> None:
-    from strom_server.cluster_keys import ClusterKeys
+    from strom_server.etcd.keys import ClusterKeys
 
     shared, mine = ClusterKeys("/p"), KeyLayout("/p")
     assert mine.controller_leader == shared.controller_leader

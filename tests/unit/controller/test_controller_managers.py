@@ -39,7 +39,7 @@ from strom_controller.model import (
     NewPartitions,
     NewTopicSpec,
 )
-from strom_server.etcd_store import Delete, Put
+from strom_server.etcd.store import Delete, Put
 
 
 def _topics(defaults: TopicDefaults | None = None) -> TopicManager:

@@ -10,7 +10,7 @@ from strom_controller.config import ControllerConfig
 from strom_controller.controller import Controller
 from strom_controller.keys import BrokerRecord, PartitionRecord, TopicRecord
 from strom_controller.stats import watch_controller
-from strom_server.etcd_store import Put
+from strom_server.etcd.store import Put
 
 
 def test_gauges_follow_the_cache() -> None:

@@ -16,7 +16,7 @@ from strom_controller.managers.leader_balance import leader_imbalance, preferred
 from strom_controller.managers.replication import ReplicationManager
 from strom_controller.metadata_cache import MetadataCache
 from strom_controller.stats import watch_controller
-from strom_server.config import load_config
+from strom_server.runtime.config import load_config
 
 
 def _due(cache: MetadataCache, percentage: int = 10, *, enabled: bool = True) -> dict:

@@ -9,8 +9,8 @@ from controller_unitkit import KEYS, CacheBuilder, commit
 from strom_controller.keys import decode
 from strom_controller.managers.producer_ids import MAX_PRODUCER_EPOCH
 from strom_controller.managers.transactional_ids import TransactionalIdManager
-from strom_server.cluster_keys import ClusterKeys
-from strom_server.etcd_store import Compare, KeyValue, Put
+from strom_server.etcd.keys import ClusterKeys
+from strom_server.etcd.store import Compare, KeyValue, Put
 
 TID = "__strom_coordinator-offsets-7"
 

@@ -9,7 +9,7 @@ from strom.errors import ConfigurationError
 from strom_coordinator.config import DEFAULT_LISTEN, CoordinatorConfig
 from strom_coordinator.group.config import GroupConfig
 from strom_coordinator.ownership import preferred, transactional_id
-from strom_server.config import load_config
+from strom_server.runtime.config import load_config
 
 
 def test_placement_is_deterministic_and_spreads_partitions() -> None:

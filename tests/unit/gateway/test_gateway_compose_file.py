@@ -15,9 +15,9 @@ import jsonschema
 import pytest
 import yaml
 
-from strom_server.compose_file import DATA_DIR, compose_document, render
-from strom_server.etcd_process import etcd_argv
-from strom_server.local_cluster import LocalClusterSpec
+from strom_server.etcd.process import etcd_argv
+from strom_server.local.cluster import LocalClusterSpec
+from strom_server.local.compose_file import DATA_DIR, compose_document, render
 
 ROOT = Path(__file__).resolve().parents[3]
 COMPOSE = ROOT / "docker-compose.yml"
@@ -40,7 +40,7 @@ def document() -> dict:
 
 def test_the_committed_file_is_current(document: dict) -> None:
     assert COMPOSE.read_text() == render(), (
-        "docker-compose.yml is stale: .venv/bin/python -m strom_server.compose_file "
+        "docker-compose.yml is stale: .venv/bin/python -m strom_server.local.compose_file "
         "> docker-compose.yml"
     )
     assert document == compose_document()
@@ -113,7 +113,7 @@ def test_dockerfile_basics() -> None:
     assert bases and all(b.startswith("python:3.1") and b.endswith("-slim") for b in bases)
     assert "-c constraints.txt" in text
     assert "\nUSER strom" in text
-    assert "HEALTHCHECK" in text and "strom_server.health_probe" in text
+    assert "HEALTHCHECK" in text and "strom_server.rpc.health_probe" in text
     services = set(compose_document()["services"]) - {"etcd"}
     for name in services:
         module = compose_document()["services"][name]["command"][2]

@@ -9,9 +9,9 @@ from collections.abc import Callable
 import pytest
 
 from strom_gateway.coordinator_registry import CoordinatorRegistry
-from strom_server.cluster_keys import ClusterKeys, encode_value
-from strom_server.etcd_process import EtcdProcess
-from strom_server.etcd_store import EtcdStore
+from strom_server.etcd.keys import ClusterKeys, encode_value
+from strom_server.etcd.process import EtcdProcess
+from strom_server.etcd.store import EtcdStore
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -14,10 +14,10 @@ import pytest
 from server_testkit import CannedStorageServicer, RunningServer
 
 from strom.protocol.v1 import storage_pb2_grpc
-from strom_server.config import ServerConfig
-from strom_server.grpc_server import GrpcServer
-from strom_server.logs import configure_logging
-from strom_server.telemetry import Telemetry
+from strom_server.rpc.server import GrpcServer
+from strom_server.runtime.config import ServerConfig
+from strom_server.runtime.logs import configure_logging
+from strom_server.runtime.telemetry import Telemetry
 
 
 @pytest.fixture

@@ -29,8 +29,8 @@ from strom.errors import (
     OffsetOutOfRangeError,
 )
 from strom.protocol.v1 import storage_pb2, storage_pb2_grpc
-from strom_server.grpc_server import GrpcServer
-from strom_server.logs import get_logger
+from strom_server.rpc.server import GrpcServer
+from strom_server.runtime.logs import get_logger
 
 fixture_log = get_logger("tests.server.servicer")
 

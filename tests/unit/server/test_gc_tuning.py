@@ -7,7 +7,7 @@ import sys
 
 CHILD = """
 import gc
-from strom_server.gc_tuning import GEN0_THRESHOLD, tune_gc
+from strom_server.runtime.gc_tuning import GEN0_THRESHOLD, tune_gc
 kept = [object() for _ in range(1000)]
 tune_gc()
 assert gc.get_threshold()[0] == GEN0_THRESHOLD, gc.get_threshold()

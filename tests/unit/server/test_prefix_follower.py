@@ -9,9 +9,9 @@ from collections.abc import Callable, Iterator
 import etcd3
 import pytest
 
-from strom_server.etcd_process import EtcdProcess
-from strom_server.etcd_store import EtcdStore, KeyValue, WatchBatch, WatchCompactedError
-from strom_server.prefix_follower import PrefixFollower
+from strom_server.etcd.prefix_follower import PrefixFollower
+from strom_server.etcd.process import EtcdProcess
+from strom_server.etcd.store import EtcdStore, KeyValue, WatchBatch, WatchCompactedError
 
 pytestmark = pytest.mark.timeout(60)
 

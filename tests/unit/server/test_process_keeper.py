@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from strom_server.control_socket import ControlServer, send_request, socket_path_for
-from strom_server.process_keeper import ProcessKeeper, ProcessState
-from strom_server.restart_policy import CrashHistory, RestartPolicy
-from strom_server.supervisor import ManagedProcess, Supervisor
+from strom_server.local.control_socket import ControlServer, send_request, socket_path_for
+from strom_server.local.process_keeper import ProcessKeeper, ProcessState
+from strom_server.local.restart_policy import CrashHistory, RestartPolicy
+from strom_server.local.supervisor import ManagedProcess, Supervisor
 
 # Creates READY_FILE once it handles SIGTERM, then sleeps; on SIGTERM appends its name to
 # ORDER_FILE (when given) and exits 0.

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from strom_server.clock import Clock, ManualClock, SystemClock
+from strom_server.runtime.clock import Clock, ManualClock, SystemClock
 
 pytestmark = pytest.mark.timeout(10)
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from strom.errors import ConfigurationError
-from strom_server.config import (
+from strom_server.runtime.config import (
     InvalidSettingError,
     ServerConfig,
     config_items,
@@ -17,7 +17,7 @@ from strom_server.config import (
     setting,
     settings_of,
 )
-from strom_server.values import (
+from strom_server.runtime.values import (
     ByteSize,
     GiB,
     HostPort,

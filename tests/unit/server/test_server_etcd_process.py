@@ -9,7 +9,7 @@ from pathlib import Path
 import etcd3
 import pytest
 
-from strom_server.etcd_process import EtcdProcess, EtcdStartError, etcd_is_healthy
+from strom_server.etcd.process import EtcdProcess, EtcdStartError, etcd_is_healthy
 
 pytestmark = pytest.mark.timeout(60)
 

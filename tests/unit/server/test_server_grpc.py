@@ -16,10 +16,10 @@ from server_testkit import RunningServer, list_offsets_request
 
 from strom.errors import ErrorCode, for_code
 from strom.protocol.v1 import storage_pb2, storage_pb2_grpc
-from strom_server.config import ServerConfig
-from strom_server.error_status import ERROR_CODE_KEY, status_for_exception
-from strom_server.grpc_server import GrpcServer
-from strom_server.values import KiB
+from strom_server.rpc.errors import ERROR_CODE_KEY, status_for_exception
+from strom_server.rpc.server import GrpcServer
+from strom_server.runtime.config import ServerConfig
+from strom_server.runtime.values import KiB
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -12,7 +12,7 @@ import pytest
 import structlog
 from opentelemetry.sdk.trace import TracerProvider
 
-from strom_server.logs import configure_logging, get_logger
+from strom_server.runtime.logs import configure_logging, get_logger
 
 
 def records(lines: list[str]) -> list[dict[str, object]]:

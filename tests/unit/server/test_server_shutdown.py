@@ -21,8 +21,8 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from strom.protocol.v1 import storage_pb2, storage_pb2_grpc
-from strom_server.config import ServerConfig
 from strom_server.runner import run_service
+from strom_server.runtime.config import ServerConfig
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -32,8 +32,8 @@ SERVICE_SCRIPT = textwrap.dedent(
     import sys
 
     from strom.protocol.v1 import storage_pb2, storage_pb2_grpc
-    from strom_server.config import ServerConfig
-    from strom_server.logs import get_logger
+    from strom_server.runtime.config import ServerConfig
+    from strom_server.runtime.logs import get_logger
     from strom_server.runner import run_service
 
 

@@ -29,8 +29,8 @@ from opentelemetry.trace import SpanKind, StatusCode
 from server_testkit import RunningServer, list_offsets_request
 
 from strom.protocol.v1 import storage_pb2_grpc
-from strom_server.channels import open_channel
-from strom_server.telemetry import Telemetry, create_telemetry, parse_metrics_listen
+from strom_server.rpc.channels import open_channel
+from strom_server.runtime.telemetry import Telemetry, create_telemetry, parse_metrics_listen
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -246,7 +246,7 @@ def test_otlp_exports_spans_and_metrics_when_configured() -> None:
 def test_setup_telemetry_installs_global_providers_once() -> None:
     script = """
 from opentelemetry import metrics, trace
-from strom_server.telemetry import installed_telemetry, setup_telemetry, shutdown_telemetry
+from strom_server.runtime.telemetry import installed_telemetry, setup_telemetry, shutdown_telemetry
 first = setup_telemetry("svc", "127.0.0.1:0")
 again = setup_telemetry("svc", "127.0.0.1:0")
 assert again is first and installed_telemetry() is first
@@ -335,7 +335,7 @@ def test_without_an_exporter_only_traces_sampled_upstream_are_recorded() -> None
 def test_untraced_channel_with_trace_metadata_continues_the_callers_trace(
     running_server: RunningServer, telemetry: Telemetry, spans: InMemorySpanExporter
 ) -> None:
-    from strom_server.channels import trace_metadata
+    from strom_server.rpc.channels import trace_metadata
 
     tracer = telemetry.tracer("test")
 
@@ -362,7 +362,7 @@ def test_untraced_channel_with_trace_metadata_continues_the_callers_trace(
 def test_rpc_observer_also_works_as_a_grpc_aio_interceptor(
     telemetry: Telemetry, spans: InMemorySpanExporter
 ) -> None:
-    from strom_server.interceptors import RpcObserver
+    from strom_server.rpc.interceptors import RpcObserver
 
     async def echo(request: bytes, context: grpc.aio.ServicerContext[Any, Any]) -> bytes:
         return request

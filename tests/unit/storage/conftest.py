@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from strom_server.clock import ManualClock
+from strom_server.runtime.clock import ManualClock
 from strom_storage.log import Log, LogConfig
 
 

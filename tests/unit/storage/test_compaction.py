@@ -8,7 +8,7 @@ import pytest
 from storage_batches import make_batch
 
 from strom.records.header import walk_batches
-from strom_server.clock import ManualClock
+from strom_server.runtime.clock import ManualClock
 from strom_storage.log import FetchIsolation, Log
 from strom_storage.log.cleaner.batch_rewrite import decode_batch_records
 from strom_storage.log.cleaner.manager import LogCleaner

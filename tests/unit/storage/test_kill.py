@@ -8,7 +8,7 @@ import textwrap
 from pathlib import Path
 
 from strom.records.header import walk_batches
-from strom_server.clock import SystemClock
+from strom_server.runtime.clock import SystemClock
 from strom_storage.log import FetchIsolation, Log, LogConfig
 
 WRITER = textwrap.dedent(
@@ -16,7 +16,7 @@ WRITER = textwrap.dedent(
     import sys
     sys.path.insert(0, sys.argv[2])
     from storage_batches import simple_batch
-    from strom_server.clock import SystemClock
+    from strom_server.runtime.clock import SystemClock
     from strom_storage.log import Log, LogConfig
     log = Log.open(sys.argv[1], LogConfig(segment_bytes=20000), clock=SystemClock())
     while True:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from storage_batches import simple_batch
 
-from strom_server.clock import ManualClock
+from strom_server.runtime.clock import ManualClock
 from strom_storage.log import LogConfig
 from strom_storage.log.log_manager import LogManager
 

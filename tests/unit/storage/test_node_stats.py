@@ -9,7 +9,7 @@ from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from storage_batches import make_batch, simple_batch
 
-from strom_server.clock import ManualClock
+from strom_server.runtime.clock import ManualClock
 from strom_storage.log import Log
 from strom_storage.log.cleaner.manager import LogCleaner
 from strom_storage.stats import NodeStats

@@ -13,7 +13,7 @@ from strom.errors import (
     InvalidProducerEpochError,
     OutOfOrderSequenceNumberError,
 )
-from strom_server.clock import ManualClock
+from strom_server.runtime.clock import ManualClock
 from strom_storage.log import Log
 from strom_storage.log.producer_state import (
     BatchMetadata,

@@ -15,7 +15,7 @@ from strom.errors import (
     NotEnoughReplicasError,
     NotLeaderOrFollowerError,
 )
-from strom_server.clock import ManualClock
+from strom_server.runtime.clock import ManualClock
 from strom_storage.log import Log, LogConfig
 from strom_storage.node.follower import FetchedData, apply_fetched, next_truncation
 from strom_storage.node.partition import Partition

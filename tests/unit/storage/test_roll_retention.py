@@ -9,7 +9,7 @@ from storage_batches import make_batch, simple_batch
 
 from strom.errors import OffsetOutOfRangeError
 from strom.records.header import walk_batches
-from strom_server.clock import ManualClock
+from strom_server.runtime.clock import ManualClock
 from strom_storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP, Log
 
 BATCH = len(simple_batch(1))

@@ -6,7 +6,7 @@ import asyncio
 import dataclasses
 from pathlib import Path
 
-from strom_server.clock import SystemClock
+from strom_server.runtime.clock import SystemClock
 from strom_storage.log import LogConfig
 from strom_storage.log.log_manager import LogManager
 from strom_storage.membership.assignment import assignments_for

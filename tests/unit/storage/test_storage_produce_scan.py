@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from strom.errors import InvalidRequestError
 from strom.protocol.v1 import storage_pb2
-from strom_server import protowire
+from strom_server.rpc import protowire
 from strom_storage import convert
 
 INT32 = st.integers(-(2**31), 2**31 - 1)

@@ -173,15 +173,15 @@ def _say(line: str) -> None:
 
 
 def cluster_up(args: argparse.Namespace) -> int:
-    local = _server_module("strom_server.local_cluster")
-    restart_policy = _server_module("strom_server.restart_policy")
+    local = _server_module("strom_server.local.cluster")
+    restart_policy = _server_module("strom_server.local.restart_policy")
     spec = _spec(args, local)
     policy = restart_policy.RestartPolicy(
         enabled=not args.no_restart, max_restarts=args.max_restarts
     )
     print(f"Starting the Strom cluster in {spec.data_dir} ...", flush=True)
     if args.detach:
-        control = _server_module("strom_server.cluster_control")
+        control = _server_module("strom_server.local.cluster_control")
         state = control.start_detached(
             spec, ready_timeout_s=args.ready_timeout, policy=policy, progress=_say
         )
@@ -196,7 +196,7 @@ def cluster_up(args: argparse.Namespace) -> int:
 
 
 def cluster_down(args: argparse.Namespace) -> int:
-    control = _server_module("strom_server.cluster_control")
+    control = _server_module("strom_server.local.cluster_control")
     data_dir = args.data_dir.resolve()
     started = time.monotonic()
     control.stop_cluster(data_dir, progress=_say)
@@ -205,7 +205,7 @@ def cluster_down(args: argparse.Namespace) -> int:
 
 
 def cluster_status(args: argparse.Namespace) -> int:
-    state_module = _server_module("strom_server.cluster_state")
+    state_module = _server_module("strom_server.local.cluster_state")
     data_dir = args.data_dir.resolve()
     state = state_module.read_state(data_dir)
     if state is not None and not state_module.supervisor_alive(state):
@@ -223,9 +223,9 @@ def cluster_status(args: argparse.Namespace) -> int:
 
 
 def cluster_command(args: argparse.Namespace) -> int:
-    control = _server_module("strom_server.cluster_control")
+    control = _server_module("strom_server.local.cluster_control")
     data_dir = args.data_dir.resolve()
-    before = _server_module("strom_server.cluster_state").read_state(data_dir) or {}
+    before = _server_module("strom_server.local.cluster_state").read_state(data_dir) or {}
     restarts = before.get("processes", {}).get(args.node, {}).get("restarts", 0)
     try:
         message = control.command(data_dir, args.op, args.node)
@@ -258,7 +258,7 @@ def cluster_command(args: argparse.Namespace) -> int:
 
 
 def cluster_logs(args: argparse.Namespace) -> int:
-    control = _server_module("strom_server.cluster_control")
+    control = _server_module("strom_server.local.cluster_control")
     path = control.log_path(args.data_dir.resolve(), args.node)
     if not path.exists():
         names = sorted(p.stem for p in path.parent.glob("*.log"))

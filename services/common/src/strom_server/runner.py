@@ -25,12 +25,12 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import TypeVar
 
 from strom.errors import ConfigurationError
-from strom_server.allocator import tune_allocator
-from strom_server.config import ServerConfig, config_items, load_config
-from strom_server.gc_tuning import tune_gc
-from strom_server.grpc_server import GrpcServer
-from strom_server.logs import configure_logging, get_logger
-from strom_server.telemetry import Telemetry, setup_telemetry
+from strom_server.rpc.server import GrpcServer
+from strom_server.runtime.allocator import tune_allocator
+from strom_server.runtime.config import ServerConfig, config_items, load_config
+from strom_server.runtime.gc_tuning import tune_gc
+from strom_server.runtime.logs import configure_logging, get_logger
+from strom_server.runtime.telemetry import Telemetry, setup_telemetry
 
 __all__ = ["BuildFn", "run_service", "serve_config"]
 

@@ -12,9 +12,9 @@ from strom_controller.config import ControllerConfig
 from strom_controller.controller import Controller
 from strom_controller.servicer import ControllerServicer
 from strom_controller.stats import watch_controller
-from strom_server.grpc_server import GrpcServer
+from strom_server.rpc.server import GrpcServer
 from strom_server.runner import run_service
-from strom_server.values import advertised_address
+from strom_server.runtime.values import advertised_address
 
 
 async def build(config: ControllerConfig, server: GrpcServer) -> None:

@@ -14,8 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from strom.topic_config import TopicConfig, parse_config_pairs
-from strom_server.config import ServerConfig, override, setting
-from strom_server.values import HostPort, check_optional_host_port
+from strom_server.runtime.config import ServerConfig, override, setting
+from strom_server.runtime.values import HostPort, check_optional_host_port
 
 __all__ = ["DEFAULT_LISTEN", "ControllerConfig"]
 

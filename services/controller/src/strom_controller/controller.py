@@ -65,9 +65,9 @@ from strom_controller.model import (
     TopicView,
 )
 from strom_controller.topic_names import is_internal, validate_topic_name
-from strom_server.clock import Clock, SystemClock
-from strom_server.etcd_store import Compare, EtcdStore, EtcdUnavailableError, Put
-from strom_server.logs import get_logger
+from strom_server.etcd.store import Compare, EtcdStore, EtcdUnavailableError, Put
+from strom_server.runtime.clock import Clock, SystemClock
+from strom_server.runtime.logs import get_logger
 
 __all__ = ["Controller"]
 

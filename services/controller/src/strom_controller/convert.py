@@ -20,7 +20,7 @@ from strom_controller.model import (
     OngoingReassignment,
     Outcome,
 )
-from strom_server.error_status import error_fields
+from strom_server.rpc.errors import error_fields
 
 __all__ = [
     "alter_partition_request",

@@ -26,9 +26,9 @@ from collections.abc import Awaitable, Callable
 from strom.errors import NotControllerError
 from strom_controller.keys import ControllerRecord, KeyLayout, decode, encode
 from strom_controller.metadata_cache import Change, MetadataCache
-from strom_server.clock import Clock, SystemClock
-from strom_server.etcd_store import Compare, EtcdStore, EtcdUnavailableError, Put
-from strom_server.logs import get_logger
+from strom_server.etcd.store import Compare, EtcdStore, EtcdUnavailableError, Put
+from strom_server.runtime.clock import Clock, SystemClock
+from strom_server.runtime.logs import get_logger
 
 __all__ = ["ControllerElection"]
 

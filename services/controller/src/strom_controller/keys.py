@@ -1,7 +1,7 @@
 """The etcd key layout of a Strom cluster: the one place that spells keys and their JSON values.
 
 This is a contract shared with the storage nodes and the gateway (docs/controller.md); the key
-names come from ``strom_server.cluster_keys``, which every service uses. ``P`` is
+names come from ``strom_server.etcd.keys``, which every service uses. ``P`` is
 the configured prefix (default ``/strom``); every value is UTF-8 JSON.
 
 ==============================================  ==============================================
@@ -36,7 +36,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from strom_server.cluster_keys import ClusterKeys, decode_value, encode_value
+from strom_server.etcd.keys import ClusterKeys, decode_value, encode_value
 
 __all__ = [
     "BrokerRecord",
@@ -60,7 +60,7 @@ def decode(raw: bytes) -> dict[str, Any]:
 
 
 class KeyLayout:
-    """Key names under one cluster prefix, spelled by ``strom_server.cluster_keys.ClusterKeys``
+    """Key names under one cluster prefix, spelled by ``strom_server.etcd.keys.ClusterKeys``
     (the layout every service shares), plus the prefixes and parsing the controller needs."""
 
     def __init__(self, prefix: str = "/strom") -> None:

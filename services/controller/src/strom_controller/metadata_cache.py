@@ -27,9 +27,9 @@ from strom_controller.keys import (
     TopicRecord,
     decode,
 )
-from strom_server.etcd_store import EtcdStore, KeyValue, Op, Put, WatchBatch, WatchCompactedError
-from strom_server.logs import get_logger
-from strom_server.prefix_follower import PrefixFollower
+from strom_server.etcd.prefix_follower import PrefixFollower
+from strom_server.etcd.store import EtcdStore, KeyValue, Op, Put, WatchBatch, WatchCompactedError
+from strom_server.runtime.logs import get_logger
 
 __all__ = ["CacheFeeder", "Change", "MetadataCache"]
 

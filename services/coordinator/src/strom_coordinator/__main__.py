@@ -23,12 +23,12 @@ from strom_coordinator.offsets_log import OffsetsLog
 from strom_coordinator.ownership import PartitionOwnership
 from strom_coordinator.servicer import GroupCoordinatorServicer
 from strom_coordinator.stats import CoordinatorStats, LagTracker
-from strom_server.cluster_keys import ClusterKeys
-from strom_server.etcd_store import EtcdStore
-from strom_server.grpc_server import GrpcServer
-from strom_server.logs import get_logger
+from strom_server.etcd.keys import ClusterKeys
+from strom_server.etcd.store import EtcdStore
+from strom_server.rpc.server import GrpcServer
 from strom_server.runner import run_service
-from strom_server.values import advertised_address
+from strom_server.runtime.logs import get_logger
+from strom_server.runtime.values import advertised_address
 
 log = get_logger(__name__)
 

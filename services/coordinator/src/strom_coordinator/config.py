@@ -13,8 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from strom_coordinator.group.config import GroupConfig
-from strom_server.config import ServerConfig, override, setting
-from strom_server.values import ByteSize, HostPort, MiB, check_optional_host_port
+from strom_server.runtime.config import ServerConfig, override, setting
+from strom_server.runtime.values import ByteSize, HostPort, MiB, check_optional_host_port
 
 __all__ = ["DEFAULT_LISTEN", "OFFSETS_TOPIC", "CoordinatorConfig"]
 

@@ -22,7 +22,7 @@ from strom_coordinator.group.api import (
     PartitionResult,
     SyncResult,
 )
-from strom_server.error_status import error_fields
+from strom_server.rpc.errors import error_fields
 
 __all__ = [
     "commit_partitions",

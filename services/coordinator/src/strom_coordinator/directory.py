@@ -20,7 +20,7 @@ from strom.errors import CoordinatorNotAvailableError, StromError, TopicAlreadyE
 from strom.types import NewTopic
 from strom_coordinator.config import CoordinatorConfig
 from strom_coordinator.ownership import PartitionOwnership
-from strom_server.logs import get_logger
+from strom_server.runtime.logs import get_logger
 
 __all__ = ["CoordinatorDirectory"]
 

@@ -35,7 +35,7 @@ from strom.protocol.v1 import common_pb2, storage_pb2
 from strom.records import BatchBuilder
 from strom.types import TopicPartition
 from strom_coordinator.config import OFFSETS_TOPIC
-from strom_server.logs import get_logger
+from strom_server.runtime.logs import get_logger
 
 __all__ = ["OffsetsLog"]
 

@@ -44,8 +44,8 @@ from strom_coordinator.config import OFFSETS_TOPIC
 from strom_coordinator.group.records import ownership_marker
 from strom_coordinator.loader import read_partition
 from strom_coordinator.offsets_log import OffsetsLog
-from strom_server.cluster_keys import ClusterKeys, decode_value, encode_value
-from strom_server.etcd_store import (
+from strom_server.etcd.keys import ClusterKeys, decode_value, encode_value
+from strom_server.etcd.store import (
     Compare,
     Delete,
     EtcdStore,
@@ -54,7 +54,7 @@ from strom_server.etcd_store import (
     Put,
     WatchCompactedError,
 )
-from strom_server.logs import get_logger
+from strom_server.runtime.logs import get_logger
 
 __all__ = [
     "Member",

@@ -24,7 +24,7 @@ from strom.protocol.v1.coordinator_pb2_grpc import GroupCoordinatorServicer as _
 from strom_coordinator import convert
 from strom_coordinator.group.api import DeleteGroupResult, GroupDescription, LeaveResult
 from strom_coordinator.group.manager import GroupManager
-from strom_server.logs import get_logger
+from strom_server.runtime.logs import get_logger
 
 __all__ = ["CoordinatorDirectory", "GroupCoordinatorServicer"]
 

@@ -24,7 +24,7 @@ from strom.aio._offsets import list_offsets
 from strom.errors import StromError
 from strom.protocol.v1 import common_pb2
 from strom.types import TopicPartition
-from strom_server.logs import get_logger
+from strom_server.runtime.logs import get_logger
 
 __all__ = ["LAG_REFRESH_S", "CoordinatorStats", "LagTracker"]
 

@@ -11,10 +11,10 @@ from strom_gateway.leader_router import LeaderRouter
 from strom_gateway.metadata_cache import MetadataCache
 from strom_gateway.routing import ControllerRouter
 from strom_gateway.servicer import GatewayServicer, add_to_server
-from strom_server.cluster_keys import ClusterKeys
-from strom_server.controller_locator import ControllerLocator
-from strom_server.etcd_store import EtcdStore
-from strom_server.grpc_server import GrpcServer
+from strom_server.etcd.controller_locator import ControllerLocator
+from strom_server.etcd.keys import ClusterKeys
+from strom_server.etcd.store import EtcdStore
+from strom_server.rpc.server import GrpcServer
 from strom_server.runner import run_service
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from strom_server.config import ServerConfig, override, setting
-from strom_server.values import ByteSize, HostPort, MiB
+from strom_server.runtime.config import ServerConfig, override, setting
+from strom_server.runtime.values import ByteSize, HostPort, MiB
 
 __all__ = ["DEFAULT_LISTEN", "GatewayConfig"]
 

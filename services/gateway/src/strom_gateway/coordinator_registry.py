@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import structlog
 
-from strom_server.cluster_keys import ClusterKeys, decode_value
-from strom_server.etcd_store import EtcdStore, KeyValue, WatchBatch
-from strom_server.prefix_follower import PrefixFollower
+from strom_server.etcd.keys import ClusterKeys, decode_value
+from strom_server.etcd.prefix_follower import PrefixFollower
+from strom_server.etcd.store import EtcdStore, KeyValue, WatchBatch
 
 log = structlog.get_logger(__name__)
 

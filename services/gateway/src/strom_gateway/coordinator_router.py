@@ -29,7 +29,7 @@ from google.protobuf.message import Message
 
 from strom.errors import ErrorCode
 from strom.protocol.v1 import coordinator_pb2, coordinator_pb2_grpc
-from strom_server.channels import open_channel
+from strom_server.rpc.channels import open_channel
 
 log = structlog.get_logger(__name__)
 

@@ -31,8 +31,8 @@ from strom._transport import from_rpc_error
 from strom.errors import ErrorCode
 from strom.protocol.v1 import storage_pb2, storage_pb2_grpc
 from strom_gateway.metadata_cache import MetadataCache
-from strom_server.channels import open_channel, trace_metadata
-from strom_server.raw_methods import serialize
+from strom_server.rpc.channels import open_channel, trace_metadata
+from strom_server.rpc.raw_methods import serialize
 
 log = structlog.get_logger(__name__)
 

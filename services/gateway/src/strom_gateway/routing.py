@@ -18,8 +18,8 @@ from google.protobuf.message import Message
 
 from strom.errors import ErrorCode
 from strom.protocol.v1 import controller_pb2_grpc
-from strom_server.channels import open_channel
-from strom_server.controller_locator import ControllerLocator
+from strom_server.etcd.controller_locator import ControllerLocator
+from strom_server.rpc.channels import open_channel
 
 log = structlog.get_logger(__name__)
 

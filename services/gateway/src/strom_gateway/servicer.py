@@ -22,7 +22,7 @@ from strom_gateway.data_path import DataPath
 from strom_gateway.produce_stream import ProduceStreamRelay
 from strom_gateway.record_rpcs import RecordRpcs
 from strom_gateway.routing import ControllerRouter, NoControllerError
-from strom_server.raw_methods import add_with_raw_methods
+from strom_server.rpc.raw_methods import add_with_raw_methods
 
 __all__ = ["GatewayServicer", "add_to_server"]
 

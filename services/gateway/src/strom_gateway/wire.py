@@ -2,7 +2,7 @@
 
 Routing a Produce needs each partition's topic and number, and relaying a Fetch answer needs
 each partition's error code: both sit in small fields beside one large ``records`` field,
-read with ``strom_server.produce_request`` and ``strom_server.protowire``. Field numbers:
+read with ``strom_server.rpc.produce_request`` and ``strom_server.rpc.protowire``. Field numbers:
 proto/strom/protocol/v1/storage.proto.
 A message these scanners cannot read raises ``ValueError``; callers then parse it normally.
 """
@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from strom.protocol.v1 import storage_pb2
-from strom_server.produce_request import read_produce_request
-from strom_server.protowire import LEN, VARINT, fields, int32
+from strom_server.rpc.produce_request import read_produce_request
+from strom_server.rpc.protowire import LEN, VARINT, fields, int32
 
 __all__ = ["LazyFetchResponse", "PartitionRef", "produce_partitions"]
 

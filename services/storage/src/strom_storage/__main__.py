@@ -9,12 +9,12 @@ from __future__ import annotations
 import asyncio
 
 from strom.errors import ConfigurationError
-from strom_server.clock import SystemClock
-from strom_server.cluster_keys import ClusterKeys
-from strom_server.etcd_store import EtcdStore
-from strom_server.grpc_server import GrpcServer
-from strom_server.logs import get_logger
+from strom_server.etcd.keys import ClusterKeys
+from strom_server.etcd.store import EtcdStore
+from strom_server.rpc.server import GrpcServer
 from strom_server.runner import run_service
+from strom_server.runtime.clock import SystemClock
+from strom_server.runtime.logs import get_logger
 from strom_storage.config import StorageConfig
 from strom_storage.log import Log
 from strom_storage.log.cleaner.manager import LogCleaner

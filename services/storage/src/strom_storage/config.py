@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from strom_server.config import ServerConfig, override, setting
-from strom_server.values import ByteSize, HostPort
+from strom_server.runtime.config import ServerConfig, override, setting
+from strom_server.runtime.values import ByteSize, HostPort
 from strom_storage.log.config import LONG_MAX, LogConfig
 
 __all__ = ["DEFAULT_LISTEN", "StorageConfig", "parse_topic_spec"]

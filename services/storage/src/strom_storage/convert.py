@@ -9,8 +9,8 @@ from google.protobuf.message import DecodeError
 
 from strom.errors import InvalidRequestError
 from strom.protocol.v1 import common_pb2, storage_pb2
-from strom_server.error_status import error_fields
-from strom_server.produce_request import ProduceCall, read_produce_request
+from strom_server.rpc.errors import error_fields
+from strom_server.rpc.produce_request import ProduceCall, read_produce_request
 from strom_storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP
 from strom_storage.node import (
     FetchPartitionRequest,

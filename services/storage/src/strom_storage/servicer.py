@@ -10,8 +10,8 @@ import grpc
 
 from strom.errors import InvalidRequestError
 from strom.protocol.v1 import storage_pb2, storage_pb2_grpc
-from strom_server.error_status import error_fields
-from strom_server.raw_methods import add_with_raw_methods
+from strom_server.rpc.errors import error_fields
+from strom_server.rpc.raw_methods import add_with_raw_methods
 from strom_storage import convert
 from strom_storage.node import ListOffsetsResult, ReplicaManager
 

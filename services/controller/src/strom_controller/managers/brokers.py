@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from strom_controller.keys import BrokerRecord, KeyLayout
-from strom_server.etcd_store import Compare, Put
+from strom_server.etcd.store import Compare, Put
 
 __all__ = ["BrokerChanges", "BrokerTracker", "registration_txn"]
 

@@ -16,7 +16,7 @@ from strom_controller.keys import KeyLayout, TopicRecord, encode
 from strom_controller.managers.result import ControllerResult
 from strom_controller.metadata_cache import MetadataCache
 from strom_controller.model import AlterConfigOp, ConfigResourceRef, ConfigValue
-from strom_server.etcd_store import Compare, Put
+from strom_server.etcd.store import Compare, Put
 
 __all__ = ["ConfigManager", "describe_topic_configs"]
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from strom_controller.keys import KeyLayout, encode
 from strom_controller.managers.result import ControllerResult
 from strom_controller.metadata_cache import MetadataCache
-from strom_server.etcd_store import Put
+from strom_server.etcd.store import Put
 
 __all__ = ["BLOCK_SIZE", "MAX_PRODUCER_EPOCH", "ProducerIdManager"]
 

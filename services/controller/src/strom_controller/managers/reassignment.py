@@ -25,7 +25,7 @@ from strom_controller.keys import KeyLayout, PartitionRecord, ReassignmentRecord
 from strom_controller.managers.result import ControllerResult
 from strom_controller.metadata_cache import MetadataCache
 from strom_controller.model import OngoingReassignment
-from strom_server.etcd_store import Compare, Delete, Op, Put
+from strom_server.etcd.store import Compare, Delete, Op, Put
 
 __all__ = ["ReassignmentManager"]
 

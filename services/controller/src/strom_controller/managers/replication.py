@@ -36,8 +36,8 @@ from strom_controller.managers.result import ControllerResult
 from strom_controller.managers.topics import initial_partition_state
 from strom_controller.metadata_cache import MetadataCache
 from strom_controller.model import AlterPartitionItem
-from strom_server.etcd_store import Compare, Put
-from strom_server.logs import get_logger
+from strom_server.etcd.store import Compare, Put
+from strom_server.runtime.logs import get_logger
 
 __all__ = ["ReplicationManager"]
 

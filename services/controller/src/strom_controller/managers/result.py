@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
-from strom_server.etcd_store import Compare, Op
+from strom_server.etcd.store import Compare, Op
 
 __all__ = ["MAX_TXN_OPS", "ControllerResult"]
 

@@ -31,7 +31,7 @@ from strom_controller.managers.result import ControllerResult
 from strom_controller.metadata_cache import MetadataCache
 from strom_controller.model import CreatedTopic, NewPartitions, NewTopicSpec
 from strom_controller.topic_names import colliding_topic, validate_topic_name
-from strom_server.etcd_store import Compare, Delete, Op, Put
+from strom_server.etcd.store import Compare, Delete, Op, Put
 
 __all__ = ["TopicDefaults", "TopicManager", "initial_partition_state"]
 

@@ -15,7 +15,7 @@ from strom_controller.keys import KeyLayout, encode
 from strom_controller.managers.producer_ids import MAX_PRODUCER_EPOCH
 from strom_controller.managers.result import ControllerResult
 from strom_controller.metadata_cache import MetadataCache
-from strom_server.etcd_store import Compare, Put
+from strom_server.etcd.store import Compare, Put
 
 __all__ = ["TransactionalIdManager"]
 

@@ -68,7 +68,7 @@ from strom_storage.log.validator import (
 )
 
 if TYPE_CHECKING:
-    from strom_server.clock import Clock
+    from strom_server.runtime.clock import Clock
 
 __all__ = [
     "EARLIEST_TIMESTAMP",

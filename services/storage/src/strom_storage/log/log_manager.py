@@ -40,7 +40,7 @@ from strom_storage.log.files import parse_partition_dir_name, partition_dir_name
 from strom_storage.log.log import Log
 
 if TYPE_CHECKING:
-    from strom_server.clock import Clock
+    from strom_server.runtime.clock import Clock
 
 __all__ = ["LogManager", "TopicPartition"]
 

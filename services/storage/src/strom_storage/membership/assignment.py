@@ -1,7 +1,7 @@
 """What a node should host, computed from the controller's metadata (pure; no etcd here).
 
 Input: the decoded values of ``P/topics/<name>`` and ``P/partitions/<topic>/<p>``
-(strom_server.cluster_keys). Output: for every partition whose replica list holds this node,
+(strom_server.etcd.keys). Output: for every partition whose replica list holds this node,
 its role (leader or follower), leader epoch and the topic's config overrides (the caller applies
 them over the broker defaults of ``P/config/brokers``).
 """

@@ -24,8 +24,9 @@ import contextlib
 import structlog
 
 from strom.errors import DuplicateBrokerRegistrationError
-from strom_server.cluster_keys import ClusterKeys, decode_value, encode_value
-from strom_server.etcd_store import (
+from strom_server.etcd.keys import ClusterKeys, decode_value, encode_value
+from strom_server.etcd.prefix_follower import PrefixFollower
+from strom_server.etcd.store import (
     Compare,
     Delete,
     EtcdStore,
@@ -35,7 +36,6 @@ from strom_server.etcd_store import (
     WatchBatch,
     WatchCompactedError,
 )
-from strom_server.prefix_follower import PrefixFollower
 from strom_storage.log import LogConfig
 from strom_storage.membership.assignment import assignments_for
 from strom_storage.node import ReplicaManager

@@ -31,7 +31,7 @@ from strom.errors import (
     for_code,
 )
 from strom.protocol.v1 import common_pb2, storage_pb2, storage_pb2_grpc
-from strom_server.channels import PeerChannel
+from strom_server.rpc.channels import PeerChannel
 from strom_storage.node import ReplicaManager
 from strom_storage.node.follower import FetchedData, apply_fetched, next_truncation
 from strom_storage.node.partition import Partition

@@ -20,7 +20,7 @@ import structlog
 from strom._transport import from_rpc_error
 from strom.errors import for_code
 from strom.protocol.v1 import controller_pb2, controller_pb2_grpc
-from strom_server.channels import PeerChannel
+from strom_server.rpc.channels import PeerChannel
 from strom_storage.node import ReplicaManager
 from strom_storage.node.partition import IsrChange
 

@@ -21,13 +21,13 @@ def grpc_serving(address: str, service: str = "", timeout_s: float = 1.0) -> boo
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m strom_server.health_probe HOST:PORT [SERVICE]``: exit 0 when SERVING (the
+    """``python -m strom_server.rpc.health_probe HOST:PORT [SERVICE]``: exit 0 when SERVING (the
     containers' health check)."""
     import sys
 
     args = sys.argv[1:] if argv is None else argv
     if not 1 <= len(args) <= 2:
-        print("usage: python -m strom_server.health_probe HOST:PORT [SERVICE]", file=sys.stderr)
+        print("usage: python -m strom_server.rpc.health_probe HOST:PORT [SERVICE]", file=sys.stderr)
         return 2
     service = args[1] if len(args) == 2 else ""
     return 0 if grpc_serving(args[0], service, timeout_s=3.0) else 1

@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 from collections.abc import Callable
 
-from strom_server.etcd_store import EtcdStore, KeyValue, WatchBatch, WatchCompactedError
+from strom_server.etcd.store import EtcdStore, KeyValue, WatchBatch, WatchCompactedError
 
 __all__ = ["PrefixFollower"]
 

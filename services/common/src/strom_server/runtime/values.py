@@ -1,8 +1,8 @@
 """Parsers for setting values given as text: booleans, byte sizes, host:port addresses.
 
 Each parser takes a string and returns the typed value, or raises ``ValueError`` whose message
-says what was expected; ``strom_server.config`` wraps that into a ``ConfigurationError`` naming
-the option and where the value came from.
+says what was expected; ``strom_server.runtime.config`` wraps that into a
+``ConfigurationError`` naming the option and where the value came from.
 
 Byte sizes accept a plain number of bytes or a number with a unit: ``B``, decimal ``KB MB GB TB``
 (powers of 1000) and binary ``KiB MiB GiB TiB`` (powers of 1024), case-insensitive, an optional

@@ -2,7 +2,7 @@
 
 A service registers its generated handlers through ``add_with_raw_methods``: a method named
 in ``raw_requests`` hands its handler the request's serialized bytes (the handler reads what
-it needs, see ``strom_server.protowire``); one named in ``raw_responses`` may return bytes,
+it needs, see ``strom_server.rpc.protowire``); one named in ``raw_responses`` may return bytes,
 sent as they are, or a message, serialized as usual.
 """
 

@@ -36,8 +36,8 @@ from typing import Any
 
 import structlog
 
-from strom_server.restart_policy import CrashHistory, RestartPolicy
-from strom_server.supervisor import ManagedProcess
+from strom_server.local.restart_policy import CrashHistory, RestartPolicy
+from strom_server.local.supervisor import ManagedProcess
 
 log = structlog.get_logger(__name__)
 

@@ -3,7 +3,7 @@
 Built on the gRPC stubs that ship with ``python3-etcd3`` (``etcd3.etcdrpc``) but driven through
 ``grpc.aio``, so that calls are cancellable coroutines rather than threads: the package's
 synchronous client would need a thread per call and its watcher thread does not report a
-broken stream. Every Strom service reaches etcd through this module (strom_server.etcd_store).
+broken stream. Every Strom service reaches etcd through this module (strom_server.etcd.store).
 
 Connectivity: one channel per configured endpoint (several for an etcd cluster). A call that
 fails with UNAVAILABLE / DEADLINE_EXCEEDED moves to the next endpoint and, when ``retry`` is
@@ -29,8 +29,8 @@ from etcd3 import etcdrpc
 from etcd3.etcdrpc import kv_pb2
 
 from strom.errors import StromError
-from strom_server.clock import Clock, SystemClock
-from strom_server.logs import get_logger
+from strom_server.runtime.clock import Clock, SystemClock
+from strom_server.runtime.logs import get_logger
 
 __all__ = [
     "Compare",

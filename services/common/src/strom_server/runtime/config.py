@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from strom.errors import ConfigurationError
-from strom_server.values import (
+from strom_server.runtime.values import (
     ByteSize,
     Endpoint,
     GiB,

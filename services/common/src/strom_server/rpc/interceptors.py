@@ -10,7 +10,7 @@ error mapping, in one wrapper around each RPC.
 3. metrics: ``rpc.server.duration`` (histogram, ms; its count is the request count) with
    ``rpc.service``, ``rpc.method`` and ``rpc.grpc.status_code`` attributes;
 4. error mapping: an exception escaping the handler becomes a gRPC status with the
-   ``strom-error-code`` trailer (``strom_server.error_status``); so does a request (or a
+   ``strom-error-code`` trailer (``strom_server.rpc.errors``); so does a request (or a
    message of a request stream) that does not parse: the wrapped method's deserializer hands
    the failure to the observed call, which raises ``InvalidRequestError("malformed X: ...")``
    (INVALID_ARGUMENT) where grpc itself would answer UNKNOWN.
@@ -44,8 +44,8 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 from structlog.contextvars import bind_contextvars, reset_contextvars
 
 from strom.errors import InvalidRequestError
-from strom_server.error_status import status_for_exception
-from strom_server.logs import get_logger
+from strom_server.rpc.errors import status_for_exception
+from strom_server.runtime.logs import get_logger
 
 __all__ = ["RpcObserver", "end_rpc_span", "final_status", "wrap_handler"]
 

@@ -38,8 +38,8 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from opentelemetry.sdk.trace.sampling import ALWAYS_OFF, ParentBased
 from prometheus_client import CollectorRegistry, start_http_server
 
-from strom_server.logs import get_logger
-from strom_server.values import split_host_port
+from strom_server.runtime.logs import get_logger
+from strom_server.runtime.values import split_host_port
 
 __all__ = [
     "LATENCY_BUCKETS_MS",

@@ -7,7 +7,7 @@
         client.put("/strom/k", "v")
 
 ``start`` picks free ports (unless given), launches ``etcd`` (found by
-``strom_server.etcd_binary.find_etcd``), and waits until ``/health`` answers; if that fails it
+``strom_server.etcd.binary.find_etcd``), and waits until ``/health`` answers; if that fails it
 stops the process, removes what it created and raises ``EtcdStartError`` with the end of
 etcd's output. ``stop`` terminates (then kills) the process and removes a temporary data
 directory. Both are blocking: from async code call them through ``asyncio.to_thread``. The same
@@ -28,7 +28,7 @@ import urllib.request
 from pathlib import Path
 from types import TracebackType
 
-from strom_server.etcd_binary import find_etcd
+from strom_server.etcd.binary import find_etcd
 
 __all__ = ["EtcdProcess", "EtcdStartError", "etcd_argv", "etcd_is_healthy"]
 

@@ -1,6 +1,6 @@
 """What other terminals do to a local cluster: start it detached, command it, take it down.
 
-``strom cluster up --detach`` runs the supervisor (``python -m strom_server.local_cluster``)
+``strom cluster up --detach`` runs the supervisor (``python -m strom_server.local.cluster``)
 in its own session with its output in ``<data_dir>/logs/supervisor.log`` and returns once the
 cluster is up. ``strom cluster stop|start|restart|kill NODE`` send one request to the
 supervisor's control socket and wait for the state file to show the result.
@@ -21,17 +21,17 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from strom_server.cluster_state import (
+from strom_server.local.cluster import STOP_GRACE_S, LocalClusterSpec, check_startable, spec_to_json
+from strom_server.local.cluster_state import (
     pid_alive,
     process_start_ticks,
     read_state,
     remove_state,
     supervisor_alive,
 )
-from strom_server.control_socket import send_request
-from strom_server.local_cluster import STOP_GRACE_S, LocalClusterSpec, check_startable, spec_to_json
-from strom_server.restart_policy import RestartPolicy
-from strom_server.supervisor import ProcessFailedError
+from strom_server.local.control_socket import send_request
+from strom_server.local.restart_policy import RestartPolicy
+from strom_server.local.supervisor import ProcessFailedError
 
 __all__ = [
     "ClusterNotRunningError",
@@ -93,7 +93,7 @@ def start_detached(
     shown = output.stat().st_size if output.exists() else 0
     with open(output, "ab") as out:
         child = subprocess.Popen(
-            [sys.executable, "-m", "strom_server.local_cluster", str(run_file)],
+            [sys.executable, "-m", "strom_server.local.cluster", str(run_file)],
             stdin=subprocess.DEVNULL,
             stdout=out,
             stderr=subprocess.STDOUT,

@@ -35,7 +35,9 @@ from typing import Any
 import structlog
 
 from strom import Admin, NewTopic, StromError
-from strom_server.cluster_state import (
+from strom_server.etcd.binary import find_etcd
+from strom_server.etcd.process import etcd_argv, etcd_is_healthy
+from strom_server.local.cluster_state import (
     process_start_ticks,
     read_state,
     remove_state,
@@ -43,14 +45,12 @@ from strom_server.cluster_state import (
     supervisor_alive,
     write_state,
 )
-from strom_server.control_socket import ControlServer, socket_path_for
-from strom_server.etcd_binary import find_etcd
-from strom_server.etcd_process import etcd_argv, etcd_is_healthy
-from strom_server.free_ports import port_in_use
-from strom_server.health_probe import grpc_serving
-from strom_server.process_keeper import ProcessKeeper
-from strom_server.restart_policy import RestartPolicy
-from strom_server.supervisor import ManagedProcess, ProcessFailedError, Supervisor
+from strom_server.local.control_socket import ControlServer, socket_path_for
+from strom_server.local.free_ports import port_in_use
+from strom_server.local.process_keeper import ProcessKeeper
+from strom_server.local.restart_policy import RestartPolicy
+from strom_server.local.supervisor import ManagedProcess, ProcessFailedError, Supervisor
+from strom_server.rpc.health_probe import grpc_serving
 
 log = structlog.get_logger(__name__)
 
@@ -415,11 +415,11 @@ def _handle_request(keeper: ProcessKeeper, request: dict[str, Any]) -> dict[str,
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m strom_server.local_cluster RUN.json``: the detached supervisor of
+    """``python -m strom_server.local.cluster RUN.json``: the detached supervisor of
     ``strom cluster up --detach`` (RUN.json: the spec, the ready timeout and the policy)."""
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1:
-        print("usage: python -m strom_server.local_cluster RUN.json", file=sys.stderr)
+        print("usage: python -m strom_server.local.cluster RUN.json", file=sys.stderr)
         return 2
     run = json.loads(Path(args[0]).read_text())
     return run_cluster(

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from strom_server.protowire import LEN, VARINT, fields, int32, int64
+from strom_server.rpc.protowire import LEN, VARINT, fields, int32, int64
 
 __all__ = ["ProduceCall", "read_produce_request"]
 

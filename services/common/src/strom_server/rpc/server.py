@@ -33,11 +33,11 @@ import grpc.aio
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from strom_server.config import ServerConfig
-from strom_server.interceptors import RpcObserver
-from strom_server.logs import get_logger
-from strom_server.telemetry import Telemetry
-from strom_server.values import split_host_port
+from strom_server.rpc.interceptors import RpcObserver
+from strom_server.runtime.config import ServerConfig
+from strom_server.runtime.logs import get_logger
+from strom_server.runtime.telemetry import Telemetry
+from strom_server.runtime.values import split_host_port
 
 __all__ = ["AddServicerFn", "GrpcServer", "ShutdownHook"]
 

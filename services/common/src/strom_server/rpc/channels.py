@@ -25,8 +25,8 @@ from opentelemetry.context import Context
 from opentelemetry.trace import SpanKind
 
 from strom._transport import channel_options
-from strom_server.interceptors import end_rpc_span
-from strom_server.values import MiB
+from strom_server.rpc.interceptors import end_rpc_span
+from strom_server.runtime.values import MiB
 
 __all__ = ["PeerChannel", "open_channel", "trace_metadata", "tracing_interceptors"]
 
