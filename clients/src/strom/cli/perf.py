@@ -30,7 +30,7 @@ from strom.cli.perf_stats import (
     Window,
     stop_on_interrupt,
 )
-from strom.cli.producer_properties import parse_producer_properties
+from strom.cli.producer_properties import kafka_names, parse_producer_properties
 from strom.consumer import Consumer
 from strom.errors import ConfigurationError, StromError
 from strom.producer.producer import Producer, RecordMetadata
@@ -215,6 +215,14 @@ def _throughput(value: float) -> float | None:
     return value
 
 
+def _producer(bootstrap: str, kwargs: dict[str, Any]) -> Producer:
+    """A producer with the properties' arguments; a bad value is reported by property name."""
+    try:
+        return Producer(bootstrap, **kwargs)
+    except ConfigurationError as exc:
+        raise ConfigurationError(kafka_names(str(exc))) from None
+
+
 def _bootstrap(args: argparse.Namespace, kwargs: dict[str, Any]) -> str:
     """--bootstrap-server, else a bootstrap.servers property, else env, else the default."""
     from_property = kwargs.pop("bootstrap_servers", None)
@@ -286,7 +294,7 @@ def produce_command(args: argparse.Namespace) -> int:
     rate = _throughput(args.throughput)
     payloads = _payloads(args)
     kwargs = parse_producer_properties(args.producer_property)
-    producer = Producer(_bootstrap(args, kwargs), **kwargs)
+    producer = _producer(_bootstrap(args, kwargs), kwargs)
     output = Output(args.json)
     interrupted = False
     try:
@@ -530,7 +538,7 @@ def e2e_command(args: argparse.Namespace) -> int:
     kwargs.setdefault("linger_ms", 0)  # as Kafka's EndToEndLatency: send at once
     bootstrap = _bootstrap(args, kwargs)
     output = Output(args.json)
-    producer = Producer(bootstrap, **kwargs)
+    producer = _producer(bootstrap, kwargs)
     consumer: Consumer | None = None
     try:
         partitions = producer.partitions_for(args.topic)

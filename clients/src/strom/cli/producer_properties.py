@@ -4,17 +4,19 @@
 maps to the argument named by its dots turned into underscores, with its value parsed from
 text. Only the properties the producer has are accepted; any other name (a Kafka property
 Strom does not have, such as ``key.serializer``, or a typo) is refused with its name, as are
-values that do not parse. Range checks stay with the producer (``ConfigurationError``).
+values that do not parse. Range checks stay with the producer (``ConfigurationError``), whose
+messages ``kafka_names`` turns back into the property names the user typed.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable
 from typing import Any
 
 from strom.errors import ConfigurationError
 
-__all__ = ["PRODUCER_PROPERTIES", "parse_producer_properties"]
+__all__ = ["PRODUCER_PROPERTIES", "kafka_names", "parse_producer_properties"]
 
 
 def _int(text: str) -> int:
@@ -93,3 +95,16 @@ def parse_producer_properties(pairs: Iterable[str]) -> dict[str, Any]:
                 f"producer property {name}: expected {expected}, got {text!r}"
             ) from None
     return kwargs
+
+
+_ARGUMENTS = re.compile(
+    r"\b("
+    + "|".join(sorted((n.replace(".", "_") for n in PRODUCER_PROPERTIES), key=len, reverse=True))
+    + r")\b"
+)
+
+
+def kafka_names(message: str) -> str:
+    """A producer error message with its argument names as properties (``linger_ms`` ->
+    ``linger.ms``)."""
+    return _ARGUMENTS.sub(lambda m: m.group(1).replace("_", "."), message)
