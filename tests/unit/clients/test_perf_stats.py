@@ -47,8 +47,8 @@ def test_within_one_in_16384_above() -> None:
 
 def test_percentiles_never_pass_the_maximum() -> None:
     histogram = LatencyHistogram()
-    histogram.record(20_001)  # its slot's middle is above it
-    assert histogram.percentiles((0.5, 0.99)) == [20.001, 20.001]
+    histogram.record(20_000)  # its slot is 20,000-20,001 us: the middle is above it
+    assert histogram.percentiles((0.5, 0.99)) == [20.0, 20.0]
     assert LatencyHistogram().percentiles((0.5,)) == [0.0]
 
 
