@@ -1,4 +1,4 @@
-"""An in-memory GroupLog and join helpers for the group manager's unit tests (no network)."""
+"""An in-memory PartitionLog and join helpers for the group manager's unit tests (no network)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``OffsetsLog``: the group manager's ``GroupLog`` over ``__consumer_offsets``: fenced,
+"""``OffsetsLog``: the group manager's ``PartitionLog`` over ``__consumer_offsets``: fenced,
 acks=all appends with group commit.
 
 Per owned partition one write is in flight; appends that arrive meanwhile wait and go out
@@ -76,7 +76,7 @@ class _Writer:
 
 
 class OffsetsLog:
-    """Implements ``strom_coordinator.group.log.GroupLog`` (see the module docstring).
+    """Implements ``strom_coordinator.partitions.log.PartitionLog`` (see the module docstring).
 
     ``reinit(partition)`` returns a new (producer id, epoch) for the partition; ``on_fenced``
     hears of a partition another coordinator took over. Not thread-safe: one event loop.
@@ -123,7 +123,7 @@ class OffsetsLog:
         writer = self._writers.get(partition)
         return None if writer is None else (writer.producer_id, writer.producer_epoch)
 
-    # --- GroupLog ------------------------------------------------------------------------
+    # --- PartitionLog --------------------------------------------------------------------
 
     async def append(self, partition: int, records: Sequence[tuple[bytes, bytes | None]]) -> None:
         writer = self._writers.get(partition)

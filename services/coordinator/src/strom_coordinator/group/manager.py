@@ -3,9 +3,9 @@
 One ``GroupManager`` holds every group of the __consumer_offsets partitions this instance owns.
 Membership (JoinGroup, SyncGroup, Heartbeat, LeaveGroup) lives in memory with asyncio timers for
 sessions and rebalance deadlines; whatever must survive a coordinator failover (the assignment of
-each generation, committed offsets, deletions) goes through the ``GroupLog`` first and reaches the
-in-memory state only once the log acknowledged it. ``replay`` rebuilds the state from the log when
-the process takes a partition over.
+each generation, committed offsets, deletions) goes through the ``PartitionLog`` first and
+reaches the in-memory state only once the log acknowledged it. ``replay`` rebuilds the state
+from the log when the process takes a partition over.
 
 States (Kafka's): Empty -> PreparingRebalance (join phase: every known member must rejoin within
 the rebalance timeout) -> CompletingRebalance (new generation; the leader computes the assignment
@@ -64,9 +64,9 @@ from strom_coordinator.group.api import (
 )
 from strom_coordinator.group.config import GroupConfig
 from strom_coordinator.group.errors import check_group_id, check_id, log_failure
-from strom_coordinator.group.log import GroupLog
 from strom_coordinator.group.model import CommittedOffset, Group, GroupState, Member
 from strom_coordinator.group.stats import GroupStatsListener, NullStats
+from strom_coordinator.partitions.log import PartitionLog
 
 __all__ = ["GroupManager", "java_string_hash"]
 
@@ -106,7 +106,7 @@ class GroupManager:
 
     def __init__(
         self,
-        log: GroupLog,
+        log: PartitionLog,
         config: GroupConfig,
         *,
         stats: GroupStatsListener | None = None,
