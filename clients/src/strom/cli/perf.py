@@ -638,10 +638,14 @@ def _paced_sends(
     rate: float | None,
     stop: threading.Event,
 ) -> tuple[int, float]:
-    """Send until --num-records or --duration (or Ctrl-C): (records sent, seconds)."""
+    """Send until --num-records or --duration (or Ctrl-C): (records sent, seconds). A paced
+    --duration run sends throughput x duration records."""
     topic, send, clock = args.topic, producer.send, time.perf_counter_ns
-    limit = args.num_records
-    deadline = None if args.duration is None else time.perf_counter() + args.duration
+    limit, deadline = args.num_records, None
+    if args.duration is not None and rate is not None:
+        limit = max(1, round(rate * args.duration))
+    elif args.duration is not None:
+        deadline = time.perf_counter() + args.duration
     throttler = None if rate is None else Throttler(rate, stop)
     start = time.perf_counter()
     sent = 0
