@@ -51,8 +51,7 @@ from replication import cluster_spec
 from storage import machine_busy
 
 from strom import Admin, Consumer, NewTopic, TopicPartition
-from strom.aio._cluster import ClusterClient
-from strom.aio._offsets import storage_call
+from strom.cluster import ClusterClient, storage_call
 from strom.protocol.v1 import storage_pb2
 from strom.records import encode_batch
 from strom_server.local.supervisor import Supervisor

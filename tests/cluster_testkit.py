@@ -24,7 +24,7 @@ import pytest
 from strom_testkit import free_port, free_port_range, wait_until
 
 from strom import Admin
-from strom._transport import channel_options
+from strom.cluster import channel_options
 from strom.protocol.v1 import common_pb2, storage_pb2, storage_pb2_grpc
 from strom.records import Record, encode_batch, iter_records
 from strom.types import TopicDescription

@@ -15,9 +15,14 @@ from collections.abc import Iterator
 
 import pyarrow as pa
 
-from strom._loop import BackgroundLoop
-from strom.aio._cluster import ClusterClient
-from strom.aio._offsets import METADATA_ERRORS, list_offsets, storage_call, where
+from strom.cluster import (
+    METADATA_ERRORS,
+    BackgroundLoop,
+    ClusterClient,
+    list_offsets,
+    storage_call,
+    where,
+)
 from strom.errors import StromError, StromTimeoutError, TruncatedBatchError, for_code
 from strom.protocol.v1 import common_pb2, storage_pb2
 from strom.records.header import read_header

@@ -12,9 +12,7 @@ import re
 from collections.abc import Coroutine, Iterable, Mapping
 from typing import Any, TypeVar
 
-from strom._loop import BackgroundLoop
-from strom.aio._cluster import ClusterClient
-from strom.aio._offsets import list_offsets
+from strom.cluster import BackgroundLoop, ClusterClient, list_offsets
 from strom.errors import UnknownTopicOrPartitionError
 from strom.protocol.v1 import common_pb2
 from strom.types import TopicPartition

@@ -1,4 +1,4 @@
-"""``strom.aio._cluster.ClusterClient`` against a real local cluster."""
+"""``strom.cluster.ClusterClient`` against a real local cluster."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 from cluster_testkit import LocalCluster
 
 from strom import NewTopic
-from strom.aio._cluster import ClusterClient
+from strom.cluster import ClusterClient
 from strom.errors import NetworkExceptionError, UnknownTopicOrPartitionError
 from strom.protocol.v1 import common_pb2, storage_pb2
 from strom.types import TopicPartition

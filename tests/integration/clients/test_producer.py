@@ -20,7 +20,7 @@ from strom_testkit import wait_until
 
 import strom.aio
 from strom import NewTopic, Producer, RecordMetadata
-from strom._transport import channel_options
+from strom.cluster import channel_options
 from strom.errors import (
     ConfigurationError,
     MessageTooLargeError,

@@ -13,8 +13,8 @@ import pytest
 from cluster_testkit import LocalCluster
 
 from strom import NewTopic
-from strom.aio._cluster import ClusterClient
 from strom.aio.admin import Admin
+from strom.cluster import ClusterClient
 from strom.errors import NotCoordinatorError, StromError
 from strom.protocol.v1 import controller_pb2, storage_pb2
 from strom.records import decode_batches

@@ -6,7 +6,7 @@ import time
 
 import grpc
 
-from strom._transport import channel_options
+from strom.cluster import channel_options
 from strom.protocol.v1 import gateway_pb2_grpc, storage_pb2
 from strom.records import encode_batch
 

@@ -19,7 +19,7 @@ from cluster_testkit import LocalCluster
 from gateway_data_testkit import batch_of, fetch_request, produce_request
 
 from strom import NewTopic
-from strom._transport import channel_options
+from strom.cluster import channel_options
 from strom.protocol.v1 import gateway_pb2, gateway_pb2_grpc, storage_pb2
 from strom_gateway.__main__ import build
 from strom_gateway.config import GatewayConfig

@@ -11,7 +11,7 @@ import pytest
 from cluster_testkit import LocalCluster, start_local_cluster
 
 from strom import Admin, NewTopic
-from strom._transport import channel_options
+from strom.cluster import channel_options
 from strom.errors import ErrorCode
 from strom.group.protocol import (
     PROTOCOL_TYPE,

@@ -9,7 +9,7 @@ import pytest
 from cluster_testkit import LocalCluster, wait_until
 from gateway_groups_testkit import GroupMember, commit, create_topic, gateway_stub
 
-from strom._transport import channel_options
+from strom.cluster import channel_options
 from strom.errors import ErrorCode
 from strom.protocol.v1 import common_pb2, coordinator_pb2_grpc
 from strom.protocol.v1 import coordinator_pb2 as pb

@@ -1,4 +1,4 @@
-"""gRPC failures become strom.errors at one boundary (strom._transport), over real gRPC."""
+"""gRPC failures become strom.errors at one boundary (strom.cluster.transport), over real gRPC."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import grpc
 import pytest
 
 from strom import Admin, errors
-from strom._transport import translate_errors
+from strom.cluster import translate_errors
 from strom.errors import ERROR_CODE_METADATA_KEY, ErrorCode
 
 

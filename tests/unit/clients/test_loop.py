@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from strom._loop import BackgroundLoop
+from strom.cluster import BackgroundLoop
 from strom.errors import StromError, StromTimeoutError
 
 

@@ -9,7 +9,7 @@ from typing import Any
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
-from strom.aio._cluster import ClusterClient
+from strom.cluster import ClusterClient
 from strom.types import TopicPartition
 from strom_coordinator.stats import CoordinatorStats, LagTracker
 

@@ -30,7 +30,6 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from strom.aio._cluster import ClusterClient
 from strom.aio._coordinator_link import (
     COORDINATOR_ERRORS,
     CoordinatorLink,
@@ -46,6 +45,7 @@ from strom.aio._offset_commits import (
     send_commit,
 )
 from strom.aio._subscription import SubscriptionState
+from strom.cluster import ClusterClient
 from strom.errors import (
     FencedInstanceIdError,
     IllegalGenerationError,

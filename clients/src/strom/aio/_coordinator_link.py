@@ -16,8 +16,7 @@ from typing import Any
 import grpc
 import grpc.aio
 
-from strom._transport import channel_options, from_rpc_error
-from strom.aio._cluster import ClusterClient
+from strom.cluster import ClusterClient, channel_options, from_rpc_error
 from strom.errors import (
     CoordinatorLoadInProgressError,
     CoordinatorNotAvailableError,

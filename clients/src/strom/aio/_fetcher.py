@@ -26,9 +26,8 @@ from functools import partial
 from itertools import repeat
 from typing import Any
 
-from strom.aio._cluster import ClusterClient
-from strom.aio._offsets import METADATA_ERRORS, list_offsets, storage_call, where
 from strom.aio._subscription import PartitionState, SubscriptionState
+from strom.cluster import METADATA_ERRORS, ClusterClient, list_offsets, storage_call, where
 from strom.errors import (
     CorruptRecordError,
     OffsetOutOfRangeError,
@@ -474,7 +473,7 @@ class Fetcher:
     async def list_offsets(
         self, specs: dict[TopicPartition, tuple[int, int]], timeout_s: float
     ) -> dict[TopicPartition, tuple[int, int]]:
-        """``strom.aio._offsets.list_offsets`` with this fetcher's isolation level."""
+        """``strom.cluster.list_offsets`` with this fetcher's isolation level."""
         return await list_offsets(
             self._cluster,
             specs,

@@ -26,9 +26,14 @@ from typing import Any
 
 import grpc
 
-from strom._transport import from_rpc_error
-from strom.aio._cluster import ClusterClient
-from strom.aio._offsets import METADATA_ERRORS, list_offsets, storage_call, where
+from strom.cluster import (
+    METADATA_ERRORS,
+    ClusterClient,
+    from_rpc_error,
+    list_offsets,
+    storage_call,
+    where,
+)
 from strom.errors import (
     BrokerResponseError,
     ConfigurationError,

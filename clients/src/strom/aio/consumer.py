@@ -34,11 +34,11 @@ from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 from types import TracebackType
 from typing import Any, overload
 
-from strom.aio._cluster import ClusterClient
 from strom.aio._coordinator import ConsumerCoordinator, call_listener
 from strom.aio._fetcher import Deserializer, Fetcher, decode_records
 from strom.aio._group_options import DEFAULT_ASSIGNORS, group_options
 from strom.aio._subscription import PartitionState, SubscriptionState
+from strom.cluster import ClusterClient
 from strom.errors import (
     ConfigurationError,
     InvalidGroupIdError,

@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 from types import TracebackType
 from typing import Any
 
-from strom.aio._cluster import ClusterClient
+from strom.cluster import ClusterClient
 from strom.errors import (
     ConfigurationError,
     MessageTooLargeError,

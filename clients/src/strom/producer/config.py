@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from strom.aio._cluster import parse_servers
+from strom.cluster import parse_servers
 from strom.errors import ConfigurationError
 from strom.producer.partitioner import Partitioner
 from strom.records import Compression

@@ -13,7 +13,7 @@
 
 ``send`` appends to the accumulator in the calling thread (thread-safe: several threads may
 share one producer) and returns at once; the asyncio producer runs on the process's shared
-background loop (``strom._loop.BackgroundLoop``), which sends the batches, completes the
+background loop (``strom.cluster.BackgroundLoop``), which sends the batches, completes the
 futures and runs ``on_delivery`` and done callbacks. Callbacks therefore run on that thread
 without any polling; they must be quick and must not call blocking producer methods
 (``flush``, ``close``, ``result``); ``send`` from a callback works unless it would block.
@@ -30,9 +30,9 @@ from collections.abc import Callable, Sequence
 from types import TracebackType
 from typing import Any
 
-from strom._loop import BackgroundLoop
 from strom.aio.producer import BulkTracker, Headers, NeedMetadata, NeedRoom, _blocked_too_long
 from strom.aio.producer import Producer as AsyncProducer
+from strom.cluster import BackgroundLoop
 from strom.errors import StromError
 from strom.producer.batch import DeliveryCallback, RecordFuture, RecordMetadata
 from strom.producer.config import DEFAULT_BUFFER_MEMORY, DEFAULT_MAX_REQUEST_SIZE

@@ -26,8 +26,7 @@ from collections import deque
 
 import grpc
 
-from strom._transport import from_rpc_error
-from strom.aio._cluster import ClusterClient
+from strom.cluster import ClusterClient, from_rpc_error
 from strom.errors import (
     DuplicateSequenceNumberError,
     LeaderNotAvailableError,

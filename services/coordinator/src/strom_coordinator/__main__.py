@@ -11,8 +11,8 @@ import asyncio
 import contextlib
 import time
 
-from strom.aio._cluster import ClusterClient
 from strom.aio.admin import Admin
+from strom.cluster import ClusterClient
 from strom.errors import StromError
 from strom.protocol.v1.coordinator_pb2_grpc import add_GroupCoordinatorServicer_to_server
 from strom.types import TopicPartition

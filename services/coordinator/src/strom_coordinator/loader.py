@@ -11,8 +11,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
-from strom.aio._cluster import ClusterClient
-from strom.aio._offsets import METADATA_ERRORS, list_offsets, storage_call, where
+from strom.cluster import METADATA_ERRORS, ClusterClient, list_offsets, storage_call, where
 from strom.errors import StromError, StromTimeoutError, for_code
 from strom.protocol.v1 import common_pb2, storage_pb2
 from strom.records import decode_batches

@@ -28,8 +28,7 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
-from strom.aio._cluster import ClusterClient
-from strom.aio._offsets import METADATA_ERRORS, storage_call, where
+from strom.cluster import METADATA_ERRORS, ClusterClient, storage_call, where
 from strom.errors import NotCoordinatorError, RequestTimedOutError, StromError, for_code
 from strom.protocol.v1 import common_pb2, storage_pb2
 from strom.records import BatchBuilder

@@ -35,8 +35,7 @@ from typing import Protocol
 
 import grpc
 
-from strom._transport import from_rpc_error
-from strom.aio._cluster import ClusterClient
+from strom.cluster import ClusterClient, from_rpc_error
 from strom.errors import ConfigurationError, NotCoordinatorError, StromError, for_code
 from strom.protocol.v1 import controller_pb2
 from strom.types import TopicPartition

@@ -19,8 +19,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from opentelemetry import metrics
 from opentelemetry.metrics import CallbackOptions, Observation
 
-from strom.aio._cluster import ClusterClient
-from strom.aio._offsets import list_offsets
+from strom.cluster import ClusterClient, list_offsets
 from strom.errors import StromError
 from strom.protocol.v1 import common_pb2
 from strom.types import TopicPartition

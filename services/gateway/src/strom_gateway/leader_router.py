@@ -27,7 +27,7 @@ from typing import Any, Protocol, TypeVar
 import grpc
 import structlog
 
-from strom._transport import from_rpc_error
+from strom.cluster import from_rpc_error
 from strom.errors import ErrorCode
 from strom.protocol.v1 import storage_pb2, storage_pb2_grpc
 from strom_gateway.metadata_cache import MetadataCache

@@ -24,7 +24,7 @@ from opentelemetry import propagate, trace
 from opentelemetry.context import Context
 from opentelemetry.trace import SpanKind
 
-from strom._transport import channel_options
+from strom.cluster import channel_options
 from strom_server.rpc.interceptors import end_rpc_span
 from strom_server.runtime.values import MiB
 

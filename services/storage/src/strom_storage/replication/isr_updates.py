@@ -17,7 +17,7 @@ from collections.abc import Callable
 import grpc
 import structlog
 
-from strom._transport import from_rpc_error
+from strom.cluster import from_rpc_error
 from strom.errors import for_code
 from strom.protocol.v1 import controller_pb2, controller_pb2_grpc
 from strom_server.rpc.channels import PeerChannel

@@ -1,5 +1,8 @@
 """gRPC channels for clients, and the one place where gRPC errors become ``strom.errors``.
 
+Public (``strom.cluster``): services use the same channel options and translation when they
+call each other as clients.
+
 A server that fails a whole request puts the ``ErrorCode`` in the trailing metadata key
 ``strom-error-code``; the exact class is rebuilt from it. Otherwise the gRPC status decides.
 Callers of the client library never see ``grpc.RpcError``.

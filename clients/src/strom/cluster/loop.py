@@ -3,6 +3,7 @@
 One daemon thread per process runs one asyncio loop; every sync client of the process submits
 its coroutines there, so a program with a producer and a consumer has one extra thread, not
 two. Callbacks the asyncio clients fire (delivery reports) therefore run on that thread.
+Public (``strom.cluster``): the Spark connector runs its own ``BackgroundLoop`` per task.
 """
 
 from __future__ import annotations

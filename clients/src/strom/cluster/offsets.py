@@ -1,7 +1,11 @@
-"""Offset lookups on partition leaders (``ListOffsets``), shared by the consumer and the admin.
+"""Calls to partition leaders: offset lookups (``ListOffsets``) and single storage-node RPCs.
 
-Requests go to each partition's leader storage node, grouped per node; leader moves and
-network errors refresh the metadata and retry within the caller's timeout.
+Shared by the consumer and the admin, and public (``strom.cluster``) for services and tools
+that read partitions as a client (the coordinator's offsets log, the Spark connector).
+``list_offsets`` groups requests per leader node; leader moves and network errors refresh the
+metadata and retry within the caller's timeout. ``storage_call`` is one RPC to a node with its
+gRPC errors as ``strom.errors``; ``METADATA_ERRORS`` are the codes after which the caller should
+refresh the metadata and retry.
 """
 
 from __future__ import annotations
@@ -12,8 +16,8 @@ from typing import Any
 
 import grpc
 
-from strom._transport import from_rpc_error
-from strom.aio._cluster import ClusterClient
+from strom.cluster.client import ClusterClient
+from strom.cluster.transport import from_rpc_error
 from strom.errors import (
     StromError,
     StromTimeoutError,
@@ -57,7 +61,7 @@ async def storage_call(
     except grpc.RpcError as exc:
         target = cluster.node_address(node)
         # (A node shutting down cancels the calls it serves: CANCELLED becomes a retriable
-        # NetworkExceptionError in strom._transport.)
+        # NetworkExceptionError in strom.cluster.transport.)
         raise from_rpc_error(exc, target) from exc
 
 

@@ -1,6 +1,8 @@
 """``ClusterClient``: what every asyncio client knows about the cluster.
 
-It bootstraps through the gateway (``Metadata``), caches brokers and partition leaders, and
+Public (``strom.cluster``): the producer, consumer and admin are built on it, and so are the
+services, the Spark connector and the benchmarks that talk to a cluster as a client. It
+bootstraps through the gateway (``Metadata``), caches brokers and partition leaders, and
 keeps one grpc.aio channel per storage node, since clients send data to partition leaders
 directly. With ``gateway_only`` the "storage node" stubs are the gateway's own stub instead
 (its Produce, ProduceStream, Fetch, ListOffsets and DeleteRecords take the same messages and
@@ -18,7 +20,7 @@ from dataclasses import dataclass
 import grpc
 import grpc.aio
 
-from strom._transport import channel_options, from_rpc_error
+from strom.cluster.transport import channel_options, from_rpc_error
 from strom.errors import (
     ConfigurationError,
     LeaderNotAvailableError,
@@ -29,7 +31,10 @@ from strom.errors import (
 from strom.protocol.v1 import controller_pb2, gateway_pb2_grpc, storage_pb2_grpc
 from strom.types import TopicPartition
 
-__all__ = ["ClusterClient", "PartitionLeader", "parse_servers"]
+__all__ = ["DEFAULT_BOOTSTRAP_SERVERS", "ClusterClient", "PartitionLeader", "parse_servers"]
+
+#: Where every client looks for the gateway unless told otherwise.
+DEFAULT_BOOTSTRAP_SERVERS = "localhost:9092"
 
 # Backoff between metadata refreshes while a partition has no leader (doubling, capped).
 _LEADER_BACKOFF_S = 0.05
@@ -46,6 +51,8 @@ _NODE_OPTIONS = [
 
 @dataclass(frozen=True, slots=True)
 class PartitionLeader:
+    """A partition as the metadata describes it: its leader (-1: none), epoch and replicas."""
+
     topic: str
     partition: int
     leader: int  # -1: no leader
