@@ -44,7 +44,16 @@ def test_active_implementation_matches_the_environment() -> None:
 
 def test_public_surface_is_locked() -> None:
     names = {name for name in vars(strom.records) if not name.startswith("_")}
-    modules = {"batch", "compression", "crc", "header", "record", "varint", "annotations"}
+    modules = {
+        "batch",
+        "compression",
+        "control",
+        "crc",
+        "header",
+        "record",
+        "varint",
+        "annotations",
+    }
     assert set(strom.records.__all__) == names - modules - {"Literal"}
     assert strom.records.__all__ == sorted(
         strom.records.__all__, key=lambda n: (not n.isupper(), n)

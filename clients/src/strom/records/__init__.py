@@ -3,6 +3,7 @@
 Write a batch with ``BatchBuilder`` (or ``encode_batch``), read it with ``decode_batch``,
 ``decode_batches``, ``iter_records`` or ``decode_columns``. A storage node only needs the
 header helpers (``validate_batch``, ``patch_base_offset``, ...): it never decodes records.
+``decode_control_record`` names the transaction markers a control batch carries.
 
 The per-record loops run in C when the optional extension is built (``IMPLEMENTATION ==
 "c"``), else in pure Python (``"python"``); ``STROM_NO_EXTENSIONS=1`` forces Python. Both
@@ -27,6 +28,7 @@ from strom.records.batch import (
     rebuild_batch,
 )
 from strom.records.compression import DEFAULT_MAX_DECOMPRESSED_SIZE, Compression
+from strom.records.control import ControlRecord, ControlRecordType, decode_control_record
 from strom.records.header import (
     HEADER_SIZE,
     MAX_BATCH_SIZE,
@@ -49,12 +51,15 @@ __all__ = [
     "BatchColumns",
     "BatchHeader",
     "Compression",
+    "ControlRecord",
+    "ControlRecordType",
     "DecodedBatch",
     "Record",
     "TimestampType",
     "decode_batch",
     "decode_batches",
     "decode_columns",
+    "decode_control_record",
     "encode_batch",
     "iter_records",
     "patch_base_offset",

@@ -139,44 +139,52 @@ class BatchHeader(NamedTuple):
         return (self.base_sequence + self.last_offset_delta) % (1 << 31)
 
 
-def read_header(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHeader:
+def read_header(
+    buf: bytes | bytearray | memoryview, pos: int = 0, *, origin: int = 0
+) -> BatchHeader:
     """Parse and sanity-check the header at ``pos``; does not check the CRC.
 
     Raises ``TruncatedBatchError`` when ``buf`` ends inside the header or the batch,
     ``InvalidBatchLengthError`` for a length shorter than a header or above ``MAX_BATCH_SIZE``,
-    ``UnsupportedMagicError`` for a magic byte other than 2.
+    ``UnsupportedMagicError`` for a magic byte other than 2. ``origin`` is where ``buf`` starts
+    in a larger file (a tool reading a segment piecewise): messages name byte ``origin + pos``.
     """
     available = len(buf) - pos
     if available < HEADER_SIZE:
         raise TruncatedBatchError(
-            f"batch at byte {pos}: {available} bytes left, a batch header needs {HEADER_SIZE}"
+            f"batch at byte {origin + pos}: {available} bytes left, "
+            f"a batch header needs {HEADER_SIZE}"
         )
     header = BatchHeader._make(HEADER.unpack_from(buf, pos))
     if header.magic != MAGIC:
-        raise UnsupportedMagicError(f"batch at byte {pos}: magic {header.magic}, expected {MAGIC}")
+        raise UnsupportedMagicError(
+            f"batch at byte {origin + pos}: magic {header.magic}, expected {MAGIC}"
+        )
     size = header.batch_length + LOG_OVERHEAD
     if size < HEADER_SIZE or size > MAX_BATCH_SIZE:
         raise InvalidBatchLengthError(
-            f"batch at byte {pos}: length field {header.batch_length} is out of range"
+            f"batch at byte {origin + pos}: length field {header.batch_length} is out of range"
         )
     if size > available:
         raise TruncatedBatchError(
-            f"batch at byte {pos}: header says {size} bytes, only {available} remain"
+            f"batch at byte {origin + pos}: header says {size} bytes, only {available} remain"
         )
     if header.last_offset_delta < 0 or header.record_count < 0:
         raise InvalidBatchLengthError(
-            f"batch at byte {pos}: negative last offset delta or record count"
+            f"batch at byte {origin + pos}: negative last offset delta or record count"
         )
     return header
 
 
-def validate_batch(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHeader:
+def validate_batch(
+    buf: bytes | bytearray | memoryview, pos: int = 0, *, origin: int = 0
+) -> BatchHeader:
     """``read_header`` plus the CRC-32C check; raises ``InvalidCrcError`` on a mismatch."""
-    header = read_header(buf, pos)
+    header = read_header(buf, pos, origin=origin)
     actual = crc32c(memoryview(buf)[pos + CRC_START : pos + header.size])
     if actual != header.crc:
         raise InvalidCrcError(
-            f"batch at byte {pos} (base offset {header.base_offset}): "
+            f"batch at byte {origin + pos} (base offset {header.base_offset}): "
             f"CRC-32C is {actual:#010x}, header says {header.crc:#010x}"
         )
     return header

@@ -21,9 +21,43 @@ from pathlib import Path
 from strom.errors import StorageError
 from strom_storage.log.files import TMP_SUFFIX
 
-__all__ = ["OffsetCheckpointFile", "fsync_dir", "write_atomically"]
+__all__ = [
+    "CheckpointFormatError",
+    "OffsetCheckpointFile",
+    "fsync_dir",
+    "parse_offset_checkpoint",
+    "write_atomically",
+]
 
 _VERSION = 0
+
+
+class CheckpointFormatError(ValueError):
+    """A checkpoint file's text does not parse; ``line`` (1-based) is where it breaks."""
+
+    def __init__(self, line: int, message: str) -> None:
+        super().__init__(f"line {line}: {message}")
+        self.line = line
+
+
+def parse_offset_checkpoint(text: str) -> int:
+    """The offset of an offset checkpoint file's text (layout in the module docstring).
+
+    Raises ``CheckpointFormatError`` naming the line that breaks the format.
+    """
+    values = text.split()
+    if not values:
+        raise CheckpointFormatError(1, "the file is empty")
+    if values[0] != str(_VERSION):
+        raise CheckpointFormatError(1, f"version {values[0]!r}, expected {_VERSION}")
+    if len(values) < 2:
+        raise CheckpointFormatError(2, "the offset is missing")
+    if len(values) > 2:
+        raise CheckpointFormatError(3, f"unexpected {values[2]!r} after the offset")
+    try:
+        return int(values[1])
+    except ValueError:
+        raise CheckpointFormatError(2, f"{values[1]!r} is not an offset") from None
 
 
 def fsync_dir(directory: Path) -> None:
@@ -62,12 +96,6 @@ class OffsetCheckpointFile:
 
     def read(self) -> int | None:
         try:
-            lines = self.path.read_text("ascii").split()
-        except (OSError, UnicodeDecodeError):
-            return None
-        if len(lines) != 2 or lines[0] != str(_VERSION):
-            return None
-        try:
-            return int(lines[1])
-        except ValueError:
+            return parse_offset_checkpoint(self.path.read_text("ascii"))
+        except (OSError, UnicodeDecodeError, CheckpointFormatError):
             return None

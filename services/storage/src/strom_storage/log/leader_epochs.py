@@ -17,13 +17,12 @@ Thread-safety: not thread-safe; the owning ``Log`` calls it under its lock.
 from __future__ import annotations
 
 import bisect
-import itertools
 from pathlib import Path
 from typing import NamedTuple
 
-from strom_storage.log.checkpoints import write_atomically
+from strom_storage.log.checkpoints import CheckpointFormatError, write_atomically
 
-__all__ = ["LEADER_EPOCH_FILE", "EpochEntry", "LeaderEpochCache"]
+__all__ = ["LEADER_EPOCH_FILE", "EpochEntry", "LeaderEpochCache", "parse_leader_epoch_checkpoint"]
 
 LEADER_EPOCH_FILE = "leader-epoch-checkpoint"
 UNDEFINED_EPOCH = -1
@@ -33,6 +32,45 @@ UNDEFINED_OFFSET = -1
 class EpochEntry(NamedTuple):
     epoch: int
     start_offset: int
+
+
+def parse_leader_epoch_checkpoint(text: str) -> list[EpochEntry]:
+    """The entries of a ``leader-epoch-checkpoint`` file's text (layout in the module docstring).
+
+    Raises ``CheckpointFormatError`` naming the line that breaks the format: a version other
+    than 0, a bad count or entry, epochs or offsets not increasing, fewer entries than counted.
+    """
+    lines = text.splitlines()
+    if not lines:
+        raise CheckpointFormatError(1, "the file is empty")
+    if lines[0].strip() != "0":
+        raise CheckpointFormatError(1, f"version {lines[0].strip()!r}, expected 0")
+    if len(lines) < 2:
+        raise CheckpointFormatError(2, "the entry count is missing")
+    try:
+        count = int(lines[1])
+    except ValueError:
+        raise CheckpointFormatError(2, f"entry count {lines[1]!r} is not a number") from None
+    if count < 0:
+        raise CheckpointFormatError(2, f"entry count {count} is negative")
+    entries: list[EpochEntry] = []
+    for number, line in enumerate(lines[2 : 2 + count], start=3):
+        try:
+            epoch, offset = map(int, line.split())
+        except ValueError:
+            raise CheckpointFormatError(number, f"{line!r} is not '<epoch> <offset>'") from None
+        if entries and not (entries[-1].epoch < epoch and entries[-1].start_offset <= offset):
+            raise CheckpointFormatError(
+                number,
+                f"epoch {epoch} at offset {offset} does not follow epoch {entries[-1].epoch} "
+                f"at offset {entries[-1].start_offset} (both must increase)",
+            )
+        entries.append(EpochEntry(epoch, offset))
+    if len(entries) != count:
+        raise CheckpointFormatError(
+            3 + len(entries), f"{count} entries announced, {len(entries)} present"
+        )
+    return entries
 
 
 class LeaderEpochCache:
@@ -45,21 +83,9 @@ class LeaderEpochCache:
 
     def _read(self) -> list[EpochEntry]:
         try:
-            lines = self.path.read_text("ascii").splitlines()
-        except (OSError, UnicodeDecodeError):
+            return parse_leader_epoch_checkpoint(self.path.read_text("ascii"))
+        except (OSError, UnicodeDecodeError, CheckpointFormatError):
             return []
-        try:
-            if lines[0].strip() != "0":
-                return []
-            count = int(lines[1])
-            entries = [EpochEntry(*map(int, line.split())) for line in lines[2 : 2 + count]]
-        except (IndexError, ValueError, TypeError):
-            return []
-        ordered = all(
-            a.epoch < b.epoch and a.start_offset <= b.start_offset
-            for a, b in itertools.pairwise(entries)
-        )
-        return entries if ordered and len(entries) == count else []
 
     def _write(self) -> None:
         body = "".join(f"{e.epoch} {e.start_offset}\n" for e in self._entries)

@@ -14,13 +14,14 @@ strictly. Thread-safety: see ``AbstractIndex``.
 
 from __future__ import annotations
 
+import mmap
 import struct
 from typing import NamedTuple
 
 from strom.errors import StorageError
 from strom_storage.log._index import AbstractIndex
 
-__all__ = ["OffsetIndex", "OffsetPosition"]
+__all__ = ["OffsetIndex", "OffsetPosition", "decode_entry"]
 
 _ENTRY = struct.Struct(">ii")
 
@@ -32,6 +33,12 @@ class OffsetPosition(NamedTuple):
     position: int
 
 
+def decode_entry(data: bytes | mmap.mmap, n: int, base_offset: int) -> tuple[int, int]:
+    """Entry ``n`` of an offset index's bytes (mapped, or read by a tool) as (offset, position)."""
+    rel, pos = _ENTRY.unpack_from(data, n * _ENTRY.size)
+    return base_offset + rel, pos
+
+
 class OffsetIndex(AbstractIndex):
     """Sparse offset -> file position index (see module docstring). Thread-safe."""
 
@@ -39,8 +46,7 @@ class OffsetIndex(AbstractIndex):
 
     def _read_entry(self, n: int) -> tuple[int, int]:
         assert self._mmap is not None
-        rel, pos = _ENTRY.unpack_from(self._mmap, n * self.ENTRY_SIZE)
-        return self.base_offset + rel, pos
+        return decode_entry(self._mmap, n, self.base_offset)
 
     def lookup(self, target_offset: int) -> OffsetPosition:
         """The last entry at or below ``target_offset``; (base offset, 0) when there is none."""

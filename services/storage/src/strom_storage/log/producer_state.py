@@ -43,7 +43,7 @@ from __future__ import annotations
 import os
 import struct
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
@@ -58,11 +58,24 @@ from strom.records.header import BatchHeader
 from strom_storage.log.checkpoints import write_atomically
 from strom_storage.log.files import SNAPSHOT_SUFFIX, file_path, offset_from_name
 
-__all__ = ["BatchMetadata", "ProducerStateEntry", "ProducerStateManager"]
+__all__ = [
+    "SNAPSHOT_VERSION",
+    "BatchMetadata",
+    "ProducerStateEntry",
+    "ProducerStateManager",
+    "SnapshotFormatError",
+    "SnapshotHeader",
+    "decode_snapshot",
+    "encode_snapshot",
+    "iter_snapshot_entries",
+    "read_snapshot_header",
+    "snapshot_crc",
+]
 
 #: How many batches per producer are remembered for duplicate detection (Kafka's 5).
 NUM_BATCHES_TO_RETAIN = 5
-_SNAPSHOT_VERSION = 1
+#: The version field this code writes and reads.
+SNAPSHOT_VERSION = 1
 _PREFIX = struct.Struct(">hIi")
 _PRODUCER = struct.Struct(">qhqB")
 _BATCH = struct.Struct(">iiqiq")
@@ -323,26 +336,71 @@ def encode_snapshot(entries: Iterable[ProducerStateEntry]) -> bytes:
                                 b.max_timestamp)  # fmt: skip
     count_bytes = struct.pack(">i", count)
     crc = crc32c(count_bytes + body)
-    return struct.pack(">hI", _SNAPSHOT_VERSION, crc) + count_bytes + bytes(body)
+    return struct.pack(">hI", SNAPSHOT_VERSION, crc) + count_bytes + bytes(body)
 
 
-def decode_snapshot(data: bytes) -> list[ProducerStateEntry]:
-    """Parse snapshot bytes; raises ValueError when the version or CRC is wrong."""
-    version, crc, count = _PREFIX.unpack_from(data, 0)
-    if version != _SNAPSHOT_VERSION:
-        raise ValueError(f"snapshot version {version}")
-    if crc32c(memoryview(data)[6:]) != crc:
-        raise ValueError("snapshot CRC mismatch")
+class SnapshotFormatError(ValueError):
+    """Snapshot bytes that do not parse; ``position`` is the byte where they break."""
+
+    def __init__(self, position: int, message: str) -> None:
+        super().__init__(f"byte {position}: {message}")
+        self.position = position
+
+
+class SnapshotHeader(NamedTuple):
+    """The first 10 bytes of a snapshot file."""
+
+    version: int
+    crc: int
+    producer_count: int
+
+
+def read_snapshot_header(data: bytes) -> SnapshotHeader:
+    """The header of snapshot bytes (not checked); ``SnapshotFormatError`` if cut short."""
+    if len(data) < _PREFIX.size:
+        raise SnapshotFormatError(
+            len(data), f"the file ends after {len(data)} bytes, a header needs {_PREFIX.size}"
+        )
+    return SnapshotHeader(*_PREFIX.unpack_from(data, 0))
+
+
+def snapshot_crc(data: bytes) -> int:
+    """The CRC-32C the header of snapshot bytes must hold (of everything after its field)."""
+    return crc32c(memoryview(data)[6:])
+
+
+def iter_snapshot_entries(
+    data: bytes, producer_count: int
+) -> Iterator[tuple[int, ProducerStateEntry]]:
+    """(byte position, entry) of each producer in snapshot bytes, in file order.
+
+    Raises ``SnapshotFormatError`` where an entry is cut off, or for bytes after the last one.
+    """
     pos = _PREFIX.size
-    entries: list[ProducerStateEntry] = []
-    for _ in range(count):
+    for index in range(producer_count):
+        start = pos
+        if pos + _PRODUCER.size > len(data):
+            raise SnapshotFormatError(pos, f"producer {index} of {producer_count} is cut off")
         pid, epoch, last_ts, n = _PRODUCER.unpack_from(data, pos)
         pos += _PRODUCER.size
+        if pos + n * _BATCH.size > len(data):
+            raise SnapshotFormatError(
+                pos, f"producer {index} (id {pid}): its {n} batches are cut off"
+            )
         entry = ProducerStateEntry(pid, epoch, last_timestamp=last_ts)
         for _ in range(n):
             entry.batches.append(BatchMetadata(*_BATCH.unpack_from(data, pos)))
             pos += _BATCH.size
-        entries.append(entry)
+        yield start, entry
     if pos != len(data):
-        raise ValueError("trailing bytes in snapshot")
-    return entries
+        raise SnapshotFormatError(pos, f"{len(data) - pos} trailing bytes after the last producer")
+
+
+def decode_snapshot(data: bytes) -> list[ProducerStateEntry]:
+    """Parse snapshot bytes; raises ``SnapshotFormatError`` (a ValueError) when they are bad."""
+    header = read_snapshot_header(data)
+    if header.version != SNAPSHOT_VERSION:
+        raise SnapshotFormatError(0, f"snapshot version {header.version}")
+    if snapshot_crc(data) != header.crc:
+        raise SnapshotFormatError(2, "snapshot CRC mismatch")
+    return [entry for _, entry in iter_snapshot_entries(data, header.producer_count)]

@@ -16,13 +16,14 @@ Thread-safety: see ``AbstractIndex``.
 
 from __future__ import annotations
 
+import mmap
 import struct
 from typing import NamedTuple
 
 from strom.errors import StorageError
 from strom_storage.log._index import AbstractIndex
 
-__all__ = ["TimeIndex", "TimestampOffset"]
+__all__ = ["TimeIndex", "TimestampOffset", "decode_entry"]
 
 _ENTRY = struct.Struct(">qi")
 
@@ -34,6 +35,12 @@ class TimestampOffset(NamedTuple):
     offset: int
 
 
+def decode_entry(data: bytes | mmap.mmap, n: int, base_offset: int) -> tuple[int, int]:
+    """Entry ``n`` of a time index's bytes (mapped, or read by a tool) as (timestamp, offset)."""
+    ts, rel = _ENTRY.unpack_from(data, n * _ENTRY.size)
+    return ts, base_offset + rel
+
+
 class TimeIndex(AbstractIndex):
     """Sparse max-timestamp -> offset index (see module docstring). Thread-safe."""
 
@@ -41,8 +48,7 @@ class TimeIndex(AbstractIndex):
 
     def _read_entry(self, n: int) -> tuple[int, int]:
         assert self._mmap is not None
-        ts, rel = _ENTRY.unpack_from(self._mmap, n * self.ENTRY_SIZE)
-        return ts, self.base_offset + rel
+        return decode_entry(self._mmap, n, self.base_offset)
 
     def lookup(self, target_timestamp: int) -> TimestampOffset:
         """The last entry with a timestamp at or below ``target_timestamp``.
