@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import ast
 from collections.abc import Callable, Iterator
 from concurrent import futures
+from pathlib import Path
 
 import grpc
 import pytest
@@ -11,6 +13,8 @@ import pytest
 from strom import Admin, errors
 from strom.cluster import translate_errors
 from strom.errors import ERROR_CODE_METADATA_KEY, ErrorCode
+
+CLIENT_SOURCES = Path(__file__).resolve().parents[3] / "clients" / "src" / "strom"
 
 
 def _abort_with(code: grpc.StatusCode, trailer: str | None) -> grpc.GenericRpcHandler:
@@ -64,6 +68,36 @@ def test_grpc_errors_become_strom_errors(failing_server, status, trailer, expect
         call(b"", timeout=5)
     assert "told to fail" in str(raised.value) and "node-1" in str(raised.value)
     assert isinstance(raised.value.__cause__, grpc.RpcError)
+
+
+def test_a_callable_target_is_asked_only_when_a_call_failed(failing_server) -> None:  # type: ignore[no-untyped-def]
+    asked: list[str] = []
+
+    def target() -> str:
+        asked.append("node-2")
+        return "node-2"
+
+    with translate_errors(target):
+        pass
+    assert asked == []
+    call = failing_server(grpc.StatusCode.UNAVAILABLE, None)
+    with pytest.raises(errors.NetworkExceptionError, match="node-2"), translate_errors(target):
+        call(b"", timeout=5)
+    assert asked == ["node-2"]
+
+
+def test_the_client_library_catches_grpc_errors_in_one_place() -> None:
+    """Every client RPC runs inside ``translate_errors``: no other module of ``strom`` handles
+    ``grpc.RpcError`` itself."""
+    catching = []
+    for path in sorted(CLIENT_SOURCES.rglob("*.py")):
+        if "protocol" in path.parts or path == CLIENT_SOURCES / "cluster" / "transport.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            handled = ast.unparse(node.type) if isinstance(node, ast.ExceptHandler) else ""
+            if "RpcError" in handled:
+                catching.append(f"{path.relative_to(CLIENT_SOURCES)}:{node.lineno}")
+    assert catching == []
 
 
 def test_admin_rejects_bad_options_naming_them() -> None:

@@ -16,7 +16,7 @@ from typing import Any
 import grpc
 import grpc.aio
 
-from strom.cluster import ClusterClient, channel_options, from_rpc_error
+from strom.cluster import ClusterClient, channel_options, translate_errors
 from strom.errors import (
     CoordinatorLoadInProgressError,
     CoordinatorNotAvailableError,
@@ -105,16 +105,17 @@ class CoordinatorLink:
             if self._closed:
                 raise StromError("the consumer is closed")
             try:
-                response = await self._cluster.gateway.FindCoordinator(
-                    request,
-                    timeout=max(min(self._cluster.request_timeout, deadline - loop.time()), 0.01),
-                )
+                with translate_errors(self._cluster.gateway_address):
+                    response = await self._cluster.gateway.FindCoordinator(
+                        request,
+                        timeout=max(
+                            min(self._cluster.request_timeout, deadline - loop.time()), 0.01
+                        ),
+                    )
                 if response.error_code:
                     raise for_code(response.error_code, response.error_message)
                 node = response.coordinator
                 return self._connect(node.node_id, f"{node.host}:{node.port}")
-            except grpc.RpcError as exc:
-                last = from_rpc_error(exc, self._cluster.gateway_address)
             except StromError as exc:
                 last = exc
             if not last.retriable:
@@ -149,14 +150,13 @@ class CoordinatorLink:
         """One RPC to the coordinator (found first, within ``deadline``). gRPC errors become
         ``strom.errors``; a network error also forgets the coordinator."""
         stub = await self.find(deadline)
-        address = self.address or ""
         try:
-            return await getattr(stub, method)(request, timeout=timeout_s)
-        except grpc.RpcError as exc:
-            error = from_rpc_error(exc, address)
+            with translate_errors(self.address or ""):
+                return await getattr(stub, method)(request, timeout=timeout_s)
+        except StromError as error:
             if is_coordinator_error(error):
                 self.mark_unknown(error)
-            raise error from exc
+            raise
 
     async def backoff(self) -> None:
         await asyncio.sleep(self._backoff)

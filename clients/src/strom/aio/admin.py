@@ -24,14 +24,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import Any
 
-import grpc
-
 from strom.cluster import (
     METADATA_ERRORS,
     ClusterClient,
-    from_rpc_error,
     list_offsets,
     storage_call,
+    translate_errors,
     where,
 )
 from strom.errors import (
@@ -154,13 +152,10 @@ class Admin:
         self._timeout = request_timeout_ms / 1000
 
     async def _call(self, method: str, request: object, timeout_s: float | None = None) -> Any:
-        target = self._cluster.gateway_address
-        try:
+        with translate_errors(self._cluster.gateway_address):
             return await getattr(self._cluster.gateway, method)(
                 request, timeout=self._timeout if timeout_s is None else timeout_s
             )
-        except grpc.RpcError as exc:
-            raise from_rpc_error(exc, target) from exc
 
     async def _group_call(self, method: str, request: object) -> Any:
         """A group RPC through the gateway, asked again while its answer carries a retriable

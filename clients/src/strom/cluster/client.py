@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import grpc
 import grpc.aio
 
-from strom.cluster.transport import channel_options, from_rpc_error
+from strom.cluster.transport import channel_options, translate_errors
 from strom.errors import (
     ConfigurationError,
     LeaderNotAvailableError,
@@ -139,16 +139,14 @@ class ClusterClient:
         request = controller_pb2.MetadataRequest(topics=list(topics))
         error: StromError | None = None
         for _ in self.bootstrap_servers:
-            target = self.gateway_address
             try:
-                response: controller_pb2.MetadataResponse = await self.gateway.Metadata(
-                    request, timeout=self.request_timeout
-                )
+                with translate_errors(self.gateway_address):
+                    response: controller_pb2.MetadataResponse = await self.gateway.Metadata(
+                        request, timeout=self.request_timeout
+                    )
                 return response
-            except grpc.RpcError as exc:
-                error = from_rpc_error(exc, target)
-                if not isinstance(error, NetworkExceptionError):
-                    raise error from exc
+            except NetworkExceptionError as exc:
+                error = exc
                 await self._next_gateway()
         assert error is not None
         raise error

@@ -14,10 +14,8 @@ import asyncio
 from collections import defaultdict
 from typing import Any
 
-import grpc
-
 from strom.cluster.client import ClusterClient
-from strom.cluster.transport import from_rpc_error
+from strom.cluster.transport import translate_errors
 from strom.errors import (
     StromError,
     StromTimeoutError,
@@ -56,13 +54,10 @@ async def storage_call(
     """One RPC to a storage node; gRPC errors become ``strom.errors`` (NetworkExceptionError
     when the node is unreachable, LeaderNotAvailableError when it is not in the metadata)."""
     stub = cluster.storage(node)
-    try:
+    # (A node shutting down cancels the calls it serves: CANCELLED becomes a retriable
+    # NetworkExceptionError in strom.cluster.transport.)
+    with translate_errors(lambda: cluster.node_address(node)):
         return await getattr(stub, method)(request, timeout=timeout_s)
-    except grpc.RpcError as exc:
-        target = cluster.node_address(node)
-        # (A node shutting down cancels the calls it serves: CANCELLED becomes a retriable
-        # NetworkExceptionError in strom.cluster.transport.)
-        raise from_rpc_error(exc, target) from exc
 
 
 async def list_offsets(

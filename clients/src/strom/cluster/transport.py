@@ -1,16 +1,19 @@
 """gRPC channels for clients, and the one place where gRPC errors become ``strom.errors``.
 
+Every RPC a client makes runs inside ``translate_errors(target)``, the boundary between gRPC
+and the client library: a ``grpc.RpcError`` leaves it as the matching ``strom.errors``
+exception (``from_rpc_error``), the original as its ``__cause__``. A server that fails a whole
+request puts the ``ErrorCode`` in the trailing metadata key ``strom-error-code``; the exact
+class is rebuilt from it. Otherwise the gRPC status decides. Callers of the client library
+never see ``grpc.RpcError``.
+
 Public (``strom.cluster``): services use the same channel options and translation when they
 call each other as clients.
-
-A server that fails a whole request puts the ``ErrorCode`` in the trailing metadata key
-``strom-error-code``; the exact class is rebuilt from it. Otherwise the gRPC status decides.
-Callers of the client library never see ``grpc.RpcError``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import grpc
@@ -43,6 +46,7 @@ _BY_STATUS: dict[grpc.StatusCode, type[StromError]] = {
 
 
 def channel_options(max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE) -> list[tuple[str, int]]:
+    """gRPC channel options: send and receive limits of ``max_message_size`` bytes."""
     return [
         ("grpc.max_receive_message_length", max_message_size),
         ("grpc.max_send_message_length", max_message_size),
@@ -67,9 +71,11 @@ def from_rpc_error(exc: grpc.RpcError, target: str = "") -> StromError:
 
 
 @contextmanager
-def translate_errors(target: str = "") -> Iterator[None]:
-    """Re-raise gRPC errors inside the block as ``strom.errors`` exceptions."""
+def translate_errors(target: str | Callable[[], str] = "") -> Iterator[None]:
+    """Re-raise a gRPC error inside the block as its ``strom.errors`` exception (the
+    ``grpc.RpcError`` as ``__cause__``). ``target`` names the peer in the message; a callable
+    is called only when a call failed."""
     try:
         yield
     except grpc.RpcError as exc:
-        raise from_rpc_error(exc, target) from exc
+        raise from_rpc_error(exc, target() if callable(target) else target) from exc

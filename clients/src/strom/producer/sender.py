@@ -24,9 +24,7 @@ import threading
 import time
 from collections import deque
 
-import grpc
-
-from strom.cluster import ClusterClient, from_rpc_error
+from strom.cluster import ClusterClient, translate_errors
 from strom.errors import (
     DuplicateSequenceNumberError,
     LeaderNotAvailableError,
@@ -96,11 +94,10 @@ class NodeStream:
         self._reader = asyncio.ensure_future(self._read())
 
     async def _write(self) -> None:
-        try:
+        # A failed call is the reader's to report.
+        with contextlib.suppress(StromError, asyncio.InvalidStateError), translate_errors():
             while True:
                 await self._call.write(await self._queue.get())
-        except (grpc.RpcError, asyncio.InvalidStateError):
-            pass  # the reader sees the call fail and reports it
 
     def send(self, request: storage_pb2.ProduceRequest, entry: _Request) -> None:
         self.pending.append(entry)
@@ -109,24 +106,26 @@ class NodeStream:
     async def _read(self) -> None:
         error: StromError | None = None
         try:
-            async for response in self._call:
-                if not self.pending or response.correlation_id != self.pending[0].correlation_id:
-                    error = NetworkExceptionError(
-                        f"{self.address}: produce response {response.correlation_id} does not "
-                        "match the oldest request in flight"
-                    )
-                    self._call.cancel()
-                    return
-                entry = self.pending.popleft()
-                self.sender.on_response(self, entry, response)
+            with translate_errors(self.address):
+                async for response in self._call:
+                    pending = self.pending
+                    if not pending or response.correlation_id != pending[0].correlation_id:
+                        error = NetworkExceptionError(
+                            f"{self.address}: produce response {response.correlation_id} "
+                            "does not match the oldest request in flight"
+                        )
+                        self._call.cancel()
+                        return
+                    entry = pending.popleft()
+                    self.sender.on_response(self, entry, response)
             error = NetworkExceptionError(f"{self.address}: produce stream ended")
-        except grpc.RpcError as exc:
-            error = from_rpc_error(exc, self.address)
-            if isinstance(error, UnknownServerError):
-                # Partition errors travel inside responses; a stream that dies without a
-                # strom error code (INTERNAL/UNKNOWN on a reset connection) is a transport
-                # failure, worth a retry like UNAVAILABLE.
-                error = NetworkExceptionError(str(error))
+        except UnknownServerError as exc:
+            # Partition errors travel inside responses; a stream that dies without a strom
+            # error code (INTERNAL/UNKNOWN on a reset connection) is a transport failure,
+            # worth a retry like UNAVAILABLE.
+            error = NetworkExceptionError(str(exc))
+        except StromError as exc:
+            error = exc
         except asyncio.CancelledError:
             error = NetworkExceptionError(f"{self.address}: produce stream cancelled")
         finally:
@@ -573,21 +572,17 @@ class Sender:
         backoff = max(self._retry_backoff, 0.01)
         while not self.pid.has_id and not self._stopping:
             try:
-                response: controller_pb2.InitProducerIdResponse = (
-                    await self.cluster.gateway.InitProducerId(
-                        controller_pb2.InitProducerIdRequest(producer_id=-1, producer_epoch=-1),
-                        timeout=self._request_timeout,
+                with translate_errors(self.cluster.gateway_address):
+                    response: controller_pb2.InitProducerIdResponse = (
+                        await self.cluster.gateway.InitProducerId(
+                            controller_pb2.InitProducerIdRequest(producer_id=-1, producer_epoch=-1),
+                            timeout=self._request_timeout,
+                        )
                     )
-                )
                 if response.error_code:
                     raise for_code(response.error_code, response.error_message)
                 self.pid.set_id(response.producer_id, response.producer_epoch)
                 log.debug("producer id %d epoch %d", response.producer_id, response.producer_epoch)
-            except grpc.RpcError as exc:
-                error = from_rpc_error(exc, self.cluster.gateway_address)
-                if not error.retriable:
-                    self._fatal_error(error)
-                    return
             except StromError as exc:
                 if not exc.retriable:
                     self._fatal_error(exc)
