@@ -9,7 +9,7 @@
 from strom.admin import Admin
 from strom.consumer import Consumer
 from strom.errors import BrokerResponseError, ConfigurationError, StromError, StromTimeoutError
-from strom.producer.producer import Producer, RecordFuture, RecordMetadata
+from strom.producer import Producer, RecordFuture, RecordMetadata
 from strom.types import ConsumerRecord, NewTopic, OffsetAndMetadata, TopicPartition
 
 __all__ = [

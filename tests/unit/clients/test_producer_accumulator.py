@@ -6,7 +6,7 @@ import asyncio
 import threading
 import time
 
-from strom.producer.accumulator import RECORD_OVERHEAD, Accumulator, record_size
+from strom.producer._accumulator import RECORD_OVERHEAD, Accumulator, record_size
 from strom.records import Compression, decode_batch
 
 

@@ -8,10 +8,10 @@ import time
 
 import pytest
 
-from strom.aio.producer import BulkTracker
 from strom.errors import NotLeaderOrFollowerError, StromError, StromTimeoutError
-from strom.producer.batch import ProducerBatch, RecordFuture, RecordMetadata
-from strom.producer.idempotence import ProducerIdState, restamp
+from strom.producer._batch import ProducerBatch, RecordFuture, RecordMetadata
+from strom.producer._bulk import BulkTracker
+from strom.producer._idempotence import ProducerIdState, restamp
 from strom.records import BatchBuilder, read_header, validate_batch
 
 

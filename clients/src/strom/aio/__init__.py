@@ -2,6 +2,6 @@
 
 from strom.aio.admin import Admin
 from strom.aio.consumer import Consumer
-from strom.aio.producer import Producer
+from strom.producer.aio import Producer
 
 __all__ = ["Admin", "Consumer", "Producer"]

@@ -1,8 +1,15 @@
-"""The producer's parts: ``config`` (options), ``partitioner`` (murmur2, sticky),
-``accumulator`` and ``batch`` (per-partition batches, record futures: data structures),
-``sender`` (the I/O loop), ``idempotence`` (producer id and sequences) and ``producer``
-(the synchronous ``strom.Producer``). ``strom.aio.Producer`` ties them together.
+"""The producer: ``Producer`` (synchronous, ``strom.Producer``) and its asyncio twin
+(``strom.producer.aio.Producer``, ``strom.aio.Producer``), with their parts.
 
-Nothing is imported here, so that ``strom.aio`` and this package can import each other's
-modules without a cycle; use ``from strom import Producer``.
+Public modules: ``config`` (``ProducerConfig``: every option), ``partitioner`` (Kafka's murmur2
+and the sticky partitioner), ``aio`` and ``producer`` (the two clients). Internals, used only
+inside this package: ``_accumulator`` and ``_batch`` (per-partition batches, record futures),
+``_sender`` (the I/O loop), ``_idempotence`` (producer id and sequences), ``_bulk``
+(``send_many``'s one future) and ``_waits`` (what ``send`` waits for).
 """
+
+from strom.producer._batch import RecordFuture, RecordMetadata
+from strom.producer.config import ProducerConfig
+from strom.producer.producer import Producer
+
+__all__ = ["Producer", "ProducerConfig", "RecordFuture", "RecordMetadata"]

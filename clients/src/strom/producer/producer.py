@@ -30,11 +30,13 @@ from collections.abc import Callable, Sequence
 from types import TracebackType
 from typing import Any
 
-from strom.aio.producer import BulkTracker, Headers, NeedMetadata, NeedRoom, _blocked_too_long
-from strom.aio.producer import Producer as AsyncProducer
 from strom.cluster import BackgroundLoop
 from strom.errors import StromError
-from strom.producer.batch import DeliveryCallback, RecordFuture, RecordMetadata
+from strom.producer._batch import DeliveryCallback, RecordFuture, RecordMetadata
+from strom.producer._bulk import BulkTracker
+from strom.producer._waits import NeedMetadata, NeedRoom, blocked_too_long
+from strom.producer.aio import Headers
+from strom.producer.aio import Producer as AsyncProducer
 from strom.producer.config import DEFAULT_BUFFER_MEMORY, DEFAULT_MAX_REQUEST_SIZE
 from strom.producer.partitioner import Partitioner
 
@@ -124,13 +126,13 @@ class Producer:
         """Block this thread for what the hot path lacked (up to max_block_ms)."""
         left = deadline - time.monotonic()
         if left <= 0:
-            raise _blocked_too_long(need, topic, self.config.max_block_ms)
+            raise blocked_too_long(need, topic, self.config.max_block_ms)
         if isinstance(need, NeedRoom):
             if self._bg.in_loop_thread():
-                raise _blocked_too_long(need, topic, 0)  # blocking here would stall the sender
+                raise blocked_too_long(need, topic, 0)  # blocking here would stall the sender
             self._aio._sender.wakeup()
             if not self._aio._acc.wait_for_room(need.size, left):
-                raise _blocked_too_long(need, topic, self.config.max_block_ms)
+                raise blocked_too_long(need, topic, self.config.max_block_ms)
         else:
             self._bg.run(self._aio._wait_for(need, topic, deadline), timeout=left + 1)
 

@@ -11,7 +11,7 @@ batch per partition per request. Responses complete batches; errors are handled 
   batches go out again in their original order. NOT_LEADER_OR_FOLLOWER, unknown leader and
   network errors also mark the topic's metadata stale, so the retry goes to the new leader.
 * not retriable: the batch's records fail at once.
-* idempotence: see ``strom.producer.idempotence``.
+* idempotence: see ``strom.producer._idempotence``.
 """
 
 from __future__ import annotations
@@ -39,10 +39,10 @@ from strom.errors import (
     UnknownTopicOrPartitionError,
     for_code,
 )
-from strom.producer.accumulator import Accumulator, PartitionKey
-from strom.producer.batch import ProducerBatch
+from strom.producer._accumulator import Accumulator, PartitionKey
+from strom.producer._batch import ProducerBatch
+from strom.producer._idempotence import ProducerIdState, restamp
 from strom.producer.config import ProducerConfig
-from strom.producer.idempotence import ProducerIdState, restamp
 from strom.protocol.v1 import controller_pb2, storage_pb2
 from strom.types import TopicPartition
 

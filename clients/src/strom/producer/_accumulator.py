@@ -21,7 +21,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from strom.producer.batch import ProducerBatch
+from strom.producer._batch import ProducerBatch
 from strom.records import BatchBuilder, Compression
 
 __all__ = ["Accumulator", "PartitionKey", "record_size"]

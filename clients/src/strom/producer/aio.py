@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import threading
 import time
 from collections.abc import Callable, Sequence
 from types import TracebackType
@@ -32,11 +31,13 @@ from strom.errors import (
     StromTimeoutError,
     UnknownTopicOrPartitionError,
 )
-from strom.producer.accumulator import RECORD_OVERHEAD, Accumulator, record_size
-from strom.producer.batch import DeliveryCallback, ProducerBatch, RecordFuture, RecordMetadata
+from strom.producer._accumulator import RECORD_OVERHEAD, Accumulator, record_size
+from strom.producer._batch import DeliveryCallback, ProducerBatch, RecordFuture, RecordMetadata
+from strom.producer._bulk import BulkTracker
+from strom.producer._sender import Sender
+from strom.producer._waits import NeedMetadata, NeedRoom, blocked_too_long
 from strom.producer.config import DEFAULT_BUFFER_MEMORY, DEFAULT_MAX_REQUEST_SIZE, ProducerConfig
 from strom.producer.partitioner import Partitioner, StickyPartitioner, murmur2_partition
-from strom.producer.sender import Sender
 
 __all__ = ["Producer", "RecordFuture", "RecordMetadata"]
 
@@ -44,61 +45,6 @@ Headers = Sequence[tuple[str, bytes | None]]
 
 
 _wall_clock = time.time
-
-
-class NeedMetadata(Exception):
-    """Internal: the topic's partition count is not cached yet."""
-
-
-class NeedRoom(Exception):
-    """Internal: buffer_memory has no room for ``size`` bytes right now."""
-
-    def __init__(self, size: int) -> None:
-        self.size = size
-
-
-class BulkTracker:
-    """Completion of one ``send_many`` call: counts its chunks, settles once."""
-
-    __slots__ = ("_done", "_error", "_lock", "_pending", "_records", "_sealed", "_settle")
-
-    def __init__(self, settle: Callable[[int, BaseException | None], None]) -> None:
-        self._settle = settle
-        self._lock = threading.Lock()
-        self._pending = 0
-        self._records = 0
-        self._sealed = False
-        self._done = False
-        self._error: BaseException | None = None
-
-    def track(self, batch: ProducerBatch, count: int) -> None:
-        with self._lock:
-            self._pending += 1
-            self._records += count
-        batch.add_callback(self._chunk_done)
-
-    def _chunk_done(self, batch: ProducerBatch) -> None:
-        with self._lock:
-            self._pending -= 1
-            if batch.error is not None and self._error is None:
-                self._error = batch.error
-            finish = self._sealed and self._pending == 0 and not self._done
-            if finish:
-                self._done = True
-        if finish:
-            self._settle(self._records, self._error)
-
-    def seal(self, error: BaseException | None = None) -> None:
-        """No more chunks; ``error`` is a failure that stopped the call part-way."""
-        with self._lock:
-            self._sealed = True
-            if error is not None and self._error is None:
-                self._error = error
-            finish = self._pending == 0 and not self._done
-            if finish:
-                self._done = True
-        if finish:
-            self._settle(self._records, self._error)
 
 
 class Producer:
@@ -272,17 +218,17 @@ class Producer:
         """Wait (on the loop) for what ``_try_send`` lacked, up to ``deadline``."""
         left = deadline - time.monotonic()
         if left <= 0:
-            raise _blocked_too_long(need, topic, self.config.max_block_ms)
+            raise blocked_too_long(need, topic, self.config.max_block_ms)
         if isinstance(need, NeedMetadata):
             try:
                 async with asyncio.timeout(left):
                     await self._cluster.partitions(topic)
             except TimeoutError:
-                raise _blocked_too_long(need, topic, self.config.max_block_ms) from None
+                raise blocked_too_long(need, topic, self.config.max_block_ms) from None
         elif isinstance(need, NeedRoom):
             self._sender.wakeup()
             if not await self._acc.wait_for_room_async(need.size, left):
-                raise _blocked_too_long(need, topic, self.config.max_block_ms)
+                raise blocked_too_long(need, topic, self.config.max_block_ms)
 
     # -- public API ----------------------------------------------------------------------------
 
@@ -535,14 +481,3 @@ def _on_loop(loop: asyncio.AbstractEventLoop, fn: Callable[..., None], *args: An
 def _settle_none(waiter: asyncio.Future[None]) -> None:
     if not waiter.done():
         waiter.set_result(None)
-
-
-def _blocked_too_long(need: Exception, topic: str, max_block_ms: int) -> StromTimeoutError:
-    if isinstance(need, NeedRoom):
-        return StromTimeoutError(
-            f"buffer_memory full: no room for {need.size} bytes within max_block_ms "
-            f"({max_block_ms} ms)"
-        )
-    return StromTimeoutError(
-        f"metadata for topic '{topic}' not available within max_block_ms ({max_block_ms} ms)"
-    )
