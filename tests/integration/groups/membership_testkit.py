@@ -17,7 +17,7 @@ from cluster_testkit import LocalCluster, start_local_cluster
 from strom_testkit import wait_until
 
 from strom import Consumer, NewTopic, Producer, TopicPartition
-from strom.aio._coordinator import ConsumerCoordinator
+from strom.consumer._coordinator import ConsumerCoordinator
 from strom.types import ConsumerRecord
 
 __all__ = [

@@ -13,9 +13,9 @@ import pytest
 
 from strom import Consumer
 from strom.aio import Consumer as AioConsumer
-from strom.aio._coordinator import ConsumerCoordinator, JoinResult, call_listener
-from strom.aio._join_protocol import join_protocols, leader_assignment, member_subscriptions
-from strom.consumer import _CallerThreadListener
+from strom.consumer._coordinator import ConsumerCoordinator, JoinResult, call_listener
+from strom.consumer._join_protocol import join_protocols, leader_assignment, member_subscriptions
+from strom.consumer.consumer import _CallerThreadListener
 from strom.errors import (
     ConfigurationError,
     FencedInstanceIdError,

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from strom.aio import Consumer as AioConsumer
-from strom.aio._fetcher import decode_records, next_fetch_offset
-from strom.aio._subscription import SubscriptionState
+from strom.consumer._fetcher import decode_records, next_fetch_offset
+from strom.consumer._subscription import SubscriptionState
 from strom.errors import ConfigurationError, InvalidGroupIdError
 from strom.records import BatchBuilder, encode_batch
 from strom.types import ConsumerRecord, OffsetAndMetadata, TopicPartition

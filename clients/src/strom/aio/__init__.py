@@ -1,7 +1,7 @@
 """asyncio-native clients: the sync ``strom.Producer`` etc. are thin facades over these."""
 
 from strom.aio.admin import Admin
-from strom.aio.consumer import Consumer
+from strom.consumer.aio import Consumer
 from strom.producer.aio import Producer
 
 __all__ = ["Admin", "Consumer", "Producer"]

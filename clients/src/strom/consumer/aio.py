@@ -11,7 +11,7 @@
             print(record.offset, record.value)
 
 ``assign()`` reads exactly the given partitions. ``subscribe()`` with a ``group_id`` joins
-the consumer group on the next ``poll`` (``strom.aio._coordinator``: the group's leader
+the consumer group on the next ``poll`` (``strom.consumer._coordinator``: the group's leader
 assigns partitions with the configured assignor, heartbeats run in the background, the
 rebalance listener is called from ``poll``); without a ``group_id`` it reads every partition
 of the matching topics (new partitions and topics are picked up on metadata refresh), as
@@ -34,11 +34,11 @@ from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 from types import TracebackType
 from typing import Any, overload
 
-from strom.aio._coordinator import ConsumerCoordinator, call_listener
-from strom.aio._fetcher import Deserializer, Fetcher, decode_records
-from strom.aio._group_options import DEFAULT_ASSIGNORS, group_options
-from strom.aio._subscription import PartitionState, SubscriptionState
 from strom.cluster import ClusterClient
+from strom.consumer._coordinator import ConsumerCoordinator, call_listener
+from strom.consumer._fetcher import Deserializer, Fetcher, decode_records
+from strom.consumer._group_options import DEFAULT_ASSIGNORS, group_options
+from strom.consumer._subscription import PartitionState, SubscriptionState
 from strom.errors import (
     ConfigurationError,
     InvalidGroupIdError,

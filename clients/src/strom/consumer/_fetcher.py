@@ -26,8 +26,8 @@ from functools import partial
 from itertools import repeat
 from typing import Any
 
-from strom.aio._subscription import PartitionState, SubscriptionState
 from strom.cluster import METADATA_ERRORS, ClusterClient, list_offsets, storage_call, where
+from strom.consumer._subscription import PartitionState, SubscriptionState
 from strom.errors import (
     CorruptRecordError,
     OffsetOutOfRangeError,

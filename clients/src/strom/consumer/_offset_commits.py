@@ -11,7 +11,11 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterable, Mapping
 
-from strom.aio._coordinator_link import COORDINATOR_ERRORS, CoordinatorLink, retriable_group_error
+from strom.consumer._coordinator_link import (
+    COORDINATOR_ERRORS,
+    CoordinatorLink,
+    retriable_group_error,
+)
 from strom.errors import StromError, for_code
 from strom.protocol.v1 import common_pb2, coordinator_pb2
 from strom.types import OffsetAndMetadata, TopicPartition

@@ -26,11 +26,11 @@ from concurrent.futures import Future
 from types import TracebackType
 from typing import Any, TypeVar, overload
 
-from strom.aio._fetcher import Deserializer
-from strom.aio._group_options import DEFAULT_ASSIGNORS
-from strom.aio.consumer import AssignorSpec, CommitCallback, MiB
-from strom.aio.consumer import Consumer as AioConsumer
 from strom.cluster import BackgroundLoop
+from strom.consumer._fetcher import Deserializer
+from strom.consumer._group_options import DEFAULT_ASSIGNORS
+from strom.consumer.aio import AssignorSpec, CommitCallback, MiB
+from strom.consumer.aio import Consumer as AioConsumer
 from strom.errors import StromError
 from strom.types import ConsumerRecord, OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
 

@@ -30,22 +30,22 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from strom.aio._coordinator_link import (
+from strom.cluster import ClusterClient
+from strom.consumer._coordinator_link import (
     COORDINATOR_ERRORS,
     CoordinatorLink,
     retriable_group_error,
 )
-from strom.aio._group_options import GroupOptions
-from strom.aio._join_protocol import join_protocols, leader_assignment, member_subscriptions
-from strom.aio._offset_commits import (
+from strom.consumer._group_options import GroupOptions
+from strom.consumer._join_protocol import join_protocols, leader_assignment, member_subscriptions
+from strom.consumer._offset_commits import (
     CommitOffsets,
     Committed,
     commit_request,
     fetch_committed,
     send_commit,
 )
-from strom.aio._subscription import SubscriptionState
-from strom.cluster import ClusterClient
+from strom.consumer._subscription import SubscriptionState
 from strom.errors import (
     FencedInstanceIdError,
     IllegalGenerationError,
