@@ -13,7 +13,7 @@ import pytest
 from cluster_testkit import LocalCluster
 
 from strom import NewTopic
-from strom.aio.admin import Admin
+from strom.aio import Admin
 from strom.cluster import ClusterClient
 from strom.errors import NotCoordinatorError, StromError
 from strom.protocol.v1 import controller_pb2, storage_pb2

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from strom.aio.admin import _member, _retriable_code
+from strom.admin.aio import _member, _retriable_code
 from strom.cli import groups
 from strom.cli.main import build_parser
 from strom.errors import ConfigurationError, ErrorCode

@@ -1,6 +1,6 @@
 """asyncio-native clients: the sync ``strom.Producer`` etc. are thin facades over these."""
 
-from strom.aio.admin import Admin
+from strom.admin.aio import Admin
 from strom.consumer.aio import Consumer
 from strom.producer.aio import Producer
 

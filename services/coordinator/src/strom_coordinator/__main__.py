@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 import time
 
-from strom.aio.admin import Admin
+from strom.aio import Admin
 from strom.cluster import ClusterClient
 from strom.errors import StromError
 from strom.protocol.v1.coordinator_pb2_grpc import add_GroupCoordinatorServicer_to_server

@@ -15,7 +15,7 @@ import asyncio
 import contextlib
 from collections.abc import Callable
 
-from strom.aio.admin import Admin
+from strom.aio import Admin
 from strom.errors import CoordinatorNotAvailableError, StromError, TopicAlreadyExistsError
 from strom.types import NewTopic
 from strom_coordinator.config import CoordinatorConfig

@@ -20,7 +20,7 @@ from collections.abc import Coroutine, Mapping, Sequence
 from types import TracebackType
 from typing import Any, TypeVar
 
-from strom.aio.admin import Admin as AioAdmin
+from strom.admin.aio import Admin as AioAdmin
 from strom.cluster import BackgroundLoop
 from strom.errors import BrokerResponseError
 from strom.types import (
