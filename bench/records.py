@@ -29,8 +29,8 @@ from collections.abc import Callable
 from typing import Any
 
 from strom.records import IMPLEMENTATION, BatchBuilder, decode_batches, decode_columns
-from strom.records._kernel import Kernel, available
 from strom.records.crc import crc32c
+from strom.records.kernel import Kernel, available
 
 KEY_SIZE = 10
 VALUE_SIZE = 100

@@ -14,8 +14,8 @@ from bisect import bisect_left
 import pyarrow as pa
 
 from strom.records import decode_columns
-from strom.records._kernel import Kernel
 from strom.records.header import ATTR_CONTROL, ATTR_TIMESTAMP_TYPE
+from strom.records.kernel import Kernel
 from strom.types import TopicPartition
 
 __all__ = ["HEADERS_TYPE", "SCHEMA_DDL", "arrow_schema", "records_to_arrow"]

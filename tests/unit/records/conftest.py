@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import pytest
 
-from strom.records import _kernel, _native
-from strom.records._kernel import Kernel
+from strom.records import _native
+from strom.records import kernel as kernels
+from strom.records.kernel import Kernel
 
 if not _native.disabled_by_env and _native.crecords is None:
     pytest.exit(
@@ -20,7 +21,7 @@ if not _native.disabled_by_env and _native.crecords is None:
         returncode=3,
     )
 
-KERNELS = _kernel.available()
+KERNELS = kernels.available()
 
 
 @pytest.fixture(params=KERNELS, ids=[k.name for k in KERNELS])
@@ -32,6 +33,6 @@ def kernel(request: pytest.FixtureRequest) -> Kernel:
 @pytest.fixture
 def c_kernel() -> Kernel:
     """The C kernel (skips when STROM_NO_EXTENSIONS disabled it)."""
-    if _kernel.C is None:
+    if kernels.C is None:
         pytest.skip("C extension disabled by STROM_NO_EXTENSIONS")
-    return _kernel.C
+    return kernels.C

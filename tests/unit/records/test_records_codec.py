@@ -20,7 +20,7 @@ from strom.records import (
     read_header,
     validate_batch,
 )
-from strom.records._kernel import Kernel
+from strom.records.kernel import Kernel
 from strom.records.varint import INT64_MAX, INT64_MIN
 
 CODECS = [Compression.NONE, Compression.GZIP, Compression.LZ4, Compression.ZSTD]

@@ -10,7 +10,7 @@ from records_util import outcome, refresh_crc
 
 from strom.errors import CorruptRecordError, UnsupportedCompressionTypeError
 from strom.records import decode_batch, decode_batches, decode_columns, encode_batch
-from strom.records._kernel import PYTHON, Kernel, available
+from strom.records.kernel import PYTHON, Kernel, available
 
 ALLOWED = (CorruptRecordError, UnsupportedCompressionTypeError)
 

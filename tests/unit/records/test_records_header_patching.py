@@ -19,7 +19,7 @@ from strom.records import (
     validate_batch,
     walk_batches,
 )
-from strom.records._kernel import Kernel
+from strom.records.kernel import Kernel
 
 CODECS = ["none", "gzip", "lz4", "zstd"]
 

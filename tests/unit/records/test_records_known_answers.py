@@ -11,8 +11,8 @@ import pytest
 from records_util import raw_batch, raw_record
 
 from strom.records import Compression, Record, decode_batch, encode_batch, validate_batch
-from strom.records._kernel import Kernel
 from strom.records.crc import crc32c
+from strom.records.kernel import Kernel
 
 DOC = Path(__file__).resolve().parents[3] / "docs" / "record-batch-format.md"
 

@@ -17,8 +17,8 @@ from records_util import raw_batch, raw_record
 import strom.records
 from strom.errors import CorruptRecordError
 from strom.records import decode_batch, decode_columns, encode_batch
-from strom.records._kernel import Kernel, available
 from strom.records._native import disabled_by_env
+from strom.records.kernel import Kernel, available
 
 
 def run_python(code: str, **env: str) -> str:
@@ -50,6 +50,7 @@ def test_public_surface_is_locked() -> None:
         "control",
         "crc",
         "header",
+        "kernel",
         "record",
         "varint",
         "annotations",

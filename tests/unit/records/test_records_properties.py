@@ -17,7 +17,7 @@ from strom.records import (
     decode_columns,
     encode_batch,
 )
-from strom.records._kernel import available
+from strom.records.kernel import available
 
 INT64 = st.integers(-(2**63), 2**63 - 1)
 INT32 = st.integers(-(2**31), 2**31 - 1)

@@ -23,8 +23,8 @@ from strom.errors import (
     VarintOverflowError,
 )
 from strom.records import decode_batch, decode_columns, encode_batch
-from strom.records._kernel import Kernel, available
 from strom.records.compression import compress
+from strom.records.kernel import Kernel, available
 
 GOOD = raw_record(offset_delta=0) + raw_record(offset_delta=1, key=b"k")
 

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from records_util import PROPERTY_SETTINGS, outcome, zigzag_varint
 
 from strom.errors import TruncatedBatchError, VarintOverflowError
-from strom.records._kernel import PYTHON, Kernel
+from strom.records.kernel import PYTHON, Kernel
 from strom.records.varint import (
     INT32_MAX,
     INT32_MIN,
@@ -151,6 +151,6 @@ def test_kernels_agree_on_random_bytes(c_kernel: Kernel) -> None:
 
 
 def _kernels() -> list[Kernel]:
-    from strom.records._kernel import available
+    from strom.records.kernel import available
 
     return available()

@@ -5,8 +5,9 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from strom.records import BatchBuilder, Compression, _kernel, encode_batch
+from strom.records import BatchBuilder, Compression, encode_batch
 from strom.records.header import set_log_append_time
+from strom.records.kernel import available
 from strom.types import TopicPartition
 from strom_spark import arrow
 from strom_spark.fetch import next_offset
@@ -22,9 +23,9 @@ def batch(base: int, count: int, **kwargs) -> bytes:  # type: ignore[no-untyped-
     return encode_batch(records, base_offset=base, **kwargs)
 
 
-@pytest.fixture(params=[k.name for k in _kernel.available()])
+@pytest.fixture(params=[k.name for k in available()])
 def kernel(request):  # type: ignore[no-untyped-def]
-    return next(k for k in _kernel.available() if k.name == request.param)
+    return next(k for k in available() if k.name == request.param)
 
 
 def test_schema_and_values(kernel) -> None:  # type: ignore[no-untyped-def]

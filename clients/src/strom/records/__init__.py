@@ -7,14 +7,14 @@ header helpers (``validate_batch``, ``patch_base_offset``, ...): it never decode
 
 The per-record loops run in C when the optional extension is built (``IMPLEMENTATION ==
 "c"``), else in pure Python (``"python"``); ``STROM_NO_EXTENSIONS=1`` forces Python. Both
-produce identical bytes and identical errors. Layout: ``docs/record-batch-format.md``.
+produce identical bytes and identical errors; ``strom.records.kernel`` holds both (benchmarks and
+tests pick one with ``kernel=``). Layout: ``docs/record-batch-format.md``.
 """
 
 from __future__ import annotations
 
 from typing import Literal
 
-from strom.records._kernel import ACTIVE as _ACTIVE
 from strom.records.batch import (
     BatchBuilder,
     BatchColumns,
@@ -40,6 +40,7 @@ from strom.records.header import (
     validate_batch,
     walk_batches,
 )
+from strom.records.kernel import ACTIVE as _ACTIVE
 from strom.records.record import Record
 
 __all__ = [

@@ -25,7 +25,7 @@ and the CRC, decompresses (bounded), then decodes every record strictly: a batch
 completely or raises a ``CorruptRecordError`` subclass (``UnsupportedCompressionTypeError`` for
 snappy and unknown codecs); never a partial batch.
 
-The per-record loops run in the kernel bound at import (``_kernel.ACTIVE``: the C twin when it
+The per-record loops run in the kernel bound at import (``kernel.ACTIVE``: the C twin when it
 is built, else pure Python); every function takes ``kernel=`` to pick one explicitly.
 """
 
@@ -37,7 +37,6 @@ from enum import IntEnum
 from typing import Any, NamedTuple
 
 from strom.errors import ConfigurationError
-from strom.records._kernel import ACTIVE, Kernel
 from strom.records._protocols import BytesLike, Header, HeaderIn
 from strom.records.compression import (
     DEFAULT_MAX_DECOMPRESSED_SIZE,
@@ -63,6 +62,7 @@ from strom.records.header import (
     BatchHeader,
     validate_batch,
 )
+from strom.records.kernel import ACTIVE, Kernel
 from strom.records.record import Record, encode_records
 
 __all__ = [

@@ -1,7 +1,9 @@
-"""Binds the per-record kernel once, at import: the C twin if it loaded, else pure Python.
+"""The per-record kernels, bound once at import: the C twin if it loaded, else pure Python.
 
 ``STROM_NO_EXTENSIONS=1`` in the environment forces pure Python (see ``_native``).
-``PYTHON`` is always available; ``C`` is None without the extension. Tests run both.
+``PYTHON`` is always available; ``C`` is None without the extension; ``ACTIVE`` is the one the
+codec uses unless a call is given another (``kernel=``). Public: tests, benchmarks and the
+Spark connector pick a kernel explicitly (``available()``).
 """
 
 from __future__ import annotations
