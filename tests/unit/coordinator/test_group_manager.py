@@ -37,7 +37,8 @@ from strom.errors import (
 from strom_coordinator.group import records
 from strom_coordinator.group.api import LeaveMember
 from strom_coordinator.group.config import GroupConfig
-from strom_coordinator.group.manager import GroupManager, java_string_hash
+from strom_coordinator.group.manager import GroupManager
+from strom_coordinator.partitions.hosting import java_string_hash
 
 
 def run(scenario: Callable[[], Coroutine[Any, Any, None]]) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from strom_coordinator.group.config import GroupConfig
+from strom_coordinator.group.records import OFFSETS_TOPIC
 from strom_server.runtime.config import ServerConfig, override, setting
 from strom_server.runtime.values import ByteSize, HostPort, MiB, check_optional_host_port
 
@@ -21,7 +22,6 @@ __all__ = ["DEFAULT_LISTEN", "OFFSETS_TOPIC", "CoordinatorConfig"]
 #: Clear of the local cluster's gateway (9092), storage nodes (9093-9095) and controllers
 #: (9096-9097): the first coordinator of ``strom cluster up`` listens here.
 DEFAULT_LISTEN = "127.0.0.1:9098"
-OFFSETS_TOPIC = "__consumer_offsets"
 _INT_MAX = (1 << 31) - 1
 _DEFAULTS = GroupConfig()
 

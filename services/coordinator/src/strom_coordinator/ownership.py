@@ -71,7 +71,8 @@ _BACKOFF_MAX_S = 2.0
 
 
 class PartitionHost(Protocol):
-    """The ownership life cycle of the group manager (``GroupManager`` implements it)."""
+    """The load life cycle of the hosted partitions (``partitions.hosting.HostedPartitions``
+    implements it; ``GroupManager`` delegates to its own)."""
 
     partition_count: int | None
 

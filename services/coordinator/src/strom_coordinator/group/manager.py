@@ -4,8 +4,9 @@ One ``GroupManager`` holds every group of the __consumer_offsets partitions this
 Membership (JoinGroup, SyncGroup, Heartbeat, LeaveGroup and the rebalance state machine) is
 ``membership.Membership``; whatever must survive a coordinator failover (the assignment of each
 generation, committed offsets, deletions) goes through the ``PartitionLog`` first and reaches the
-in-memory state only once the log acknowledged it. ``replay`` rebuilds the state from the log when
-the process takes a partition over.
+in-memory state only once the log acknowledged it. Routing a group to its partition and the
+load life cycle of the hosted partitions are ``partitions.hosting.HostedPartitions``; loading a
+partition rebuilds its groups from the log (``loading.GroupLoader``).
 """
 
 from __future__ import annotations
@@ -18,16 +19,13 @@ import structlog
 
 from strom.errors import (
     BrokerResponseError,
-    CoordinatorLoadInProgressError,
     CoordinatorNotAvailableError,
     GroupIdNotFoundError,
     GroupSubscribedToTopicError,
     IllegalGenerationError,
-    InvalidRecordError,
     InvalidRequestError,
     InvalidTopicError,
     NonEmptyGroupError,
-    NotCoordinatorError,
     OffsetMetadataTooLargeError,
     UnknownTopicOrPartitionError,
 )
@@ -48,25 +46,19 @@ from strom_coordinator.group.api import (
 )
 from strom_coordinator.group.config import GroupConfig
 from strom_coordinator.group.errors import check_group_id, log_failure
+from strom_coordinator.group.loading import GroupLoader
 from strom_coordinator.group.membership import Membership
 from strom_coordinator.group.model import CommittedOffset, Group, GroupState
+from strom_coordinator.group.records import OFFSETS_TOPIC
 from strom_coordinator.group.stats import GroupStatsListener, NullStats
+from strom_coordinator.partitions.hosting import HostedPartitions
 from strom_coordinator.partitions.log import PartitionLog
 
-__all__ = ["GroupManager", "java_string_hash"]
+__all__ = ["GroupManager"]
 
 log = structlog.get_logger(__name__)
 
 _MAX_TOPIC_CHARS = 249
-
-
-def java_string_hash(s: str) -> int:
-    """Java's ``String.hashCode`` (over UTF-16 code units, 32-bit wrap-around)."""
-    data = s.encode("utf-16-be")
-    h = 0
-    for i in range(0, len(data), 2):
-        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
-    return h - (1 << 32) if h >= 1 << 31 else h
 
 
 class GroupManager:
@@ -84,62 +76,51 @@ class GroupManager:
         self._config = config
         self._stats: GroupStatsListener = stats or NullStats()
         self._now_ms = wall_clock_ms or (lambda: int(time.time() * 1000))
-        #: None until the process knows how many partitions __consumer_offsets has.
-        self.partition_count: int | None = None
         self._groups: dict[str, Group] = {}
-        self._loading: set[int] = set()
-        self._owned: set[int] = set()
         self._commit_seq = itertools.count(1)
         self._membership = Membership(
             self._groups, log, config, stats=self._stats, wall_clock_ms=self._now_ms
         )
+        self._partitions = HostedPartitions(
+            GroupLoader(self._groups, self._membership), topic=OFFSETS_TOPIC, key_kind="group"
+        )
 
-    # -- ownership life cycle (called by the process) ---------------------------------------
+    # -- hosted partitions (called by the process: ownership.PartitionHost) -------------------
+
+    @property
+    def partition_count(self) -> int | None:
+        """Partitions of __consumer_offsets; None until the process knows."""
+        return self._partitions.partition_count
+
+    @partition_count.setter
+    def partition_count(self, count: int | None) -> None:
+        self._partitions.partition_count = count
 
     def partition_for(self, group_id: str) -> int:
         """The __consumer_offsets partition of a group (Kafka's formula)."""
-        if not self.partition_count:
-            raise CoordinatorNotAvailableError("the __consumer_offsets partition count is unknown")
-        h = java_string_hash(group_id)
-        return (0 if h == -(2**31) else abs(h)) % self.partition_count
+        return self._partitions.partition_for(group_id)
 
     def begin_loading(self, partition: int) -> None:
         """Start reading ``partition``; its groups answer COORDINATOR_LOAD_IN_PROGRESS."""
-        self._drop_partition(partition)
-        self._owned.discard(partition)
-        self._loading.add(partition)
+        self._partitions.begin_loading(partition)
 
     def replay(
         self, partition: int, key: bytes | None, value: bytes | None, timestamp_ms: int
     ) -> None:
         """Apply one record of ``partition`` read during loading (malformed ones are skipped)."""
-        if not key:
-            log.warning("group_record_skipped", partition=partition, reason="record has no key")
-            return
-        try:
-            persist.replay_record(self._groups, partition, key, value)
-        except InvalidRecordError as e:
-            log.warning("group_record_skipped", partition=partition, reason=str(e))
+        self._partitions.replay(partition, key, value, timestamp_ms)
 
     def finish_loading(self, partition: int) -> None:
         """Serve ``partition``: restored members get a session to heartbeat within."""
-        self._loading.discard(partition)
-        self._owned.add(partition)
-        for group in self._partition_groups(partition):
-            if not group.members and not group.offsets and group.protocol_type is None:
-                del self._groups[group.group_id]
-                continue
-            self._membership.resume(group)
+        self._partitions.finish_loading(partition)
 
     def unload(self, partition: int) -> None:
         """Stop serving ``partition`` (pending joins and syncs answer NOT_COORDINATOR)."""
-        self._loading.discard(partition)
-        self._owned.discard(partition)
-        self._drop_partition(partition)
+        self._partitions.unload(partition)
 
     def owned_partitions(self) -> set[int]:
         """Partitions being loaded or served."""
-        return self._owned | self._loading
+        return self._partitions.owned_partitions()
 
     def group_counts_by_state(self) -> dict[str, int]:
         counts = {s.value: 0 for s in GroupState}
@@ -337,7 +318,7 @@ class GroupManager:
         return [
             ListedGroup(g.group_id, g.protocol_type or "", g.state.value)
             for g in self._groups.values()
-            if g.partition in self._owned
+            if self._partitions.is_served(g.partition)
             and g.state is not GroupState.DEAD
             and (not wanted or g.state.value.lower() in wanted)
         ]
@@ -416,7 +397,7 @@ class GroupManager:
         """Delete offsets past retention and Empty groups left without offsets (tombstones)."""
         retention = self._config.offsets_retention_ms
         for group in list(self._groups.values()):
-            if group.partition not in self._owned or group.pending_commits:
+            if not self._partitions.is_served(group.partition) or group.pending_commits:
                 continue
             if group.state is GroupState.DEAD:
                 continue
@@ -460,18 +441,4 @@ class GroupManager:
 
     def _route(self, group_id: str, *, allow_empty: bool = False) -> int:
         check_group_id(group_id, allow_empty=allow_empty)
-        partition = self.partition_for(group_id)
-        if partition in self._loading:
-            raise CoordinatorLoadInProgressError(f"loading __consumer_offsets-{partition}")
-        if partition not in self._owned:
-            raise NotCoordinatorError(f"this coordinator does not own group {group_id}")
-        return partition
-
-    def _partition_groups(self, partition: int) -> list[Group]:
-        return [g for g in self._groups.values() if g.partition == partition]
-
-    def _drop_partition(self, partition: int) -> None:
-        for group in self._partition_groups(partition):
-            moved = NotCoordinatorError(f"group {group.group_id} moved to another coordinator")
-            self._membership.abandon(group, moved)
-            del self._groups[group.group_id]
+        return self._partitions.route(group_id)

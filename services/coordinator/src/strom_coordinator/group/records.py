@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from strom.errors import InvalidRecordError
 
 __all__ = [
+    "OFFSETS_TOPIC",
     "GroupKey",
     "GroupMetadataValue",
     "MarkerKey",
@@ -51,6 +52,9 @@ __all__ = [
     "offset_value",
     "ownership_marker",
 ]
+
+#: The compacted internal topic these records live in.
+OFFSETS_TOPIC = "__consumer_offsets"
 
 _OFFSET_KEY_VERSION = 1
 _GROUP_KEY_VERSION = 2
