@@ -21,19 +21,25 @@ import itertools
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, Protocol
+from typing import Protocol, TypeAlias, TypeVar, cast
 
 import grpc
 import structlog
 from google.protobuf.message import Message
 
 from strom.errors import ErrorCode
-from strom.protocol.v1 import coordinator_pb2, coordinator_pb2_grpc
+from strom.protocol.v1 import common_pb2, coordinator_pb2, coordinator_pb2_grpc
 from strom_server.rpc.channels import open_channel
 
 log = structlog.get_logger(__name__)
 
-__all__ = ["COORDINATOR_ERRORS", "CoordinatorRouter", "CoordinatorSource", "error_response"]
+__all__ = [
+    "COORDINATOR_ERRORS",
+    "CoordinatorRouter",
+    "CoordinatorSource",
+    "GroupRequest",
+    "error_response",
+]
 
 RETRY_BACKOFF_S = (0.05, 0.1, 0.2, 0.4, 0.8, 1.0)
 #: Answers that mean "ask again, perhaps elsewhere".
@@ -48,6 +54,31 @@ COORDINATOR_ERRORS = frozenset(
 _MOVED = frozenset({ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE})
 NO_COORDINATOR = "no group coordinator is registered in etcd"
 
+#: The requests ``CoordinatorRouter.call`` sends to the coordinator of their ``group_id``.
+GroupRequest: TypeAlias = (
+    coordinator_pb2.JoinGroupRequest
+    | coordinator_pb2.SyncGroupRequest
+    | coordinator_pb2.HeartbeatRequest
+    | coordinator_pb2.LeaveGroupRequest
+    | coordinator_pb2.OffsetCommitRequest
+    | coordinator_pb2.OffsetFetchRequest
+    | coordinator_pb2.OffsetDeleteRequest
+)
+
+
+class _GroupResult(Protocol):
+    """A per-group entry of a DescribeGroups or DeleteGroups answer."""
+
+    @property
+    def group_id(self) -> str: ...
+
+    @property
+    def error_code(self) -> int: ...
+
+
+Answer = TypeVar("Answer", bound=Message)
+GroupResult = TypeVar("GroupResult", bound=_GroupResult)
+
 
 class CoordinatorSource(Protocol):
     """Where the live coordinators are (``CoordinatorRegistry``)."""
@@ -61,7 +92,7 @@ class CoordinatorSource(Protocol):
 class _NotFound(Exception):
     """The group's coordinator could not be found (``code`` says why)."""
 
-    def __init__(self, code: int, message: str) -> None:
+    def __init__(self, code: common_pb2.ErrorCode, message: str) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
@@ -72,33 +103,40 @@ class _NotFound(Exception):
         return self.code not in COORDINATOR_ERRORS or self.message == NO_COORDINATOR
 
 
-def error_response(method: str, request: Any, code: Any, message: str) -> Any:
+def error_response(
+    method: str, request: Message, code: common_pb2.ErrorCode, message: str
+) -> Message:
     """The response of ``method`` that answers ``request`` with ``code`` everywhere."""
     pb = coordinator_pb2
+    # ``method`` names the request's kind: the casts below only tell the type checker.
     if method == "OffsetCommit":
+        commit = cast(pb.OffsetCommitRequest, request)
         return pb.OffsetCommitResponse(
             partitions=[
                 pb.OffsetCommitPartitionResult(
                     topic=p.topic, partition=p.partition, error_code=code, error_message=message
                 )
-                for p in request.partitions
+                for p in commit.partitions
             ]
         )
     if method == "DescribeGroups":
+        describe = cast(pb.DescribeGroupsRequest, request)
         return pb.DescribeGroupsResponse(
             groups=[
                 pb.DescribedGroup(group_id=g, error_code=code, error_message=message)
-                for g in request.group_ids
+                for g in describe.group_ids
             ]
         )
     if method == "DeleteGroups":
+        delete = cast(pb.DeleteGroupsRequest, request)
         return pb.DeleteGroupsResponse(
             results=[
                 pb.DeleteGroupResult(group_id=g, error_code=code, error_message=message)
-                for g in request.group_ids
+                for g in delete.group_ids
             ]
         )
-    return getattr(pb, f"{method}Response")(error_code=code, error_message=message)
+    response: Message = getattr(pb, f"{method}Response")(error_code=code, error_message=message)
+    return response
 
 
 def coordinator_error(response: Message) -> int | None:
@@ -156,9 +194,11 @@ class CoordinatorRouter:
 
     # -- any coordinator ----------------------------------------------------------------------
 
-    async def _call_any(self, method: str, request: Message, deadline: float) -> Any:
-        """``method`` on one live coordinator, trying the others (then again after a registry
-        refresh) while they are unreachable. Raises _NotFound."""
+    async def _find_on_any(
+        self, request: coordinator_pb2.FindCoordinatorRequest, deadline: float
+    ) -> coordinator_pb2.FindCoordinatorResponse:
+        """FindCoordinator on one live coordinator, trying the others (then again after a
+        registry refresh) while they are unreachable. Raises _NotFound."""
         attempt = 0
         while True:
             addresses = await self._live()
@@ -172,9 +212,11 @@ class CoordinatorRouter:
                 if remaining <= 0:
                     break
                 try:
-                    return await getattr(self._stub(address), method)(
+                    found: coordinator_pb2.FindCoordinatorResponse
+                    found = await self._stub(address).FindCoordinator(
                         request, timeout=min(remaining, self._lookup_timeout_s)
                     )
+                    return found
                 except grpc.aio.AioRpcError as exc:
                     if exc.code() not in (
                         grpc.StatusCode.UNAVAILABLE,
@@ -193,11 +235,11 @@ class CoordinatorRouter:
         self, request: coordinator_pb2.FindCoordinatorRequest, timeout_s: float
     ) -> coordinator_pb2.FindCoordinatorResponse:
         try:
-            response: coordinator_pb2.FindCoordinatorResponse = await self._call_any(
-                "FindCoordinator", request, time.monotonic() + timeout_s
-            )
+            response = await self._find_on_any(request, time.monotonic() + timeout_s)
         except _NotFound as exc:
-            return error_response("FindCoordinator", request, exc.code, exc.message)
+            return coordinator_pb2.FindCoordinatorResponse(
+                error_code=exc.code, error_message=exc.message
+            )
         return response
 
     async def _locate(self, group_id: str, deadline: float) -> tuple[int, str]:
@@ -206,8 +248,8 @@ class CoordinatorRouter:
         if cached is not None and cached[0] in self.source.addresses:
             self._coordinators.move_to_end(group_id)
             return cached
-        response = await self._call_any(
-            "FindCoordinator", coordinator_pb2.FindCoordinatorRequest(group_id=group_id), deadline
+        response = await self._find_on_any(
+            coordinator_pb2.FindCoordinatorRequest(group_id=group_id), deadline
         )
         if response.error_code:
             raise _NotFound(
@@ -225,18 +267,19 @@ class CoordinatorRouter:
 
     # -- one group ----------------------------------------------------------------------------
 
-    async def call(self, method: str, request: Any, timeout_s: float) -> Any:
+    async def call(self, method: str, request: GroupRequest, timeout_s: float) -> Message:
         """``method(request)`` on the coordinator of ``request.group_id``, retried on coordinator
-        errors until ``timeout_s`` passes."""
+        errors until ``timeout_s`` passes. The answer is ``<method>Response`` (the generated
+        stubs carry no types to say so)."""
         group_id: str = request.group_id
         deadline = time.monotonic() + timeout_s
         attempt = 0
-        last: Any = None
+        last: Message  # set by every attempt that does not return
         while True:
             address = "?"
             try:
                 _, address = await self._locate(group_id, deadline)
-                response = await getattr(self._stub(address), method)(
+                response: Message = await getattr(self._stub(address), method)(
                     request, timeout=max(deadline - time.monotonic(), 0.001)
                 )
             except _NotFound as exc:
@@ -274,8 +317,8 @@ class CoordinatorRouter:
     ) -> coordinator_pb2.ListGroupsResponse:
         addresses = await self._live()
         if not addresses:
-            return error_response(
-                "ListGroups", request, ErrorCode.COORDINATOR_NOT_AVAILABLE, NO_COORDINATOR
+            return coordinator_pb2.ListGroupsResponse(
+                error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE, error_message=NO_COORDINATOR
             )
         answers = await asyncio.gather(
             *(self._stub(a).ListGroups(request, timeout=timeout_s) for a in addresses),
@@ -310,6 +353,7 @@ class CoordinatorRouter:
             request.group_ids,
             timeout_s,
             build=lambda ids: coordinator_pb2.DescribeGroupsRequest(group_ids=ids),
+            answer=coordinator_pb2.DescribeGroupsResponse,
             items_of=lambda response: response.groups,
             item_type=coordinator_pb2.DescribedGroup,
         )
@@ -323,6 +367,7 @@ class CoordinatorRouter:
             request.group_ids,
             timeout_s,
             build=lambda ids: coordinator_pb2.DeleteGroupsRequest(group_ids=ids),
+            answer=coordinator_pb2.DeleteGroupsResponse,
             items_of=lambda response: response.results,
             item_type=coordinator_pb2.DeleteGroupResult,
         )
@@ -334,17 +379,20 @@ class CoordinatorRouter:
         group_ids: Sequence[str],
         timeout_s: float,
         *,
-        build: Callable[[list[str]], Any],
-        items_of: Callable[[Any], Iterable[Any]],
-        item_type: Callable[..., Any],
-    ) -> list[Any]:
-        """Per-group items of ``method`` over every group's coordinator, in request order."""
+        build: Callable[[list[str]], Message],
+        answer: type[Answer],
+        items_of: Callable[[Answer], Iterable[GroupResult]],
+        item_type: Callable[..., GroupResult],
+    ) -> list[GroupResult]:
+        """Per-group items of ``method`` over every group's coordinator, in request order.
+        ``answer`` is the type of ``method``'s response, for the type checker only (the
+        generated stubs carry no types)."""
         deadline = time.monotonic() + timeout_s
         pending = list(dict.fromkeys(group_ids))
-        results: dict[str, Any] = {}
+        results: dict[str, GroupResult] = {}
         final: set[str] = set()
 
-        def fail(ids: Iterable[str], code: int, message: str) -> None:
+        def fail(ids: Iterable[str], code: common_pb2.ErrorCode, message: str) -> None:
             for group_id in ids:
                 results[group_id] = item_type(
                     group_id=group_id, error_code=code, error_message=message
@@ -359,7 +407,9 @@ class CoordinatorRouter:
         async def send(address: str, ids: list[str]) -> None:
             remaining = max(deadline - time.monotonic(), 0.001)
             try:
-                response = await getattr(self._stub(address), method)(build(ids), timeout=remaining)
+                response: Answer = await getattr(self._stub(address), method)(
+                    build(ids), timeout=remaining
+                )
             except grpc.aio.AioRpcError as exc:
                 if exc.code() != grpc.StatusCode.UNAVAILABLE:
                     raise

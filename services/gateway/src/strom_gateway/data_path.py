@@ -9,12 +9,28 @@ gateway makes callers wait instead of growing without limit.
 from __future__ import annotations
 
 import time
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import TypeVar
 
-from strom.protocol.v1 import storage_pb2
+from google.protobuf.message import Message
+
+from strom.protocol.v1 import common_pb2, storage_pb2
 from strom_gateway.byte_budget import ByteBudget
-from strom_gateway.leader_router import LeaderRouter
-from strom_gateway.wire import LazyFetchResponse, produce_partitions, resolve
+from strom_gateway.leader_router import (
+    DELETE_RECORDS,
+    FETCH,
+    LIST_OFFSETS,
+    PRODUCE,
+    LeaderRouter,
+    PartitionItem,
+)
+from strom_gateway.wire import (
+    FetchResult,
+    LazyFetchResponse,
+    PartitionRef,
+    produce_partitions,
+    resolve,
+)
 
 __all__ = ["DataPath", "fetch_reservation"]
 
@@ -33,12 +49,19 @@ def fetch_reservation(request: storage_pb2.FetchRequest, capacity: int) -> int:
     return max(1, min(per_partition, overall, capacity))
 
 
-def _whole_or(request: Any, field: str, build: Any) -> Any:
-    """``build`` for a leader's share, but the request itself when the share is all of it
-    (the usual single-leader case: no copy of the record bytes)."""
+Request = TypeVar("Request", bound=Message)
+Entry = TypeVar("Entry")
 
-    def share(items: list[Any]) -> Any:
-        if len(items) == len(getattr(request, field)):
+
+def _whole_or(
+    request: Request, entries: Sequence[Entry], build: Callable[[list[Entry]], Request]
+) -> Callable[[list[Entry]], Request]:
+    """``build`` for a leader's share of ``entries`` (the request's partitions), but the
+    request itself when the share is all of it (the usual single-leader case: no copy of the
+    record bytes)."""
+
+    def share(items: list[Entry]) -> Request:
+        if len(items) == len(entries):
             return request
         return build(items)
 
@@ -66,7 +89,7 @@ class DataPath:
                 parsed.append(storage_pb2.ProduceRequest.FromString(raw))
             return parsed[0]
 
-        def build(share: list[Any]) -> Any:
+        def build(share: list[PartitionRef]) -> storage_pb2.ProduceRequest | bytes:
             if len(share) == len(items):
                 return raw
             full = request()
@@ -80,10 +103,10 @@ class DataPath:
 
         async with self.budget.hold(len(raw)):
             results, whole = await self.router.scatter(
-                "Produce", items, build, produce_error, deadline
+                PRODUCE, items, build, produce_error, deadline
             )
         if whole is not None:
-            return whole  # type: ignore[no-any-return]
+            return whole
         return storage_pb2.ProduceResponse(
             correlation_id=request().correlation_id, partitions=results
         )
@@ -100,7 +123,7 @@ class DataPath:
         """``produce`` for a caller that already holds the request's bytes."""
         build = _whole_or(
             request,
-            "partitions",
+            request.partitions,
             lambda parts: storage_pb2.ProduceRequest(
                 acks=request.acks,
                 timeout_ms=request.timeout_ms,
@@ -110,10 +133,10 @@ class DataPath:
             ),
         )
         results, whole = await self.router.scatter(
-            "Produce", request.partitions, build, produce_error, deadline
+            PRODUCE, request.partitions, build, produce_error, deadline
         )
         if whole is not None:
-            return whole  # type: ignore[no-any-return]
+            return whole
         return storage_pb2.ProduceResponse(
             correlation_id=request.correlation_id, partitions=results
         )
@@ -125,7 +148,7 @@ class DataPath:
         no retries): the servicer sends bytes on untouched."""
         results, whole = await self._fetch(request, deadline)
         if whole is not None:
-            return whole  # type: ignore[no-any-return]
+            return whole.raw
         return storage_pb2.FetchResponse(
             correlation_id=request.correlation_id, partitions=[resolve(r) for r in results]
         )
@@ -136,11 +159,13 @@ class DataPath:
         """The per-partition results of a fetch, in request order."""
         return [resolve(r) for r in (await self._fetch(request, deadline))[0]]
 
-    async def _fetch(self, request: storage_pb2.FetchRequest, deadline: float) -> tuple[Any, Any]:
+    async def _fetch(
+        self, request: storage_pb2.FetchRequest, deadline: float
+    ) -> tuple[list[FetchResult], LazyFetchResponse | None]:
         async with self.budget.hold(fetch_reservation(request, self.budget.capacity)):
             build = _whole_or(
                 request,
-                "partitions",
+                request.partitions,
                 lambda parts: storage_pb2.FetchRequest(
                     replica_id=request.replica_id,
                     max_wait_ms=request.max_wait_ms,
@@ -154,12 +179,7 @@ class DataPath:
                 ),
             )
             return await self.router.scatter(
-                "Fetch",
-                request.partitions,
-                build,
-                fetch_error,
-                deadline,
-                parse=LazyFetchResponse,
+                FETCH, request.partitions, build, fetch_error, deadline
             )
 
     async def list_offsets(
@@ -167,7 +187,7 @@ class DataPath:
     ) -> storage_pb2.ListOffsetsResponse:
         build = _whole_or(
             request,
-            "partitions",
+            request.partitions,
             lambda parts: storage_pb2.ListOffsetsRequest(
                 replica_id=request.replica_id,
                 isolation_level=request.isolation_level,
@@ -175,10 +195,10 @@ class DataPath:
             ),
         )
         results, whole = await self.router.scatter(
-            "ListOffsets", request.partitions, build, list_offsets_error, deadline
+            LIST_OFFSETS, request.partitions, build, list_offsets_error, deadline
         )
         if whole is not None:
-            return whole  # type: ignore[no-any-return]
+            return whole
         return storage_pb2.ListOffsetsResponse(partitions=results)
 
     async def delete_records(
@@ -186,24 +206,26 @@ class DataPath:
     ) -> storage_pb2.DeleteRecordsResponse:
         build = _whole_or(
             request,
-            "partitions",
+            request.partitions,
             lambda parts: storage_pb2.DeleteRecordsRequest(
                 partitions=parts, timeout_ms=request.timeout_ms
             ),
         )
         results, whole = await self.router.scatter(
-            "DeleteRecords", request.partitions, build, delete_records_error, deadline
+            DELETE_RECORDS, request.partitions, build, delete_records_error, deadline
         )
         if whole is not None:
-            return whole  # type: ignore[no-any-return]
+            return whole
         return storage_pb2.DeleteRecordsResponse(partitions=results)
 
 
-def produce_error(item: Any, code: int, message: str) -> storage_pb2.ProducePartitionResult:
+def produce_error(
+    item: PartitionItem, code: common_pb2.ErrorCode, message: str
+) -> storage_pb2.ProducePartitionResult:
     return storage_pb2.ProducePartitionResult(
         topic=item.topic,
         partition=item.partition,
-        error_code=code,  # type: ignore[arg-type]
+        error_code=code,
         error_message=message,
         base_offset=-1,
         log_append_time_ms=-1,
@@ -211,11 +233,13 @@ def produce_error(item: Any, code: int, message: str) -> storage_pb2.ProducePart
     )
 
 
-def fetch_error(item: Any, code: int, message: str) -> storage_pb2.FetchPartitionResult:
+def fetch_error(
+    item: PartitionItem, code: common_pb2.ErrorCode, message: str
+) -> storage_pb2.FetchPartitionResult:
     return storage_pb2.FetchPartitionResult(
         topic=item.topic,
         partition=item.partition,
-        error_code=code,  # type: ignore[arg-type]
+        error_code=code,
         error_message=message,
         high_watermark=-1,
         last_stable_offset=-1,
@@ -225,12 +249,12 @@ def fetch_error(item: Any, code: int, message: str) -> storage_pb2.FetchPartitio
 
 
 def list_offsets_error(
-    item: Any, code: int, message: str
+    item: PartitionItem, code: common_pb2.ErrorCode, message: str
 ) -> storage_pb2.ListOffsetsPartitionResult:
     return storage_pb2.ListOffsetsPartitionResult(
         topic=item.topic,
         partition=item.partition,
-        error_code=code,  # type: ignore[arg-type]
+        error_code=code,
         error_message=message,
         timestamp_ms=-1,
         offset=-1,
@@ -238,11 +262,13 @@ def list_offsets_error(
     )
 
 
-def delete_records_error(item: Any, code: int, message: str) -> storage_pb2.DeleteRecordsResult:
+def delete_records_error(
+    item: PartitionItem, code: common_pb2.ErrorCode, message: str
+) -> storage_pb2.DeleteRecordsResult:
     return storage_pb2.DeleteRecordsResult(
         topic=item.topic,
         partition=item.partition,
-        error_code=code,  # type: ignore[arg-type]
+        error_code=code,
         error_message=message,
         low_watermark=-1,
     )

@@ -22,21 +22,33 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol, TypeVar
+from dataclasses import dataclass
+from typing import Any, Generic, Protocol, TypeAlias, TypeVar, cast
 
 import grpc
 import structlog
+from google.protobuf.message import Message
 
 from strom.cluster import from_rpc_error
 from strom.errors import ErrorCode
-from strom.protocol.v1 import storage_pb2, storage_pb2_grpc
+from strom.protocol.v1 import common_pb2, storage_pb2, storage_pb2_grpc
 from strom_gateway.metadata_cache import MetadataCache
+from strom_gateway.wire import LazyFetchResponse
 from strom_server.rpc.channels import open_channel, trace_metadata
 from strom_server.rpc.raw_methods import serialize
 
 log = structlog.get_logger(__name__)
 
-__all__ = ["RETRY_CODES", "LeaderRouter", "PartitionItem"]
+__all__ = [
+    "DELETE_RECORDS",
+    "FETCH",
+    "LIST_OFFSETS",
+    "PRODUCE",
+    "RETRY_CODES",
+    "LeaderRouter",
+    "PartitionItem",
+    "StorageMethod",
+]
 
 #: Per-partition answers that mean "ask the controller again and retry on the new leader".
 RETRY_CODES = frozenset(
@@ -52,27 +64,6 @@ RETRY_BACKOFF_S = (0.02, 0.05, 0.1, 0.2, 0.4, 0.8, 1.0)
 
 
 _SERVICE = "/strom.protocol.v1.StorageNode/"
-#: Methods scatter() calls, with how each answer is read (None: kept raw, parsed by ``parse``).
-_RESPONSES: dict[str, Any] = {
-    "Produce": storage_pb2.ProduceResponse.FromString,
-    "Fetch": None,
-    "ListOffsets": storage_pb2.ListOffsetsResponse.FromString,
-    "DeleteRecords": storage_pb2.DeleteRecordsResponse.FromString,
-}
-
-
-class _Leader:
-    """One storage node: its channel, generated stub and pass-through callables."""
-
-    def __init__(self, channel: grpc.aio.Channel) -> None:
-        self.channel = channel
-        self.stub = storage_pb2_grpc.StorageNodeStub(channel)
-        self.calls = {
-            method: channel.unary_unary(
-                _SERVICE + method, request_serializer=serialize, response_deserializer=reader
-            )
-            for method, reader in _RESPONSES.items()
-        }
 
 
 class PartitionItem(Protocol):
@@ -85,11 +76,60 @@ class PartitionItem(Protocol):
     def partition(self) -> int: ...
 
 
+class Answer(Protocol):
+    """A leader's answer to a data-path request: one result per partition, in request order."""
+
+    # Any: each answer has its own result type (ProduceResponse: ProducePartitionResult...),
+    # which Python's generics cannot tie to the answer's type.
+    @property
+    def partitions(self) -> Sequence[Any]: ...
+
+
 Item = TypeVar("Item", bound=PartitionItem)
-#: Builds a storage request from the partition entries bound for one leader.
-Build = Callable[[list[Any]], Any]
+Result = TypeVar("Result")
+Response = TypeVar("Response", bound=Answer)
+Response_co = TypeVar("Response_co", bound=Answer, covariant=True)
+#: Builds a storage request (a message, or bytes sent as they are) from the partition entries
+#: bound for one leader.
+Build: TypeAlias = Callable[[list[Item]], Message | bytes]
 #: A per-partition result carrying an error: (item, code, message) -> result message.
-ErrorResult = Callable[[Any, int, str], Any]
+ErrorResult: TypeAlias = Callable[[Item, common_pb2.ErrorCode, str], Result]
+#: (index of an item, error code, message) for items that cannot be sent.
+Failure: TypeAlias = tuple[int, common_pb2.ErrorCode, str]
+
+
+@dataclass(frozen=True, slots=True)
+class StorageMethod(Generic[Response_co]):
+    """A StorageNode RPC that scatter() calls, and how its answer's bytes are read."""
+
+    name: str
+    read: Callable[[bytes], Response_co]
+    #: gRPC hands the answer over as bytes, read here (not by gRPC) with ``read``.
+    raw: bool = False
+
+
+PRODUCE = StorageMethod("Produce", storage_pb2.ProduceResponse.FromString)
+#: Read raw: the answer is passed on as the leader's bytes when it goes back whole.
+FETCH = StorageMethod("Fetch", LazyFetchResponse, raw=True)
+LIST_OFFSETS = StorageMethod("ListOffsets", storage_pb2.ListOffsetsResponse.FromString)
+DELETE_RECORDS = StorageMethod("DeleteRecords", storage_pb2.DeleteRecordsResponse.FromString)
+_METHODS: tuple[StorageMethod[Answer], ...] = (PRODUCE, FETCH, LIST_OFFSETS, DELETE_RECORDS)
+
+
+class _Leader:
+    """One storage node: its channel, generated stub and pass-through callables."""
+
+    def __init__(self, channel: grpc.aio.Channel) -> None:
+        self.channel = channel
+        self.stub = storage_pb2_grpc.StorageNodeStub(channel)
+        self.calls = {
+            method.name: channel.unary_unary(
+                _SERVICE + method.name,
+                request_serializer=serialize,
+                response_deserializer=None if method.raw else method.read,
+            )
+            for method in _METHODS
+        }
 
 
 class LeaderRouter:
@@ -123,7 +163,7 @@ class LeaderRouter:
 
     async def group(
         self, items: Sequence[PartitionItem], indexes: Sequence[int], deadline: float
-    ) -> tuple[dict[str, list[int]], list[tuple[int, int, str]], list[tuple[int, int, str]]]:
+    ) -> tuple[dict[str, list[int]], list[Failure], list[Failure]]:
         """Indexes of ``items`` by leader address, plus (index, code, message) failures that
         are final (unknown topic or partition) and retriable (no leader right now).
 
@@ -141,8 +181,8 @@ class LeaderRouter:
             self.metadata.mark_stale(again)
             await self.metadata.ensure(again, _left(deadline))
         by_leader: dict[str, list[int]] = {}
-        final: list[tuple[int, int, str]] = []
-        retry: list[tuple[int, int, str]] = []
+        final: list[Failure] = []
+        retry: list[Failure] = []
         for i in indexes:
             item = items[i]
             leader = self.metadata.leader(item.topic, item.partition)
@@ -162,21 +202,19 @@ class LeaderRouter:
 
     async def scatter(
         self,
-        method: str,
+        method: StorageMethod[Response],
         items: Sequence[Item],
-        build: Build,
-        error: ErrorResult,
+        build: Build[Item],
+        error: ErrorResult[Item, Result],
         deadline: float,
-        *,
-        parse: Callable[[bytes], Any] | None = None,
-    ) -> tuple[list[Any], Any | None]:
-        """Results for ``items`` in order; the second value is the leader's own response (as
-        it came: raw bytes for a method read raw, parsed by ``parse``) when exactly one leader
+    ) -> tuple[list[Result], Response | None]:
+        """Results for ``items`` in order; the second value is the leader's own response
+        (for a method read raw, it keeps the bytes as they came) when exactly one leader
         answered for every item on the first attempt, so that it can be passed on as it is."""
-        results: list[Any] = [None] * len(items)
+        results: list[Result | None] = [None] * len(items)
         pending = list(range(len(items)))
         attempt = 0
-        whole: Any | None = None
+        whole: Response | None = None
         while pending:
             by_leader, final, retry_now = await self.group(items, pending, deadline)
             for i, code, message in final:
@@ -185,7 +223,7 @@ class LeaderRouter:
             for i, code, message in retry_now:
                 results[i] = error(items[i], code, message)
             calls = [
-                self._call(method, address, [items[i] for i in indexes], build, deadline, parse)
+                self._call(method, address, [items[i] for i in indexes], build, deadline)
                 for address, indexes in by_leader.items()
             ]
             # One leader (the usual case): awaited directly, no task per call.
@@ -201,7 +239,7 @@ class LeaderRouter:
                     if answer_or_error.code() in UNREACHABLE:
                         retry.extend(indexes)
                     continue
-                raw, outcome = answer_or_error
+                outcome = answer_or_error
                 answers = outcome.partitions
                 if len(answers) != len(indexes):
                     for i in indexes:
@@ -213,7 +251,7 @@ class LeaderRouter:
                     if answer.error_code in RETRY_CODES:
                         retry.append(i)
                 if attempt == 0 and len(by_leader) == 1 and not final and not retry_now:
-                    whole = outcome if raw is None else raw
+                    whole = outcome
             if not retry:
                 break
             whole = None
@@ -222,23 +260,23 @@ class LeaderRouter:
             if time.monotonic() + delay >= deadline:
                 break  # the client sees the last answer and retries on its own
             attempt += 1
-            log.debug("retrying on new leaders", method=method, partitions=len(retry))
+            log.debug("retrying on new leaders", method=method.name, partitions=len(retry))
             await asyncio.sleep(delay)
             pending = sorted(retry)
-        return results, whole
+        # Every slot is filled on the first attempt: by an answer or an error result.
+        return cast(list[Result], results), whole
 
-    async def _call(  # noqa: PLR0917 - private, called once
+    async def _call(
         self,
-        method: str,
+        method: StorageMethod[Response],
         address: str,
-        items: list[Any],
-        build: Build,
+        items: list[Item],
+        build: Build[Item],
         deadline: float,
-        parse: Callable[[bytes], Any] | None,
-    ) -> Any:
-        """One sub-request to one leader: (raw bytes or None, response); a gRPC failure is
-        returned, not raised."""
-        call = self._leader(address).calls[method]
+    ) -> Response | grpc.aio.AioRpcError:
+        """One sub-request to one leader: its response; a gRPC failure is returned, not
+        raised."""
+        call = self._leader(address).calls[method.name]
         try:
             response = await call(build(items), timeout=_left(deadline), metadata=trace_metadata())
         except grpc.aio.AioRpcError as exc:
@@ -246,9 +284,8 @@ class LeaderRouter:
                 self.metadata.mark_stale({item.topic for item in items})
             return exc
         if isinstance(response, bytes):
-            assert parse is not None, method
-            return response, parse(response)  # raw, and what the caller reads of it
-        return None, response
+            return method.read(response)  # read raw: the answer keeps the bytes it came as
+        return response
 
     async def close(self) -> None:
         channels = [leader.channel for leader in self._leaders.values()]

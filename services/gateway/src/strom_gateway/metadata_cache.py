@@ -12,6 +12,7 @@ import asyncio
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import cast
 
 from strom.protocol.v1 import controller_pb2
 from strom_gateway.routing import ControllerRouter
@@ -75,9 +76,10 @@ class MetadataCache:
 
     async def _refresh(self, wanted: frozenset[str], timeout_s: float) -> None:
         try:
-            response: controller_pb2.MetadataResponse = await self._router.call(
+            answer = await self._router.call(
                 "Metadata", controller_pb2.MetadataRequest(topics=sorted(wanted)), timeout_s
             )
+            response = cast(controller_pb2.MetadataResponse, answer)  # Metadata's answer
         finally:
             self._inflight.pop(wanted, None)
         now = time.monotonic()

@@ -19,12 +19,12 @@ import contextlib
 import time
 from collections import deque
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import cast
 
 import grpc
 import structlog
 
-from strom.protocol.v1 import storage_pb2
+from strom.protocol.v1 import common_pb2, storage_pb2, storage_pb2_grpc
 from strom_gateway.data_path import DataPath, produce_error
 from strom_gateway.leader_router import RETRY_CODES
 
@@ -39,7 +39,7 @@ MAX_IN_FLIGHT = 32
 class _Upstream:
     """One ProduceStream to one leader; answers matched to requests by order."""
 
-    def __init__(self, stub: Any) -> None:
+    def __init__(self, stub: storage_pb2_grpc.StorageNodeStub) -> None:
         self._requests: asyncio.Queue[storage_pb2.ProduceRequest | None] = asyncio.Queue()
         self._waiting: deque[asyncio.Future[storage_pb2.ProduceResponse]] = deque()
         self.broken = False
@@ -50,8 +50,11 @@ class _Upstream:
         while (request := await self._requests.get()) is not None:
             yield request
 
-    def send(self, request: storage_pb2.ProduceRequest) -> asyncio.Future[Any]:
-        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+    def send(
+        self, request: storage_pb2.ProduceRequest
+    ) -> asyncio.Future[storage_pb2.ProduceResponse]:
+        future: asyncio.Future[storage_pb2.ProduceResponse]
+        future = asyncio.get_running_loop().create_future()
         if self.broken:
             future.set_exception(ConnectionError("the upstream stream has ended"))
             return future
@@ -105,7 +108,8 @@ class ProduceStreamRelay:
     async def run(
         self, requests: AsyncIterator[storage_pb2.ProduceRequest]
     ) -> AsyncIterator[storage_pb2.ProduceResponse]:
-        pending: asyncio.Queue[tuple[asyncio.Task[Any], int] | None] = asyncio.Queue(MAX_IN_FLIGHT)
+        pending: asyncio.Queue[tuple[asyncio.Task[storage_pb2.ProduceResponse], int] | None]
+        pending = asyncio.Queue(MAX_IN_FLIGHT)
         budget = self._data.budget
 
         async def read() -> None:
@@ -141,14 +145,16 @@ class ProduceStreamRelay:
                     budget.release(left[1])
             await asyncio.gather(*(u.close() for u in self._upstreams.values()))
 
-    async def _dispatch(self, request: storage_pb2.ProduceRequest) -> asyncio.Task[Any]:
+    async def _dispatch(
+        self, request: storage_pb2.ProduceRequest
+    ) -> asyncio.Task[storage_pb2.ProduceResponse]:
         """Send the request's shares to their leaders now (keeping order); the task awaits
         the answers."""
         deadline = time.monotonic() + self._timeout_s
         router = self._data.router
         items = list(request.partitions)
         by_leader, final, retry = await router.group(items, range(len(items)), deadline)
-        sent: list[tuple[list[int], asyncio.Future[Any]]] = []
+        sent: list[tuple[list[int], asyncio.Future[storage_pb2.ProduceResponse]]] = []
         for address, indexes in by_leader.items():
             if len(indexes) == len(items):
                 share = request
@@ -170,14 +176,14 @@ class ProduceStreamRelay:
     async def _complete(
         self,
         request: storage_pb2.ProduceRequest,
-        items: list[Any],
-        sent: list[tuple[list[int], asyncio.Future[Any]]],
+        items: list[storage_pb2.ProducePartitionData],
+        sent: list[tuple[list[int], asyncio.Future[storage_pb2.ProduceResponse]]],
         later: list[int],
-        errors: dict[int, tuple[int, str]],
+        errors: dict[int, tuple[common_pb2.ErrorCode, str]],
         *,
         deadline: float,
     ) -> storage_pb2.ProduceResponse:
-        results: list[Any] = [None] * len(items)
+        results: list[storage_pb2.ProducePartitionResult | None] = [None] * len(items)
         for i, (code, message) in errors.items():
             results[i] = produce_error(items[i], code, message)
         retry = list(later)
@@ -190,7 +196,7 @@ class ProduceStreamRelay:
                 continue
             alone = len(sent) == 1 and not retry and not errors and len(indexes) == len(items)
             if alone and not any(p.error_code in RETRY_CODES for p in response.partitions):
-                return response  # type: ignore[no-any-return]
+                return response
             for i, answer in zip(indexes, response.partitions, strict=False):
                 results[i] = answer
                 if answer.error_code in RETRY_CODES:
@@ -204,9 +210,12 @@ class ProduceStreamRelay:
                 correlation_id=request.correlation_id,
                 client_id=request.client_id,
             )
-            answer = await self._data.produce_held(again, deadline)
-            for i, result in zip(sorted(retry), answer.partitions, strict=True):
+            retried = await self._data.produce_held(again, deadline)
+            for i, result in zip(sorted(retry), retried.partitions, strict=True):
                 results[i] = result
+        # Every slot is filled by now, as long as each leader answered every partition it was
+        # sent (the zip above is not strict).
         return storage_pb2.ProduceResponse(
-            correlation_id=request.correlation_id, partitions=results
+            correlation_id=request.correlation_id,
+            partitions=cast(list[storage_pb2.ProducePartitionResult], results),
         )

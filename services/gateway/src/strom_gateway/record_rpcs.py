@@ -69,11 +69,11 @@ class RecordRpcs:
             unknown = why.startswith("unknown topic")
             answer.error_code = (
                 ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if unknown else ErrorCode.INVALID_REQUEST
-            )  # type: ignore[assignment]
+            )
             answer.error_message = why
             return answer
         if not request.records:
-            answer.error_code = ErrorCode.INVALID_REQUEST  # type: ignore[assignment]
+            answer.error_code = ErrorCode.INVALID_REQUEST
             answer.error_message = "no records"
             return answer
         try:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any
 
 import grpc
 import structlog
@@ -61,9 +60,10 @@ class ControllerRouter:
             self._channels[address] = entry
         return entry[1]
 
-    async def call(self, method: str, request: Message, timeout_s: float) -> Any:
+    async def call(self, method: str, request: Message, timeout_s: float) -> Message:
         """``Controller.<method>(request)`` on the active controller, retried until
-        ``timeout_s`` passes; raises NoControllerError or the last gRPC error."""
+        ``timeout_s`` passes; raises NoControllerError or the last gRPC error. The answer is
+        ``<method>Response`` (the generated stubs carry no types to say so)."""
         deadline = time.monotonic() + timeout_s
         attempt = 0
         last_problem = "no active controller is registered in etcd"
@@ -72,7 +72,7 @@ class ControllerRouter:
             remaining = deadline - time.monotonic()
             if address is not None and remaining > 0:
                 try:
-                    response = await getattr(self._stub(address), method)(
+                    response: Message = await getattr(self._stub(address), method)(
                         request, timeout=remaining
                     )
                 except grpc.aio.AioRpcError as exc:

@@ -9,15 +9,21 @@ Metadata and administration go to the active controller (``routing``); the data 
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator
-from typing import Any
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import NoReturn, TypeAlias, TypeVar, cast
 
 import grpc
 from google.protobuf.message import DecodeError, Message
 
-from strom.protocol.v1 import controller_pb2, coordinator_pb2, gateway_pb2_grpc, storage_pb2
+from strom.protocol.v1 import (
+    controller_pb2,
+    coordinator_pb2,
+    gateway_pb2,
+    gateway_pb2_grpc,
+    storage_pb2,
+)
 from strom_gateway.byte_budget import TooLargeError
-from strom_gateway.coordinator_router import CoordinatorRouter
+from strom_gateway.coordinator_router import CoordinatorRouter, GroupRequest
 from strom_gateway.data_path import DataPath
 from strom_gateway.produce_stream import ProduceStreamRelay
 from strom_gateway.record_rpcs import RecordRpcs
@@ -31,8 +37,19 @@ __all__ = ["GatewayServicer", "add_to_server"]
 RAW_REQUESTS = ("Produce",)
 RAW_RESPONSES = ("Produce", "Fetch")
 
+Ctx: TypeAlias = grpc.aio.ServicerContext
+Request = TypeVar("Request")
+Response = TypeVar("Response")
+Answer = TypeVar("Answer", bound=Message)
 
-def add_to_server(servicer: GatewayServicer, server: Any) -> None:
+
+async def _abort(context: Ctx, code: grpc.StatusCode, details: str) -> NoReturn:
+    """``context.abort``, which always raises (grpc ships no types that say so)."""
+    await context.abort(code, details)
+    raise AssertionError("ServicerContext.abort returned")  # unreachable
+
+
+def add_to_server(servicer: GatewayServicer, server: grpc.aio.Server) -> None:
     """``add_GatewayServicer_to_server`` with the pass-through methods."""
     add_with_raw_methods(
         gateway_pb2_grpc.add_GatewayServicer_to_server,
@@ -60,171 +77,262 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
         self.records = RecordRpcs(data)
         self.default_timeout_s = default_timeout_s
 
-    def _timeout(self, context: grpc.aio.ServicerContext, floor_s: float = 0.0) -> float:
+    def _timeout(self, context: Ctx, floor_s: float = 0.0) -> float:
         """The client's deadline, else the default (at least ``floor_s``)."""
-        remaining = context.time_remaining()
+        remaining: float | None = context.time_remaining()
         if remaining is None:
             return max(self.default_timeout_s, floor_s)
         return min(remaining, 3600.0)
 
     async def _forward(
-        self, method: str, request: Message, context: grpc.aio.ServicerContext
-    ) -> Any:
+        self, method: str, request: Message, answer: type[Answer], context: Ctx
+    ) -> Answer:
+        """``Controller.<method>``; ``answer``, its response type, is for the type checker
+        only (the generated stubs carry no types)."""
         try:
-            return await self.router.call(method, request, self._timeout(context))
+            response = await self.router.call(method, request, self._timeout(context))
         except NoControllerError as exc:
-            await context.abort(grpc.StatusCode.UNAVAILABLE, str(exc))
+            await _abort(context, grpc.StatusCode.UNAVAILABLE, str(exc))
         except grpc.aio.AioRpcError as exc:
-            await context.abort(exc.code(), exc.details() or "")
+            await _abort(context, exc.code(), exc.details() or "")
+        return cast(Answer, response)
 
-    async def Metadata(self, request: controller_pb2.MetadataRequest, context: Any) -> Any:
-        return await self._forward("Metadata", request, context)
+    async def Metadata(
+        self, request: controller_pb2.MetadataRequest, context: Ctx
+    ) -> controller_pb2.MetadataResponse:
+        return await self._forward("Metadata", request, controller_pb2.MetadataResponse, context)
 
     # -- data path ----------------------------------------------------------------------------
 
-    def _deadline(self, context: grpc.aio.ServicerContext, floor_s: float = 0.0) -> float:
+    def _deadline(self, context: Ctx, floor_s: float = 0.0) -> float:
         return time.monotonic() + self._timeout(context, floor_s)
 
-    async def _data(self, call: Any, request: Any, context: Any, floor_s: float = 0.0) -> Any:
+    async def _data(
+        self,
+        call: Callable[[Request, float], Awaitable[Response]],
+        request: Request,
+        context: Ctx,
+        floor_s: float = 0.0,
+    ) -> Response:
         try:
             return await call(request, self._deadline(context, floor_s))
         except TooLargeError as exc:
-            await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, str(exc))
+            await _abort(context, grpc.StatusCode.RESOURCE_EXHAUSTED, str(exc))
         except NoControllerError as exc:
-            await context.abort(grpc.StatusCode.UNAVAILABLE, str(exc))
+            await _abort(context, grpc.StatusCode.UNAVAILABLE, str(exc))
 
-    async def Produce(self, raw: bytes, context: Any) -> Any:
+    async def Produce(self, raw: bytes, context: Ctx) -> storage_pb2.ProduceResponse:
         """``raw``: the ProduceRequest's bytes (see ``add_to_server``)."""
         try:
             return await self.data.produce_raw(raw, self._deadline(context))
         except DecodeError as exc:
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"bad ProduceRequest: {exc}")
+            await _abort(context, grpc.StatusCode.INVALID_ARGUMENT, f"bad ProduceRequest: {exc}")
         except TooLargeError as exc:
-            await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, str(exc))
+            await _abort(context, grpc.StatusCode.RESOURCE_EXHAUSTED, str(exc))
         except NoControllerError as exc:
-            await context.abort(grpc.StatusCode.UNAVAILABLE, str(exc))
+            await _abort(context, grpc.StatusCode.UNAVAILABLE, str(exc))
 
     async def ProduceStream(
-        self, request_iterator: AsyncIterator[storage_pb2.ProduceRequest], context: Any
+        self, request_iterator: AsyncIterator[storage_pb2.ProduceRequest], context: Ctx
     ) -> AsyncIterator[storage_pb2.ProduceResponse]:
         relay = ProduceStreamRelay(self.data, timeout_s=self.default_timeout_s)
         try:
             async for response in relay.run(request_iterator):
                 yield response
         except TooLargeError as exc:
-            await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, str(exc))
+            await _abort(context, grpc.StatusCode.RESOURCE_EXHAUSTED, str(exc))
         except NoControllerError as exc:
-            await context.abort(grpc.StatusCode.UNAVAILABLE, str(exc))
+            await _abort(context, grpc.StatusCode.UNAVAILABLE, str(exc))
 
-    async def Fetch(self, request: storage_pb2.FetchRequest, context: Any) -> Any:
+    async def Fetch(
+        self, request: storage_pb2.FetchRequest, context: Ctx
+    ) -> storage_pb2.FetchResponse | bytes:
         # A long poll legitimately takes max_wait_ms.
         return await self._data(self.data.fetch, request, context, request.max_wait_ms / 1000)
 
-    async def ListOffsets(self, request: storage_pb2.ListOffsetsRequest, context: Any) -> Any:
+    async def ListOffsets(
+        self, request: storage_pb2.ListOffsetsRequest, context: Ctx
+    ) -> storage_pb2.ListOffsetsResponse:
         return await self._data(self.data.list_offsets, request, context)
 
-    async def DeleteRecords(self, request: storage_pb2.DeleteRecordsRequest, context: Any) -> Any:
+    async def DeleteRecords(
+        self, request: storage_pb2.DeleteRecordsRequest, context: Ctx
+    ) -> storage_pb2.DeleteRecordsResponse:
         return await self._data(self.data.delete_records, request, context)
 
-    async def ProduceRecords(self, request: Any, context: Any) -> Any:
+    async def ProduceRecords(
+        self, request: gateway_pb2.ProduceRecordsRequest, context: Ctx
+    ) -> gateway_pb2.ProduceRecordsResponse:
         return await self._data(self.records.produce, request, context)
 
-    async def FetchRecords(self, request: Any, context: Any) -> Any:
+    async def FetchRecords(
+        self, request: gateway_pb2.FetchRecordsRequest, context: Ctx
+    ) -> gateway_pb2.FetchRecordsResponse:
         return await self._data(self.records.fetch, request, context, request.max_wait_ms / 1000)
 
     # -- administration -----------------------------------------------------------------------
 
-    async def CreateTopics(self, request: controller_pb2.CreateTopicsRequest, context: Any) -> Any:
-        return await self._forward("CreateTopics", request, context)
+    async def CreateTopics(
+        self, request: controller_pb2.CreateTopicsRequest, context: Ctx
+    ) -> controller_pb2.CreateTopicsResponse:
+        return await self._forward(
+            "CreateTopics", request, controller_pb2.CreateTopicsResponse, context
+        )
 
-    async def DeleteTopics(self, request: controller_pb2.DeleteTopicsRequest, context: Any) -> Any:
-        return await self._forward("DeleteTopics", request, context)
+    async def DeleteTopics(
+        self, request: controller_pb2.DeleteTopicsRequest, context: Ctx
+    ) -> controller_pb2.DeleteTopicsResponse:
+        return await self._forward(
+            "DeleteTopics", request, controller_pb2.DeleteTopicsResponse, context
+        )
 
     async def CreatePartitions(
-        self, request: controller_pb2.CreatePartitionsRequest, context: Any
-    ) -> Any:
-        return await self._forward("CreatePartitions", request, context)
+        self, request: controller_pb2.CreatePartitionsRequest, context: Ctx
+    ) -> controller_pb2.CreatePartitionsResponse:
+        return await self._forward(
+            "CreatePartitions", request, controller_pb2.CreatePartitionsResponse, context
+        )
 
     async def DescribeConfigs(
-        self, request: controller_pb2.DescribeConfigsRequest, context: Any
-    ) -> Any:
-        return await self._forward("DescribeConfigs", request, context)
+        self, request: controller_pb2.DescribeConfigsRequest, context: Ctx
+    ) -> controller_pb2.DescribeConfigsResponse:
+        return await self._forward(
+            "DescribeConfigs", request, controller_pb2.DescribeConfigsResponse, context
+        )
 
     async def IncrementalAlterConfigs(
-        self, request: controller_pb2.IncrementalAlterConfigsRequest, context: Any
-    ) -> Any:
-        return await self._forward("IncrementalAlterConfigs", request, context)
+        self, request: controller_pb2.IncrementalAlterConfigsRequest, context: Ctx
+    ) -> controller_pb2.IncrementalAlterConfigsResponse:
+        return await self._forward(
+            "IncrementalAlterConfigs",
+            request,
+            controller_pb2.IncrementalAlterConfigsResponse,
+            context,
+        )
 
-    async def ElectLeaders(self, request: controller_pb2.ElectLeadersRequest, context: Any) -> Any:
-        return await self._forward("ElectLeaders", request, context)
+    async def ElectLeaders(
+        self, request: controller_pb2.ElectLeadersRequest, context: Ctx
+    ) -> controller_pb2.ElectLeadersResponse:
+        return await self._forward(
+            "ElectLeaders", request, controller_pb2.ElectLeadersResponse, context
+        )
 
     async def AlterPartitionReassignments(
-        self, request: controller_pb2.AlterPartitionReassignmentsRequest, context: Any
-    ) -> Any:
-        return await self._forward("AlterPartitionReassignments", request, context)
+        self, request: controller_pb2.AlterPartitionReassignmentsRequest, context: Ctx
+    ) -> controller_pb2.AlterPartitionReassignmentsResponse:
+        return await self._forward(
+            "AlterPartitionReassignments",
+            request,
+            controller_pb2.AlterPartitionReassignmentsResponse,
+            context,
+        )
 
     async def ListPartitionReassignments(
-        self, request: controller_pb2.ListPartitionReassignmentsRequest, context: Any
-    ) -> Any:
-        return await self._forward("ListPartitionReassignments", request, context)
+        self, request: controller_pb2.ListPartitionReassignmentsRequest, context: Ctx
+    ) -> controller_pb2.ListPartitionReassignmentsResponse:
+        return await self._forward(
+            "ListPartitionReassignments",
+            request,
+            controller_pb2.ListPartitionReassignmentsResponse,
+            context,
+        )
 
     async def InitProducerId(
-        self, request: controller_pb2.InitProducerIdRequest, context: Any
-    ) -> Any:
-        return await self._forward("InitProducerId", request, context)
+        self, request: controller_pb2.InitProducerIdRequest, context: Ctx
+    ) -> controller_pb2.InitProducerIdResponse:
+        return await self._forward(
+            "InitProducerId", request, controller_pb2.InitProducerIdResponse, context
+        )
 
     # -- consumer groups ----------------------------------------------------------------------
 
-    async def _group(self, method: str, request: Any, context: Any, floor_s: float = 0.0) -> Any:
+    async def _group(
+        self,
+        method: str,
+        request: GroupRequest,
+        answer: type[Answer],
+        context: Ctx,
+        floor_s: float = 0.0,
+    ) -> Answer:
+        """``GroupCoordinator.<method>``; ``answer``, its response type, is for the type
+        checker only (the generated stubs carry no types)."""
         try:
-            return await self.coordinators.call(method, request, self._timeout(context, floor_s))
+            response = await self.coordinators.call(
+                method, request, self._timeout(context, floor_s)
+            )
         except grpc.aio.AioRpcError as exc:
-            await context.abort(exc.code(), exc.details() or "")
+            await _abort(context, exc.code(), exc.details() or "")
+        return cast(Answer, response)
 
     async def FindCoordinator(
-        self, request: coordinator_pb2.FindCoordinatorRequest, context: Any
-    ) -> Any:
+        self, request: coordinator_pb2.FindCoordinatorRequest, context: Ctx
+    ) -> coordinator_pb2.FindCoordinatorResponse:
         return await self.coordinators.find_coordinator(request, self._timeout(context))
 
-    async def JoinGroup(self, request: coordinator_pb2.JoinGroupRequest, context: Any) -> Any:
+    async def JoinGroup(
+        self, request: coordinator_pb2.JoinGroupRequest, context: Ctx
+    ) -> coordinator_pb2.JoinGroupResponse:
         # A join legitimately waits for the rebalance: up to the rebalance timeout.
         floor_s = request.rebalance_timeout_ms / 1000 + 5.0
-        return await self._group("JoinGroup", request, context, floor_s)
+        answer = coordinator_pb2.JoinGroupResponse
+        return await self._group("JoinGroup", request, answer, context, floor_s)
 
-    async def SyncGroup(self, request: coordinator_pb2.SyncGroupRequest, context: Any) -> Any:
-        return await self._group("SyncGroup", request, context)
+    async def SyncGroup(
+        self, request: coordinator_pb2.SyncGroupRequest, context: Ctx
+    ) -> coordinator_pb2.SyncGroupResponse:
+        return await self._group("SyncGroup", request, coordinator_pb2.SyncGroupResponse, context)
 
-    async def Heartbeat(self, request: coordinator_pb2.HeartbeatRequest, context: Any) -> Any:
-        return await self._group("Heartbeat", request, context)
+    async def Heartbeat(
+        self, request: coordinator_pb2.HeartbeatRequest, context: Ctx
+    ) -> coordinator_pb2.HeartbeatResponse:
+        return await self._group("Heartbeat", request, coordinator_pb2.HeartbeatResponse, context)
 
-    async def LeaveGroup(self, request: coordinator_pb2.LeaveGroupRequest, context: Any) -> Any:
-        return await self._group("LeaveGroup", request, context)
+    async def LeaveGroup(
+        self, request: coordinator_pb2.LeaveGroupRequest, context: Ctx
+    ) -> coordinator_pb2.LeaveGroupResponse:
+        return await self._group("LeaveGroup", request, coordinator_pb2.LeaveGroupResponse, context)
 
-    async def OffsetCommit(self, request: coordinator_pb2.OffsetCommitRequest, context: Any) -> Any:
-        return await self._group("OffsetCommit", request, context)
+    async def OffsetCommit(
+        self, request: coordinator_pb2.OffsetCommitRequest, context: Ctx
+    ) -> coordinator_pb2.OffsetCommitResponse:
+        return await self._group(
+            "OffsetCommit", request, coordinator_pb2.OffsetCommitResponse, context
+        )
 
-    async def OffsetFetch(self, request: coordinator_pb2.OffsetFetchRequest, context: Any) -> Any:
-        return await self._group("OffsetFetch", request, context)
+    async def OffsetFetch(
+        self, request: coordinator_pb2.OffsetFetchRequest, context: Ctx
+    ) -> coordinator_pb2.OffsetFetchResponse:
+        return await self._group(
+            "OffsetFetch", request, coordinator_pb2.OffsetFetchResponse, context
+        )
 
-    async def OffsetDelete(self, request: coordinator_pb2.OffsetDeleteRequest, context: Any) -> Any:
-        return await self._group("OffsetDelete", request, context)
+    async def OffsetDelete(
+        self, request: coordinator_pb2.OffsetDeleteRequest, context: Ctx
+    ) -> coordinator_pb2.OffsetDeleteResponse:
+        return await self._group(
+            "OffsetDelete", request, coordinator_pb2.OffsetDeleteResponse, context
+        )
 
-    async def ListGroups(self, request: coordinator_pb2.ListGroupsRequest, context: Any) -> Any:
+    async def ListGroups(
+        self, request: coordinator_pb2.ListGroupsRequest, context: Ctx
+    ) -> coordinator_pb2.ListGroupsResponse:
         try:
             return await self.coordinators.list_groups(request, self._timeout(context))
         except grpc.aio.AioRpcError as exc:
-            await context.abort(exc.code(), exc.details() or "")
+            await _abort(context, exc.code(), exc.details() or "")
 
     async def DescribeGroups(
-        self, request: coordinator_pb2.DescribeGroupsRequest, context: Any
-    ) -> Any:
+        self, request: coordinator_pb2.DescribeGroupsRequest, context: Ctx
+    ) -> coordinator_pb2.DescribeGroupsResponse:
         try:
             return await self.coordinators.describe_groups(request, self._timeout(context))
         except grpc.aio.AioRpcError as exc:
-            await context.abort(exc.code(), exc.details() or "")
+            await _abort(context, exc.code(), exc.details() or "")
 
-    async def DeleteGroups(self, request: coordinator_pb2.DeleteGroupsRequest, context: Any) -> Any:
+    async def DeleteGroups(
+        self, request: coordinator_pb2.DeleteGroupsRequest, context: Ctx
+    ) -> coordinator_pb2.DeleteGroupsResponse:
         try:
             return await self.coordinators.delete_groups(request, self._timeout(context))
         except grpc.aio.AioRpcError as exc:
-            await context.abort(exc.code(), exc.details() or "")
+            await _abort(context, exc.code(), exc.details() or "")

@@ -10,13 +10,13 @@ A message these scanners cannot read raises ``ValueError``; callers then parse i
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TypeAlias
 
 from strom.protocol.v1 import storage_pb2
 from strom_server.rpc.produce_request import read_produce_request
 from strom_server.rpc.protowire import LEN, VARINT, fields, int32
 
-__all__ = ["LazyFetchResponse", "PartitionRef", "produce_partitions"]
+__all__ = ["FetchResult", "LazyFetchResponse", "PartitionRef", "produce_partitions"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,10 +91,19 @@ class LazyFetchResponse:
                     _LazyResult(topic, partition, code, self._raw, len(self.partitions))
                 )
 
+    @property
+    def raw(self) -> bytes:
+        """The serialized response, as it came."""
+        return self._raw.raw
+
     def message(self) -> storage_pb2.FetchResponse:
         return self._raw.message()
 
 
-def resolve(result: Any) -> Any:
+#: A fetch's per-partition result: a leader's, read lazily, or one the gateway made (an error).
+FetchResult: TypeAlias = storage_pb2.FetchPartitionResult | _LazyResult
+
+
+def resolve(result: FetchResult) -> storage_pb2.FetchPartitionResult:
     """A real result message for a lazily read one; anything else as it is."""
     return result.resolve() if isinstance(result, _LazyResult) else result
