@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 
 from strom.aio import Admin
 from strom.cluster import ClusterClient
@@ -18,6 +17,7 @@ from strom.protocol.v1.coordinator_pb2_grpc import add_GroupCoordinatorServicer_
 from strom.types import TopicPartition
 from strom_coordinator.config import CoordinatorConfig
 from strom_coordinator.directory import CoordinatorDirectory
+from strom_coordinator.group.expiry import expire_periodically
 from strom_coordinator.group.manager import GroupManager
 from strom_coordinator.offsets_log import OffsetsLog
 from strom_coordinator.ownership import PartitionOwnership
@@ -27,22 +27,10 @@ from strom_server.etcd.keys import ClusterKeys
 from strom_server.etcd.store import EtcdStore
 from strom_server.rpc.server import GrpcServer
 from strom_server.runner import run_service
-from strom_server.runtime.logs import get_logger
 from strom_server.runtime.values import advertised_address
-
-log = get_logger(__name__)
 
 #: Requests to the gateway and the storage nodes other than commits (topic creation, loading).
 _REQUEST_TIMEOUT_MS = 30000
-
-
-async def _expire_periodically(manager: GroupManager, interval_s: float) -> None:
-    while True:
-        await asyncio.sleep(interval_s)
-        try:
-            await manager.expire(int(time.time() * 1000))
-        except Exception:  # the next round tries again
-            log.exception("expiring offsets and groups failed")
 
 
 async def _committed(manager: GroupManager) -> list[tuple[str, TopicPartition, int]]:
@@ -111,7 +99,7 @@ async def build(config: CoordinatorConfig, server: GrpcServer) -> None:
     address = advertised_address(config.listen, config.advertised_listen, server.port)
     await ownership.start(*address)
     expiry = asyncio.create_task(
-        _expire_periodically(manager, config.offsets_retention_check_interval_ms / 1000),
+        expire_periodically(manager.expire, config.offsets_retention_check_interval_ms / 1000),
         name="coordinator-expiry",
     )
     for name in ("", *server.service_names):

@@ -240,7 +240,7 @@ class Membership:
     ) -> None:
         """Raise unless ``member_id`` may commit offsets for ``group`` in ``generation_id``
         (a known, unfenced member of that generation, outside CompletingRebalance); the commit
-        counts as a heartbeat."""
+        counts as a heartbeat. Implements ``offsets.CommitGate``."""
         self._validate_member(group, member_id, group_instance_id)
         if generation_id != group.generation_id:
             raise IllegalGenerationError(

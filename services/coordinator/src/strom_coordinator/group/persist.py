@@ -1,12 +1,14 @@
-"""Groups <-> __consumer_offsets records: what the manager writes, how replay reads it back,
-and which committed offsets have expired."""
+"""Groups <-> __consumer_offsets records: the group metadata record membership writes, and how
+loading a partition replays its records into groups and committed offsets.
+
+Pure functions over the model (no I/O, no event loop)."""
 
 from __future__ import annotations
 
 from strom_coordinator.group import records
 from strom_coordinator.group.model import CommittedOffset, Group, GroupState, Member
 
-__all__ = ["expired_offsets", "group_record", "replay_record"]
+__all__ = ["group_record", "replay_record"]
 
 
 def group_record(group: Group) -> tuple[bytes, bytes]:
@@ -104,25 +106,3 @@ def _replay_group(
         group.leader_id = v.leader_id
     group.state = GroupState.STABLE if group.members else GroupState.EMPTY
     groups[group_id] = group
-
-
-def expired_offsets(group: Group, now_ms: int, retention_ms: int) -> list[tuple[str, int]]:
-    """Offsets of ``group`` past retention (Kafka 2.1+ rules, see docs/consumer-groups.md)."""
-    if group.protocol_type is None:  # offsets only (manual assignment): from each commit
-        candidates, base = list(group.offsets), None
-    elif group.state is GroupState.EMPTY:  # since the group became empty
-        candidates, base = list(group.offsets), group.state_timestamp_ms
-    else:  # an active consumer group: only topics it no longer subscribes to
-        topics = group.subscribed_topics()
-        if topics is None:
-            return []
-        candidates, base = [tp for tp in group.offsets if tp[0] not in topics], None
-    expired = []
-    for tp in candidates:
-        o = group.offsets[tp]
-        if o.expire_timestamp_ms is not None:
-            if now_ms >= o.expire_timestamp_ms:
-                expired.append(tp)
-        elif (base if base is not None else o.commit_timestamp_ms) + retention_ms <= now_ms:
-            expired.append(tp)
-    return expired
