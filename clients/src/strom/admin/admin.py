@@ -18,10 +18,11 @@ from __future__ import annotations
 
 from collections.abc import Coroutine, Mapping, Sequence
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, TypeVar, Unpack
 
 from strom.admin.aio import Admin as AioAdmin
-from strom.cluster import BackgroundLoop
+from strom.admin.config import AdminOptions
+from strom.cluster import DEFAULT_BOOTSTRAP_SERVERS, BackgroundLoop
 from strom.errors import BrokerResponseError
 from strom.types import (
     ClusterDescription,
@@ -45,19 +46,17 @@ class Admin:
 
     def __init__(
         self,
-        bootstrap_servers: str | Sequence[str] = "localhost:9092",
-        *,
-        request_timeout_ms: int = 30000,
-        gateway_only: bool = False,
+        bootstrap_servers: str | Sequence[str] = DEFAULT_BOOTSTRAP_SERVERS,
+        **options: Unpack[AdminOptions],
     ) -> None:
+        """Options: ``AdminConfig`` (a bad value raises ``ConfigurationError``)."""
         self._bg = BackgroundLoop.shared()
 
         async def create() -> AioAdmin:
-            return AioAdmin(
-                bootstrap_servers, request_timeout_ms=request_timeout_ms, gateway_only=gateway_only
-            )
+            return AioAdmin(bootstrap_servers, **options)
 
         self._aio = self._bg.run(create())
+        self.config = self._aio.config
         self.bootstrap_servers = self._aio.bootstrap_servers
 
     def _run(self, coro: Coroutine[Any, Any, T]) -> T:

@@ -22,9 +22,11 @@ import asyncio
 import contextlib
 from collections.abc import Iterable, Mapping, Sequence
 from types import TracebackType
-from typing import Any
+from typing import Any, Unpack
 
+from strom.admin.config import AdminConfig, AdminOptions
 from strom.cluster import (
+    DEFAULT_BOOTSTRAP_SERVERS,
     METADATA_ERRORS,
     ClusterClient,
     list_offsets,
@@ -132,24 +134,19 @@ class Admin:
 
     def __init__(
         self,
-        bootstrap_servers: str | Sequence[str] = "localhost:9092",
-        *,
-        request_timeout_ms: int = 30000,
-        client_id: str = "strom-admin",
-        gateway_only: bool = False,
+        bootstrap_servers: str | Sequence[str] = DEFAULT_BOOTSTRAP_SERVERS,
+        **options: Unpack[AdminOptions],
     ) -> None:
-        if isinstance(request_timeout_ms, bool) or not isinstance(request_timeout_ms, int):
-            raise ConfigurationError(
-                f"request_timeout_ms must be an int, got {request_timeout_ms!r}"
-            )
+        """Options: ``AdminConfig`` (a bad value raises ``ConfigurationError``)."""
+        config = self.config = AdminConfig(bootstrap_servers=bootstrap_servers, **options)
         self._cluster = ClusterClient(
-            bootstrap_servers,
-            request_timeout_ms=request_timeout_ms,
-            client_id=client_id,
-            gateway_only=gateway_only,
+            config.bootstrap_servers,
+            request_timeout_ms=config.request_timeout_ms,
+            client_id=config.client_id,
+            gateway_only=config.gateway_only,
         )
         self.bootstrap_servers = self._cluster.bootstrap_servers
-        self._timeout = request_timeout_ms / 1000
+        self._timeout = config.request_timeout_ms / 1000
 
     async def _call(self, method: str, request: object, timeout_s: float | None = None) -> Any:
         with translate_errors(self._cluster.gateway_address):

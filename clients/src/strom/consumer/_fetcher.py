@@ -28,6 +28,7 @@ from typing import Any
 
 from strom.cluster import METADATA_ERRORS, ClusterClient, list_offsets, storage_call, where
 from strom.consumer._subscription import PartitionState, SubscriptionState
+from strom.consumer.config import Deserializer
 from strom.errors import (
     CorruptRecordError,
     OffsetOutOfRangeError,
@@ -44,7 +45,6 @@ __all__ = ["Fetcher", "decode_records", "next_fetch_offset"]
 
 log = logging.getLogger("strom.consumer")
 
-Deserializer = Callable[[bytes], Any] | None
 
 _E = common_pb2.ErrorCode
 _METADATA_BACKOFF_MIN_S = 0.05
@@ -67,8 +67,8 @@ def decode_records(
     raw: bytes,
     tp: TopicPartition,
     position: int,
-    key_deserializer: Deserializer = None,
-    value_deserializer: Deserializer = None,
+    key_deserializer: Deserializer | None = None,
+    value_deserializer: Deserializer | None = None,
 ) -> tuple[list[ConsumerRecord], int]:
     """The records of ``raw`` (whole batches from one fetch) at or above ``position``, and the
     offset after the last batch (past any records compaction removed, and control batches).
@@ -92,8 +92,8 @@ def _decode(
     raw: bytes,
     tp: TopicPartition,
     position: int,
-    key_deserializer: Deserializer,
-    value_deserializer: Deserializer,
+    key_deserializer: Deserializer | None,
+    value_deserializer: Deserializer | None,
 ) -> tuple[list[ConsumerRecord], int]:
     out: list[ConsumerRecord] = []
     next_offset = position

@@ -16,12 +16,11 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from strom.consumer.config import check_auto_offset_reset
 from strom.errors import ConfigurationError, StromError
 from strom.types import ConsumerRecord, TopicPartition
 
 __all__ = ["PartitionState", "SubscriptionState"]
-
-RESET_STRATEGIES = ("earliest", "latest", "none")
 
 
 @dataclass(slots=True, eq=False)
@@ -96,11 +95,7 @@ class SubscriptionState:
     """Assigned partitions, or a subscription (topics or pattern) waiting for an assignment."""
 
     def __init__(self, auto_offset_reset: str) -> None:
-        if auto_offset_reset not in RESET_STRATEGIES:
-            raise ConfigurationError(
-                f"auto_offset_reset must be one of {', '.join(RESET_STRATEGIES)}, "
-                f"got {auto_offset_reset!r}"
-            )
+        check_auto_offset_reset(auto_offset_reset)
         self.default_reset = auto_offset_reset
         self.assignment: dict[TopicPartition, PartitionState] = {}
         self.topics: frozenset[str] = frozenset()

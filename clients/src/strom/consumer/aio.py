@@ -32,13 +32,14 @@ import logging
 import re
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from types import TracebackType
-from typing import Any, overload
+from typing import Any, Unpack, overload
 
 from strom.cluster import ClusterClient
 from strom.consumer._coordinator import ConsumerCoordinator, call_listener
-from strom.consumer._fetcher import Deserializer, Fetcher, decode_records
-from strom.consumer._group_options import DEFAULT_ASSIGNORS, group_options
+from strom.consumer._fetcher import Fetcher, decode_records
+from strom.consumer._group_options import group_options
 from strom.consumer._subscription import PartitionState, SubscriptionState
+from strom.consumer.config import ConsumerConfig, ConsumerOptions
 from strom.errors import (
     ConfigurationError,
     InvalidGroupIdError,
@@ -47,7 +48,6 @@ from strom.errors import (
     StromTimeoutError,
     UnknownTopicOrPartitionError,
 )
-from strom.group.assignors import PartitionAssignor
 from strom.protocol.v1 import common_pb2
 from strom.types import ConsumerRecord, OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
 
@@ -55,7 +55,6 @@ __all__ = ["Consumer"]
 
 log = logging.getLogger("strom.consumer")
 
-MiB = 1024 * 1024
 _ISOLATION = {
     "read_uncommitted": common_pb2.READ_UNCOMMITTED,
     "read_committed": common_pb2.READ_COMMITTED,
@@ -64,9 +63,6 @@ _ISOLATION = {
 _MISSING_TOPIC_RETRY_S = 1.0
 
 CommitCallback = Callable[[Mapping[TopicPartition, OffsetAndMetadata], Exception | None], Any]
-#: ``partition_assignment_strategy``: assignor names ("range", "roundrobin", "sticky",
-#: "cooperative-sticky") or ``PartitionAssignor`` instances, in order of preference.
-AssignorSpec = str | PartitionAssignor
 
 
 def _positive(name: str, value: object, minimum: int = 1) -> int:
@@ -78,103 +74,43 @@ def _positive(name: str, value: object, minimum: int = 1) -> int:
 class Consumer:
     """Reads records of assigned (or subscribed) partitions; see the module docstring.
 
-    Options carry Kafka's names and defaults. ``consumer_timeout_ms`` (default: forever) ends
-    iteration after that long without a record. Group options (with a ``group_id``):
-    ``session_timeout_ms``, ``heartbeat_interval_ms``, ``max_poll_interval_ms``,
-    ``rebalance_timeout_ms`` (default: ``max_poll_interval_ms``), ``group_instance_id`` (static
-    membership) and ``partition_assignment_strategy``. Not thread-safe: use it from its event
-    loop.
+    Options carry Kafka's names and defaults: ``ConsumerConfig`` declares them. Not
+    thread-safe: use it from its event loop.
     """
 
-    def __init__(
-        self,
-        *topics: str,
-        bootstrap_servers: str | Sequence[str] = "localhost:9092",
-        client_id: str = "strom-python",
-        group_id: str | None = None,
-        key_deserializer: Deserializer = None,
-        value_deserializer: Deserializer = None,
-        auto_offset_reset: str = "latest",
-        enable_auto_commit: bool = True,
-        auto_commit_interval_ms: int = 5000,
-        max_poll_records: int = 500,
-        fetch_min_bytes: int = 1,
-        fetch_max_wait_ms: int = 500,
-        fetch_max_bytes: int = 50 * MiB,
-        max_partition_fetch_bytes: int = 1 * MiB,
-        isolation_level: str = "read_uncommitted",
-        request_timeout_ms: int = 30000,
-        retry_backoff_ms: int = 100,
-        metadata_max_age_ms: int = 300000,
-        consumer_timeout_ms: int | None = None,
-        session_timeout_ms: int = 45000,
-        heartbeat_interval_ms: int = 3000,
-        max_poll_interval_ms: int = 300000,
-        rebalance_timeout_ms: int | None = None,
-        group_instance_id: str | None = None,
-        partition_assignment_strategy: Sequence[AssignorSpec] | AssignorSpec = DEFAULT_ASSIGNORS,
-        gateway_only: bool = False,
-    ) -> None:
-        if isolation_level not in _ISOLATION:
-            raise ConfigurationError(
-                f"isolation_level must be read_uncommitted or read_committed, "
-                f"got {isolation_level!r}"
-            )
-        for name, fn in (
-            ("key_deserializer", key_deserializer),
-            ("value_deserializer", value_deserializer),
-        ):
-            if fn is not None and not callable(fn):
-                raise ConfigurationError(f"{name} must be callable, got {fn!r}")
-        self._max_poll_records = _positive("max_poll_records", max_poll_records)
-        _positive("fetch_min_bytes", fetch_min_bytes, 0)
-        _positive("fetch_max_wait_ms", fetch_max_wait_ms, 0)
-        _positive("fetch_max_bytes", fetch_max_bytes)
-        _positive("max_partition_fetch_bytes", max_partition_fetch_bytes)
-        _positive("retry_backoff_ms", retry_backoff_ms, 0)
-        _positive("request_timeout_ms", request_timeout_ms)
-        group = group_options(
-            group_id=group_id,
-            group_instance_id=group_instance_id,
-            session_timeout_ms=session_timeout_ms,
-            heartbeat_interval_ms=heartbeat_interval_ms,
-            max_poll_interval_ms=max_poll_interval_ms,
-            rebalance_timeout_ms=rebalance_timeout_ms,
-            partition_assignment_strategy=partition_assignment_strategy,
-            enable_auto_commit=enable_auto_commit,
-            auto_commit_interval_ms=auto_commit_interval_ms,
-            retry_backoff_ms=retry_backoff_ms,
-            request_timeout_ms=request_timeout_ms,
-            client_id=client_id,
-        )
-        if consumer_timeout_ms is not None:
-            _positive("consumer_timeout_ms", consumer_timeout_ms, 0)
-        self._consumer_timeout = None if consumer_timeout_ms is None else consumer_timeout_ms / 1000
-        self._group_id = group_id
-        self._key_deserializer = key_deserializer
-        self._value_deserializer = value_deserializer
-        self._timeout = request_timeout_ms / 1000
-        self._retry_backoff = retry_backoff_ms / 1000
-        self._metadata_max_age = metadata_max_age_ms / 1000
+    def __init__(self, *topics: str, **options: Unpack[ConsumerOptions]) -> None:
+        """Options: ``ConsumerConfig`` (a bad value raises ``ConfigurationError``); ``topics``
+        are subscribed to at once, as by ``subscribe(topics)``."""
+        config = self.config = ConsumerConfig(**options)
+        group = group_options(config)
+        self._max_poll_records = config.max_poll_records
+        timeout_ms = config.consumer_timeout_ms
+        self._consumer_timeout = None if timeout_ms is None else timeout_ms / 1000
+        self._group_id = config.group_id
+        self._key_deserializer = config.key_deserializer
+        self._value_deserializer = config.value_deserializer
+        self._timeout = config.request_timeout_ms / 1000
+        self._retry_backoff = config.retry_backoff_ms / 1000
+        self._metadata_max_age = config.metadata_max_age_ms / 1000
         self._cluster = ClusterClient(
-            bootstrap_servers,
-            request_timeout_ms=request_timeout_ms,
-            metadata_max_age_ms=metadata_max_age_ms,
-            client_id=client_id,
-            gateway_only=gateway_only,
+            config.bootstrap_servers,
+            request_timeout_ms=config.request_timeout_ms,
+            metadata_max_age_ms=config.metadata_max_age_ms,
+            client_id=config.client_id,
+            gateway_only=config.gateway_only,
         )
-        self._subs = SubscriptionState(auto_offset_reset)
+        self._subs = SubscriptionState(config.auto_offset_reset)
         self._fetcher = Fetcher(
             self._cluster,
             self._subs,
-            fetch_min_bytes=fetch_min_bytes,
-            fetch_max_wait_ms=fetch_max_wait_ms,
-            fetch_max_bytes=fetch_max_bytes,
-            max_partition_fetch_bytes=max_partition_fetch_bytes,
-            isolation_level=_ISOLATION[isolation_level],
-            retry_backoff_ms=retry_backoff_ms,
-            request_timeout_ms=request_timeout_ms,
-            client_id=client_id,
+            fetch_min_bytes=config.fetch_min_bytes,
+            fetch_max_wait_ms=config.fetch_max_wait_ms,
+            fetch_max_bytes=config.fetch_max_bytes,
+            max_partition_fetch_bytes=config.max_partition_fetch_bytes,
+            isolation_level=_ISOLATION[config.isolation_level],
+            retry_backoff_ms=config.retry_backoff_ms,
+            request_timeout_ms=config.request_timeout_ms,
+            client_id=config.client_id,
             before_step=self._resolve_subscription,
         )
         self._subs.on_change = self._fetcher.wake
@@ -184,7 +120,7 @@ class Consumer:
                 self._cluster,
                 self._subs,
                 group,
-                metadata_max_age_ms=metadata_max_age_ms,
+                metadata_max_age_ms=config.metadata_max_age_ms,
                 wake_poll=self._fetcher.data_ready.set,
             )
         self._leaving: asyncio.Task[None] | None = None

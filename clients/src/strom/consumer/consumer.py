@@ -21,16 +21,15 @@ import asyncio
 import inspect
 import queue
 import re
-from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping
 from concurrent.futures import Future
 from types import TracebackType
-from typing import Any, TypeVar, overload
+from typing import Any, TypeVar, Unpack, overload
 
 from strom.cluster import BackgroundLoop
-from strom.consumer._fetcher import Deserializer
-from strom.consumer._group_options import DEFAULT_ASSIGNORS
-from strom.consumer.aio import AssignorSpec, CommitCallback, MiB
+from strom.consumer.aio import CommitCallback
 from strom.consumer.aio import Consumer as AioConsumer
+from strom.consumer.config import ConsumerOptions
 from strom.errors import StromError
 from strom.types import ConsumerRecord, OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
 
@@ -88,73 +87,21 @@ def _settle(future: asyncio.Future[None], error: Exception | None) -> None:
 
 
 class Consumer:
-    """Synchronous consumer (see ``strom.aio.Consumer`` for the options). Not thread-safe."""
+    """Synchronous consumer (options: ``ConsumerConfig``). Not thread-safe."""
 
-    def __init__(
-        self,
-        *topics: str,
-        bootstrap_servers: str | Sequence[str] = "localhost:9092",
-        client_id: str = "strom-python",
-        group_id: str | None = None,
-        key_deserializer: Deserializer = None,
-        value_deserializer: Deserializer = None,
-        auto_offset_reset: str = "latest",
-        enable_auto_commit: bool = True,
-        auto_commit_interval_ms: int = 5000,
-        max_poll_records: int = 500,
-        fetch_min_bytes: int = 1,
-        fetch_max_wait_ms: int = 500,
-        fetch_max_bytes: int = 50 * MiB,
-        max_partition_fetch_bytes: int = 1 * MiB,
-        isolation_level: str = "read_uncommitted",
-        request_timeout_ms: int = 30000,
-        retry_backoff_ms: int = 100,
-        metadata_max_age_ms: int = 300000,
-        consumer_timeout_ms: int | None = None,
-        session_timeout_ms: int = 45000,
-        heartbeat_interval_ms: int = 3000,
-        max_poll_interval_ms: int = 300000,
-        rebalance_timeout_ms: int | None = None,
-        group_instance_id: str | None = None,
-        partition_assignment_strategy: Sequence[AssignorSpec] | AssignorSpec = DEFAULT_ASSIGNORS,
-        gateway_only: bool = False,
-    ) -> None:
+    def __init__(self, *topics: str, **options: Unpack[ConsumerOptions]) -> None:
+        """Options: ``ConsumerConfig`` (a bad value raises ``ConfigurationError``); ``topics``
+        are subscribed to at once, as by ``subscribe(topics)``."""
         self._bg = BackgroundLoop.shared()
-        self._consumer_timeout_ms = consumer_timeout_ms
-        self._group_id = group_id
         self._inbox: queue.SimpleQueue[_ListenerCall | None] = queue.SimpleQueue()
 
         async def create() -> AioConsumer:
-            return AioConsumer(
-                *topics,
-                bootstrap_servers=bootstrap_servers,
-                client_id=client_id,
-                group_id=group_id,
-                key_deserializer=key_deserializer,
-                value_deserializer=value_deserializer,
-                auto_offset_reset=auto_offset_reset,
-                enable_auto_commit=enable_auto_commit,
-                auto_commit_interval_ms=auto_commit_interval_ms,
-                max_poll_records=max_poll_records,
-                fetch_min_bytes=fetch_min_bytes,
-                fetch_max_wait_ms=fetch_max_wait_ms,
-                fetch_max_bytes=fetch_max_bytes,
-                max_partition_fetch_bytes=max_partition_fetch_bytes,
-                isolation_level=isolation_level,
-                request_timeout_ms=request_timeout_ms,
-                retry_backoff_ms=retry_backoff_ms,
-                metadata_max_age_ms=metadata_max_age_ms,
-                consumer_timeout_ms=consumer_timeout_ms,
-                session_timeout_ms=session_timeout_ms,
-                heartbeat_interval_ms=heartbeat_interval_ms,
-                max_poll_interval_ms=max_poll_interval_ms,
-                rebalance_timeout_ms=rebalance_timeout_ms,
-                group_instance_id=group_instance_id,
-                partition_assignment_strategy=partition_assignment_strategy,
-                gateway_only=gateway_only,
-            )
+            return AioConsumer(*topics, **options)
 
         self._aio: AioConsumer = self._bg.run(create())
+        self.config = self._aio.config
+        self._consumer_timeout_ms = self.config.consumer_timeout_ms
+        self._group_id = self.config.group_id
         self._iterator: Iterator[ConsumerRecord] = iter(())
 
     @property

@@ -155,7 +155,7 @@ class Sender:
         self.config = config
         self.cluster = cluster
         self.acc = accumulator
-        self.idempotent = config.enable_idempotence
+        self.idempotent = bool(config.enable_idempotence)
         self.pid = ProducerIdState()
         self.fatal: BaseException | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -330,9 +330,9 @@ class Sender:
         stream = self._stream(node)
         if stream is None:
             return
-        max_in_flight = self.config.max_in_flight
+        max_in_flight = self.config.max_in_flight_requests_per_connection
         max_size = self.config.max_request_size
-        acks = self.config.acks
+        acks = int(self.config.acks)  # -1, 0 or 1 once checked
         while pks and len(stream.pending) < max_in_flight:
             groups: list[list[ProducerBatch]] = []
             parts: list[storage_pb2.ProducePartitionData] = []

@@ -21,9 +21,9 @@ import contextlib
 import time
 from collections.abc import Callable, Sequence
 from types import TracebackType
-from typing import Any
+from typing import Any, Unpack
 
-from strom.cluster import ClusterClient
+from strom.cluster import DEFAULT_BOOTSTRAP_SERVERS, ClusterClient
 from strom.errors import (
     ConfigurationError,
     MessageTooLargeError,
@@ -36,8 +36,8 @@ from strom.producer._batch import DeliveryCallback, ProducerBatch, RecordFuture,
 from strom.producer._bulk import BulkTracker
 from strom.producer._sender import Sender
 from strom.producer._waits import NeedMetadata, NeedRoom, blocked_too_long
-from strom.producer.config import DEFAULT_BUFFER_MEMORY, DEFAULT_MAX_REQUEST_SIZE, ProducerConfig
-from strom.producer.partitioner import Partitioner, StickyPartitioner, murmur2_partition
+from strom.producer.config import ProducerConfig, ProducerOptions
+from strom.producer.partitioner import StickyPartitioner, murmur2_partition
 
 __all__ = ["Producer", "RecordFuture", "RecordMetadata"]
 
@@ -48,60 +48,22 @@ _wall_clock = time.time
 
 
 class Producer:
-    """Asyncio producer; see the module docstring and docs/clients.md for the options."""
+    """Asyncio producer (options: ``ProducerConfig``); see the module docstring."""
 
     def __init__(
         self,
-        bootstrap_servers: str | Sequence[str] = "localhost:9092",
-        *,
-        acks: int | str = "all",
-        enable_idempotence: bool | None = None,
-        compression_type: str | None = "lz4",
-        linger_ms: float = 5,
-        batch_size: int = 16384,
-        buffer_memory: int = DEFAULT_BUFFER_MEMORY,
-        max_block_ms: int = 60000,
-        retries: int = 2147483647,
-        retry_backoff_ms: int = 100,
-        delivery_timeout_ms: int = 120000,
-        request_timeout_ms: int = 30000,
-        max_in_flight_requests_per_connection: int = 5,
-        max_request_size: int = DEFAULT_MAX_REQUEST_SIZE,
-        metadata_max_age_ms: int = 300000,
-        partitioner: Partitioner | None = None,
-        key_serializer: Callable[[Any], bytes | None] | None = None,
-        value_serializer: Callable[[Any], bytes | None] | None = None,
-        client_id: str = "strom-producer",
-        gateway_only: bool = False,
+        bootstrap_servers: str | Sequence[str] = DEFAULT_BOOTSTRAP_SERVERS,
+        **options: Unpack[ProducerOptions],
     ) -> None:
-        config = ProducerConfig.create(
-            bootstrap_servers=bootstrap_servers,
-            acks=acks,
-            enable_idempotence=enable_idempotence,
-            compression_type=compression_type,
-            linger_ms=linger_ms,
-            batch_size=batch_size,
-            buffer_memory=buffer_memory,
-            max_block_ms=max_block_ms,
-            retries=retries,
-            retry_backoff_ms=retry_backoff_ms,
-            delivery_timeout_ms=delivery_timeout_ms,
-            request_timeout_ms=request_timeout_ms,
-            max_in_flight_requests_per_connection=max_in_flight_requests_per_connection,
-            max_request_size=max_request_size,
-            metadata_max_age_ms=metadata_max_age_ms,
-            partitioner=partitioner,
-            key_serializer=key_serializer,
-            value_serializer=value_serializer,
-            client_id=client_id,
-        )
+        """Options: ``ProducerConfig`` (a bad value raises ``ConfigurationError``)."""
+        config = ProducerConfig(bootstrap_servers=bootstrap_servers, **options)
         self.config = config
         self._cluster = ClusterClient(
             config.bootstrap_servers,
             request_timeout_ms=config.request_timeout_ms,
             metadata_max_age_ms=config.metadata_max_age_ms,
-            client_id=client_id,
-            gateway_only=gateway_only,
+            client_id=config.client_id,
+            gateway_only=config.gateway_only,
         )
         self._acc = Accumulator(
             batch_size=min(config.batch_size, config.max_request_size),

@@ -1,9 +1,18 @@
-"""Producer options: names, defaults and validation (Kafka's producer configs, snake_case).
+"""The producer's options, each declared once: name, type, default, check and meaning.
 
-Every bad value raises ``ConfigurationError`` naming the option. ``enable_idempotence``
-resolves here, as in Kafka since 3.0 (KIP-679): left unset (None) it is on unless ``acks``,
-``max_in_flight_requests_per_connection`` or ``retries`` conflict with it (then off, said once
-in the log); set to True with such a conflict it is an error.
+``ProducerConfig`` is a frozen dataclass with one field per option of ``strom.Producer`` and
+``strom.aio.Producer`` (Kafka's producer configs in snake_case; the field's docstring is the
+option's meaning). Both constructors take ``bootstrap_servers`` and ``**options``, typed by
+``ProducerOptions`` (the other fields, as a ``TypedDict``), and build one ``ProducerConfig``
+from them. Tests keep ``ProducerOptions``, the constructors and the option table of
+docs/clients.md equal to the fields.
+
+Every bad value raises ``ConfigurationError`` naming the option, before anything connects.
+After the checks the fields hold normalised values: ``bootstrap_servers`` a list, ``acks``
+-1, 0 or 1, ``linger_ms`` a float and ``enable_idempotence`` resolved, as in Kafka since 3.0
+(KIP-679): left unset (None) it is on unless ``acks``, ``max_in_flight_requests_per_connection``
+or ``retries`` conflict with it (then off, said once in the log); True with such a conflict is
+an error.
 """
 
 from __future__ import annotations
@@ -11,14 +20,20 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
-from strom.cluster import parse_servers
+from strom.cluster import DEFAULT_BOOTSTRAP_SERVERS, parse_servers
 from strom.errors import ConfigurationError
 from strom.producer.partitioner import Partitioner
 from strom.records import Compression
 
-__all__ = ["DEFAULT_BUFFER_MEMORY", "DEFAULT_MAX_REQUEST_SIZE", "ProducerConfig"]
+__all__ = [
+    "DEFAULT_BUFFER_MEMORY",
+    "DEFAULT_MAX_REQUEST_SIZE",
+    "ProducerConfig",
+    "ProducerOptions",
+    "Serializer",
+]
 
 DEFAULT_BUFFER_MEMORY = 32 * 1024 * 1024
 DEFAULT_MAX_REQUEST_SIZE = 1024 * 1024
@@ -28,15 +43,130 @@ _MAX_IN_FLIGHT_IDEMPOTENT = 5
 
 log = logging.getLogger("strom.producer")
 
+#: ``key_serializer`` / ``value_serializer``: an object to ``bytes`` (or None).
 Serializer = Callable[[Any], bytes | None]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class ProducerConfig:
-    bootstrap_servers: list[str]
-    acks: int
-    enable_idempotence: bool
-    compression: Compression
+    """Every producer option (see the module docstring); checked when created."""
+
+    bootstrap_servers: str | Sequence[str] = DEFAULT_BOOTSTRAP_SERVERS
+    """Gateway address(es), ``"h1:9092,h2:9092"`` or a list; the next is tried on a network
+    error."""
+    acks: int | str = "all"
+    """``"all"``/-1: every in-sync replica; 1: the leader; 0: no acknowledgement."""
+    enable_idempotence: bool | None = None
+    """Producer id and sequence numbers, so retries neither duplicate nor reorder. None: on
+    unless ``acks``, ``retries`` or ``max_in_flight_requests_per_connection`` conflict."""
+    compression_type: str | None = "lz4"
+    """``"none"``, ``"gzip"``, ``"lz4"`` or ``"zstd"`` (no snappy)."""
+    linger_ms: float = 5
+    """How long a batch that is not full waits for more records."""
+    batch_size: int = 16384
+    """Bytes per partition batch (one larger record gets a batch of its own)."""
+    buffer_memory: int = DEFAULT_BUFFER_MEMORY
+    """Bound on the bytes of records sent but not yet completed; ``send`` blocks while full."""
+    max_block_ms: int = 60000
+    """Longest ``send``/``send_many`` blocks (full buffer, unknown metadata)."""
+    retries: int = 2147483647
+    """Re-sends of a batch after a retriable error (bounded by ``delivery_timeout_ms``)."""
+    retry_backoff_ms: int = 100
+    """Wait before a retry, and between metadata refreshes."""
+    delivery_timeout_ms: int = 120000
+    """Bound from ``send`` to success or failure (>= ``linger_ms + request_timeout_ms``)."""
+    request_timeout_ms: int = 30000
+    """A produce request without an answer for this long fails (retriable)."""
+    max_in_flight_requests_per_connection: int = 5
+    """Pipelined produce requests per storage node."""
+    max_request_size: int = DEFAULT_MAX_REQUEST_SIZE
+    """Largest request; a larger record is refused by ``send``."""
+    metadata_max_age_ms: int = 300000
+    """Cached metadata is refreshed at least this often."""
+    partitioner: Partitioner | None = None
+    """``(topic, key_bytes, num_partitions) -> partition``, replacing the default."""
+    key_serializer: Serializer | None = None
+    """Turns keys into ``bytes`` (otherwise pass bytes-like objects or None)."""
+    value_serializer: Serializer | None = None
+    """Turns values into ``bytes`` (otherwise pass bytes-like objects or None)."""
+    client_id: str = "strom-producer"
+    """Sent with every request."""
+    gateway_only: bool = False
+    """Send everything through the gateway, for networks where only it is reachable."""
+
+    def __post_init__(self) -> None:
+        set_ = object.__setattr__
+        set_(self, "bootstrap_servers", parse_servers(self.bootstrap_servers))
+        acks = self.acks
+        key = acks.lower() if isinstance(acks, str) else acks
+        if isinstance(key, bool) or key not in _ACKS:
+            raise ConfigurationError(f"acks must be 'all', -1, 0 or 1, got {acks!r}")
+        ack = _ACKS[key]
+        enable_idempotence = self.enable_idempotence
+        if enable_idempotence is not None and not isinstance(enable_idempotence, bool):
+            raise ConfigurationError(
+                f"enable_idempotence must be a bool or None, got {enable_idempotence!r}"
+            )
+        compression = self.compression
+        if compression == Compression.SNAPPY:
+            raise ConfigurationError(
+                "compression_type='snappy' is not supported by strom.records; use lz4, zstd or gzip"
+            )
+        _number("linger_ms", self.linger_ms, 0, 86_400_000)
+        _integer("batch_size", self.batch_size, 1, _MAX_INT32)
+        _integer("buffer_memory", self.buffer_memory, 1, 1 << 40)
+        _integer("max_block_ms", self.max_block_ms, 0, _MAX_INT32)
+        _integer("retries", self.retries, 0, _MAX_INT32)
+        _integer("retry_backoff_ms", self.retry_backoff_ms, 0, _MAX_INT32)
+        _integer("delivery_timeout_ms", self.delivery_timeout_ms, 1, _MAX_INT32)
+        _integer("request_timeout_ms", self.request_timeout_ms, 1, _MAX_INT32)
+        max_in_flight = self.max_in_flight_requests_per_connection
+        _integer("max_in_flight_requests_per_connection", max_in_flight, 1, 1000)
+        _integer("max_request_size", self.max_request_size, 1, _MAX_INT32)
+        _integer("metadata_max_age_ms", self.metadata_max_age_ms, 0, _MAX_INT32)
+        if self.delivery_timeout_ms < self.linger_ms + self.request_timeout_ms:
+            raise ConfigurationError(
+                f"delivery_timeout_ms ({self.delivery_timeout_ms}) must be >= linger_ms + "
+                f"request_timeout_ms ({self.linger_ms} + {self.request_timeout_ms})"
+            )
+        idempotent = _resolve_idempotence(
+            enable_idempotence, ack, acks, max_in_flight, self.retries
+        )
+        for name, fn in (
+            ("partitioner", self.partitioner),
+            ("key_serializer", self.key_serializer),
+            ("value_serializer", self.value_serializer),
+        ):
+            if fn is not None and not callable(fn):
+                raise ConfigurationError(f"{name} must be callable or None, got {fn!r}")
+        if not isinstance(self.client_id, str):
+            raise ConfigurationError(f"client_id must be a str, got {self.client_id!r}")
+        if not isinstance(self.gateway_only, bool):
+            raise ConfigurationError(f"gateway_only must be a bool, got {self.gateway_only!r}")
+        set_(self, "acks", ack)
+        set_(self, "enable_idempotence", idempotent)
+        set_(self, "linger_ms", float(self.linger_ms))
+
+    @property
+    def compression(self) -> Compression:
+        """``compression_type`` as a ``Compression``."""
+        try:
+            return Compression.from_name(self.compression_type or "none")
+        except (ConfigurationError, ValueError, KeyError):
+            raise ConfigurationError(
+                "compression_type must be one of none, gzip, lz4, zstd, "
+                f"got {self.compression_type!r}"
+            ) from None
+
+
+class ProducerOptions(TypedDict, total=False):
+    """The keyword options of ``strom.Producer`` and ``strom.aio.Producer``: the fields of
+    ``ProducerConfig`` but ``bootstrap_servers`` (their first parameter), with their types.
+    Defaults, checks and meanings: ``ProducerConfig``."""
+
+    acks: int | str
+    enable_idempotence: bool | None
+    compression_type: str | None
     linger_ms: float
     batch_size: int
     buffer_memory: int
@@ -45,108 +175,14 @@ class ProducerConfig:
     retry_backoff_ms: int
     delivery_timeout_ms: int
     request_timeout_ms: int
-    max_in_flight: int
+    max_in_flight_requests_per_connection: int
     max_request_size: int
     metadata_max_age_ms: int
     partitioner: Partitioner | None
     key_serializer: Serializer | None
     value_serializer: Serializer | None
     client_id: str
-
-    @classmethod
-    def create(
-        cls,
-        *,
-        bootstrap_servers: str | Sequence[str],
-        acks: int | str,
-        enable_idempotence: bool | None,
-        compression_type: str | None,
-        linger_ms: float,
-        batch_size: int,
-        buffer_memory: int,
-        max_block_ms: int,
-        retries: int,
-        retry_backoff_ms: int,
-        delivery_timeout_ms: int,
-        request_timeout_ms: int,
-        max_in_flight_requests_per_connection: int,
-        max_request_size: int,
-        metadata_max_age_ms: int,
-        partitioner: Partitioner | None,
-        key_serializer: Serializer | None,
-        value_serializer: Serializer | None,
-        client_id: str,
-    ) -> ProducerConfig:
-        servers = parse_servers(bootstrap_servers)
-        key = acks.lower() if isinstance(acks, str) else acks
-        if isinstance(key, bool) or key not in _ACKS:
-            raise ConfigurationError(f"acks must be 'all', -1, 0 or 1, got {acks!r}")
-        ack = _ACKS[key]
-        if enable_idempotence is not None and not isinstance(enable_idempotence, bool):
-            raise ConfigurationError(
-                f"enable_idempotence must be a bool or None, got {enable_idempotence!r}"
-            )
-        try:
-            compression = Compression.from_name(compression_type or "none")
-        except (ConfigurationError, ValueError, KeyError):
-            raise ConfigurationError(
-                f"compression_type must be one of none, gzip, lz4, zstd, got {compression_type!r}"
-            ) from None
-        if compression == Compression.SNAPPY:
-            raise ConfigurationError(
-                "compression_type='snappy' is not supported by strom.records; use lz4, zstd or gzip"
-            )
-        _number("linger_ms", linger_ms, 0, 86_400_000)
-        _integer("batch_size", batch_size, 1, _MAX_INT32)
-        _integer("buffer_memory", buffer_memory, 1, 1 << 40)
-        _integer("max_block_ms", max_block_ms, 0, _MAX_INT32)
-        _integer("retries", retries, 0, _MAX_INT32)
-        _integer("retry_backoff_ms", retry_backoff_ms, 0, _MAX_INT32)
-        _integer("delivery_timeout_ms", delivery_timeout_ms, 1, _MAX_INT32)
-        _integer("request_timeout_ms", request_timeout_ms, 1, _MAX_INT32)
-        _integer(
-            "max_in_flight_requests_per_connection", max_in_flight_requests_per_connection, 1, 1000
-        )
-        _integer("max_request_size", max_request_size, 1, _MAX_INT32)
-        _integer("metadata_max_age_ms", metadata_max_age_ms, 0, _MAX_INT32)
-        if delivery_timeout_ms < linger_ms + request_timeout_ms:
-            raise ConfigurationError(
-                f"delivery_timeout_ms ({delivery_timeout_ms}) must be >= linger_ms + "
-                f"request_timeout_ms ({linger_ms} + {request_timeout_ms})"
-            )
-        idempotent = _resolve_idempotence(
-            enable_idempotence, ack, acks, max_in_flight_requests_per_connection, retries
-        )
-        for name, fn in (
-            ("partitioner", partitioner),
-            ("key_serializer", key_serializer),
-            ("value_serializer", value_serializer),
-        ):
-            if fn is not None and not callable(fn):
-                raise ConfigurationError(f"{name} must be callable or None, got {fn!r}")
-        if not isinstance(client_id, str):
-            raise ConfigurationError(f"client_id must be a str, got {client_id!r}")
-        return cls(
-            bootstrap_servers=servers,
-            acks=ack,
-            enable_idempotence=idempotent,
-            compression=compression,
-            linger_ms=float(linger_ms),
-            batch_size=batch_size,
-            buffer_memory=buffer_memory,
-            max_block_ms=max_block_ms,
-            retries=retries,
-            retry_backoff_ms=retry_backoff_ms,
-            delivery_timeout_ms=delivery_timeout_ms,
-            request_timeout_ms=request_timeout_ms,
-            max_in_flight=max_in_flight_requests_per_connection,
-            max_request_size=max_request_size,
-            metadata_max_age_ms=metadata_max_age_ms,
-            partitioner=partitioner,
-            key_serializer=key_serializer,
-            value_serializer=value_serializer,
-            client_id=client_id,
-        )
+    gateway_only: bool
 
 
 def _resolve_idempotence(

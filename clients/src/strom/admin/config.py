@@ -1,0 +1,56 @@
+"""The admin client's options, each declared once: name, type, default, check and meaning.
+
+``AdminConfig`` is a frozen dataclass with one field per option of ``strom.Admin`` and
+``strom.aio.Admin`` (the field's docstring is the option's meaning). Both constructors take
+``bootstrap_servers`` and ``**options``, typed by ``AdminOptions`` (the other fields, as a
+``TypedDict``), and build one ``AdminConfig``; tests keep the three equal and docs/clients.md
+to them. A bad value raises ``ConfigurationError`` naming the option; ``bootstrap_servers`` is
+normalised to a list.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TypedDict
+
+from strom.cluster import DEFAULT_BOOTSTRAP_SERVERS, parse_servers
+from strom.errors import ConfigurationError
+
+__all__ = ["AdminConfig", "AdminOptions"]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class AdminConfig:
+    """Every admin option (see the module docstring); checked when created."""
+
+    bootstrap_servers: str | Sequence[str] = DEFAULT_BOOTSTRAP_SERVERS
+    """Gateway address(es), ``"h1:9092,h2:9092"`` or a list."""
+    request_timeout_ms: int = 30000
+    """Each request's deadline; also the time the controller may take (topic creation,
+    elections) and within which coordinator moves are retried."""
+    client_id: str = "strom-admin"
+    """Sent with every request."""
+    gateway_only: bool = False
+    """Reach the partition leaders through the gateway too (``list_offsets``,
+    ``delete_records``), for networks where only it is reachable."""
+
+    def __post_init__(self) -> None:
+        timeout = self.request_timeout_ms
+        if isinstance(timeout, bool) or not isinstance(timeout, int):
+            raise ConfigurationError(f"request_timeout_ms must be an int, got {timeout!r}")
+        object.__setattr__(self, "bootstrap_servers", parse_servers(self.bootstrap_servers))
+        if not isinstance(self.gateway_only, bool):
+            raise ConfigurationError(f"gateway_only must be a bool, got {self.gateway_only!r}")
+        if timeout <= 0:
+            raise ConfigurationError(f"request_timeout_ms must be > 0, got {timeout!r}")
+
+
+class AdminOptions(TypedDict, total=False):
+    """The keyword options of ``strom.Admin`` and ``strom.aio.Admin``: the fields of
+    ``AdminConfig`` but ``bootstrap_servers`` (their first parameter), with their types.
+    Defaults, checks and meanings: ``AdminConfig``."""
+
+    request_timeout_ms: int
+    client_id: str
+    gateway_only: bool
