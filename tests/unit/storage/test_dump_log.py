@@ -13,6 +13,7 @@ import itertools
 import json
 import os
 import re
+import threading
 from pathlib import Path
 
 import pytest
@@ -259,6 +260,34 @@ def test_log_append_time_batches_name_their_timestamp_type(tmp_path: Path) -> No
     assert text.count("LogAppendTime: 1800000000000") == 3  # the batch and both records
 
 
+def test_a_segment_being_appended_to_is_never_reported_torn(tmp_path: Path) -> None:
+    """A writer thread appends while the active segment and its indexes are dumped."""
+    log = Log.open(tmp_path / "busy-0", LogConfig(index_interval_bytes=100), clock=ManualClock())
+    stop = threading.Event()
+
+    def append() -> None:
+        for _ in range(3_000):  # at most ~20 MB
+            if stop.wait(0.0002):
+                return
+            log.append_as_leader(encode_batch([(1_700_000_000_000, None, b"x" * 300)] * 20))
+
+    writer = threading.Thread(target=append)
+    writer.start()
+    try:
+        segment = log.active_segment
+        paths = [segment.log_path, segment.offset_index.path, segment.time_index.path]
+        sizes = []
+        for _ in range(20):
+            status, text = _dump(*paths)
+            assert status == 0, _problems(text)
+            sizes.append(len(_batch_lines(text)))
+        assert sizes[-1] > sizes[0]  # the file grew while it was dumped
+    finally:
+        stop.set()
+        writer.join()
+        log.close()
+
+
 # -- corruption ---------------------------------------------------------------------------------
 
 
@@ -434,6 +463,8 @@ def test_unknown_and_missing_files(tmp_path: Path, partition: Path) -> None:
     assert text.splitlines()[-1].startswith(f"UNKNOWN {stray}: not a file the storage engine")
     with pytest.raises(DumpLogError, match=r"no-such\.log: no such file"):
         _dump(_logs(partition)[0], tmp_path / "no-such.log")
+    with pytest.raises(DumpLogError, match="orders-0: is a directory"):
+        _dump(partition)
 
 
 # -- the command --------------------------------------------------------------------------------

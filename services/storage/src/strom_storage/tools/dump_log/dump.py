@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -82,30 +83,28 @@ def _index_file_items(
     yield from index_items(file_type.kind, data, file_type.base_offset, layout)
 
 
+def _read_all(path: Path) -> bytes:
+    with ReadOnlyFile(path) as file:
+        return file.read_all()
+
+
 def dump_file(path: Path, options: DumpOptions) -> Iterator[Item]:
     """The items of one file: a ``FileStart``, then what its reader finds."""
     file_type = classify(path)
     if options.verify_index_only and file_type.kind not in _INDEX_KINDS:
         return
-    with ReadOnlyFile(path) as file:
-        size = file.size()
-        small = None if file_type.kind is FileKind.LOG else file.read_all()
-    yield FileStart(file_type.kind, file_type.base_offset, size)
+    yield FileStart(file_type.kind, file_type.base_offset, path.stat().st_size)
     match file_type.kind:
         case FileKind.LOG:
             yield from _log_items(path, file_type, options)
         case FileKind.OFFSET_INDEX | FileKind.TIME_INDEX:
-            assert small is not None
-            yield from _index_file_items(path, file_type, small, options)
+            yield from _index_file_items(path, file_type, _read_all(path), options)
         case FileKind.SNAPSHOT:
-            assert small is not None
-            yield from snapshot_items(small)
+            yield from snapshot_items(_read_all(path))
         case FileKind.OFFSET_CHECKPOINT:
-            assert small is not None
-            yield from offset_checkpoint_items(small)
+            yield from offset_checkpoint_items(_read_all(path))
         case FileKind.LEADER_EPOCH_CHECKPOINT:
-            assert small is not None
-            yield from leader_epoch_items(small)
+            yield from leader_epoch_items(_read_all(path))
         case FileKind.CLEAN_SHUTDOWN:
             yield MarkerItem()
         case FileKind.UNKNOWN:
@@ -121,12 +120,14 @@ def _check_paths(paths: Sequence[Path]) -> None:
             raise DumpLogError(f"{path}: no such file")
         if path.is_dir():
             raise DumpLogError(f"{path}: is a directory; name the files in it ({path}/*)")
+        if not os.access(path, os.R_OK):
+            raise DumpLogError(f"{path}: permission denied")
 
 
 def dump_files(paths: Sequence[Path], options: DumpOptions, out: TextIO) -> int:
     """Dump every file in ``paths`` to ``out``; returns ``EXIT_PROBLEMS`` when any problem was
-    found, else ``EXIT_OK``. Raises ``DumpLogError`` (before printing anything) for a missing
-    file or a directory, ``OSError`` for a file that cannot be read."""
+    found, else ``EXIT_OK``. Raises ``DumpLogError`` (before printing anything) for a missing,
+    unreadable file or a directory, ``OSError`` when a file fails while it is read."""
     _check_paths(paths)
     render = json_line if options.json else text_line
     status = EXIT_OK

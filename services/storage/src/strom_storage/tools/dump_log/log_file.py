@@ -7,7 +7,8 @@ is sound); a header that cannot be trusted (torn tail, bad magic, length out of 
 walk there, since nothing after it can be located.
 
 The walk stops at the size the file had when it began; a batch being appended at that moment
-is read whole if it is complete by the time it is read, else reported as a torn tail.
+is read again until it is whole (a torn tail is a batch cut short in a file that does not
+grow).
 """
 
 from __future__ import annotations
@@ -37,16 +38,26 @@ class LogRead:
     data: bytes
 
 
-def _batch_bytes(file: ReadOnlyFile, position: int) -> bytes:
+def _batch_bytes(file: ReadOnlyFile, position: int) -> tuple[bytes, int]:
     """The bytes of the batch at ``position`` as far as the file holds them (just its header
-    when the length field is out of range: ``read_header`` then says so)."""
+    when the length field is out of range: ``read_header`` then says so), and how many bytes
+    were asked for."""
     head = file.pread(HEADER_SIZE, position)
     if len(head) < HEADER_SIZE:
-        return head
+        return head, HEADER_SIZE
     size = BatchHeader._make(HEADER.unpack_from(head)).size
     if not HEADER_SIZE <= size <= MAX_BATCH_SIZE:
-        return head
-    return head + file.pread(size - HEADER_SIZE, position + HEADER_SIZE)
+        return head, HEADER_SIZE
+    return head + file.pread(size - HEADER_SIZE, position + HEADER_SIZE), size
+
+
+def _settled_batch_bytes(file: ReadOnlyFile, position: int) -> bytes:
+    """``_batch_bytes``, read again while the batch is cut short but the file has grown past
+    what was read: a batch being appended right now is not a torn tail."""
+    data, wanted = _batch_bytes(file, position)
+    while len(data) < wanted and file.size() > position + len(data):
+        data, wanted = _batch_bytes(file, position)
+    return data
 
 
 def _order_problem(
@@ -71,7 +82,7 @@ def read_batches(file: ReadOnlyFile, base_offset: int | None) -> Iterator[LogRea
     position, end = 0, file.size()
     next_offset: int | None = None
     while position < end:
-        data = _batch_bytes(file, position)
+        data = _settled_batch_bytes(file, position)
         crc_problem = None
         try:
             header = validate_batch(data, origin=position)
