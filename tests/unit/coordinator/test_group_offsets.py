@@ -334,3 +334,39 @@ def test_active_consumer_group_expires_offsets_of_unsubscribed_topics() -> None:
         assert await offsets(m) == {("t", 0): 1}
 
     run(scenario)
+
+
+@pytest.mark.parametrize("attempt", ["expire", "delete"])
+def test_failed_removal_keeps_when_the_group_became_empty(attempt: str) -> None:
+    """A tombstone write that fails leaves the Empty group as it was: its offsets still expire
+    counting from when it became empty, not from the failed attempt."""
+
+    async def scenario() -> None:
+        clock = [0]
+        log = MemoryLog()
+        cfg = GroupConfig(
+            offsets_retention_minutes=60,
+            group_min_session_timeout_ms=10,
+            group_initial_rebalance_delay_ms=0,
+        )
+        m = serving_manager(log, cfg, clock=clock)
+        a = await join(m)
+        await m.sync_group("g", 1, a.member_id, assignments={})
+        await m.commit_offsets("g", 1, a.member_id, commit(("t", 0, 5)))
+        await m.leave_group("g", [LeaveMember(a.member_id)])
+        await asyncio.sleep(0.01)  # Empty since 0
+        clock[0] = 30 * MINUTE
+        log.fail_with = NotEnoughReplicasError("isr")
+        if attempt == "expire":
+            await m.expire(60 * MINUTE)
+        else:
+            [r] = await m.delete_groups(["g"])
+            assert isinstance(r.error, CoordinatorNotAvailableError)
+        [d] = await m.describe_groups(["g"])
+        assert d.state == "Empty"
+        log.fail_with = None
+        await m.expire(60 * MINUTE + 1)
+        assert await offsets(m) == {}
+        assert await m.list_groups() == []
+
+    run(scenario)

@@ -7,7 +7,7 @@ tombstones for its offsets and its group record, and forgets it once the log ack
 
 Safety: one event loop, not thread-safe. A group being deleted is Dead while its tombstones are
 written (other requests for it answer COORDINATOR_NOT_AVAILABLE or see it as Dead) and goes
-back to Empty if the write fails.
+back to Empty, empty since when it was, if the write fails.
 """
 
 from __future__ import annotations
@@ -124,12 +124,13 @@ class GroupAdmin:
             (records.offset_key(group_id, t, p), None) for t, p in group.offsets
         ]
         recs.append((records.group_key(group_id), None))
+        empty_since = group.state_timestamp_ms
         group.transition(GroupState.DEAD, self._now_ms())
         try:
             await self._log.append(partition, recs)
         except Exception as e:
             if group.state is GroupState.DEAD:
-                group.state = GroupState.EMPTY
+                group.state, group.state_timestamp_ms = GroupState.EMPTY, empty_since
             raise log_failure(e, commit=False) from None
         if self._groups.get(group_id) is group:
             group.cancel_timers()

@@ -68,6 +68,7 @@ class GroupExpiry:
             recs: list[tuple[bytes, bytes | None]] = [
                 (records.offset_key(group.group_id, t, p), None) for t, p in expired
             ]
+            empty_since = group.state_timestamp_ms
             if remove_group:
                 recs.append((records.group_key(group.group_id), None))
                 group.transition(GroupState.DEAD, now_ms)
@@ -75,7 +76,7 @@ class GroupExpiry:
                 await self._log.append(group.partition, recs)
             except Exception as e:
                 if group.state is GroupState.DEAD:
-                    group.state = GroupState.EMPTY
+                    group.state, group.state_timestamp_ms = GroupState.EMPTY, empty_since
                 log.warning("group_expiry_failed", group_id=group.group_id, error=str(e))
                 continue
             if self._groups.get(group.group_id) is not group:
