@@ -56,7 +56,7 @@ from strom.protocol.v1 import storage_pb2
 from strom.records import encode_batch
 from strom_server.local.supervisor import Supervisor
 from strom_spark.arrow import records_to_arrow
-from strom_spark.fetch import _fetch, next_offset
+from strom_spark.fetch import fetch_partition, next_offset
 
 PARTITIONS = 8
 VALUE_SIZE = 100
@@ -120,7 +120,7 @@ async def fetch_all(gateway: str, topic: str, ends: dict[int, int]) -> list[tupl
         for p, end in ends.items():
             tp, position = TopicPartition(topic, p), 0
             while position < end:
-                result = await _fetch(cluster, tp, position, FETCH_BYTES, 30)
+                result = await fetch_partition(cluster, tp, position, FETCH_BYTES, 30)
                 chunks.append((p, result.records, position))
                 position = next_offset(result.records, position)
     finally:

@@ -32,7 +32,7 @@ from strom_spark.offsets import data_loss
 from strom_spark.options import SourceOptions
 from strom_spark.planning import OffsetRange
 
-__all__ = ["next_offset", "read_range"]
+__all__ = ["fetch_partition", "next_offset", "read_range"]
 
 _E = common_pb2.ErrorCode
 _MAX_WAIT_MS = 500
@@ -53,7 +53,7 @@ def next_offset(raw: bytes, position: int) -> int:
     return position
 
 
-async def _fetch(
+async def fetch_partition(
     cluster: ClusterClient, tp: TopicPartition, offset: int, max_bytes: int, timeout_s: float
 ) -> storage_pb2.FetchPartitionResult:
     """One Fetch from the leader, retried across leader changes until ``timeout_s``."""
@@ -114,7 +114,7 @@ def read_range(options: SourceOptions, r: OffsetRange) -> Iterator[pa.RecordBatc
     )
 
     def fetch(offset: int) -> concurrent.futures.Future[storage_pb2.FetchPartitionResult]:
-        return bg.submit(_fetch(cluster, tp, offset, options.fetch_max_bytes, timeout_s))
+        return bg.submit(fetch_partition(cluster, tp, offset, options.fetch_max_bytes, timeout_s))
 
     pending: concurrent.futures.Future[storage_pb2.FetchPartitionResult] | None = fetch(r.start)
     position = r.start
