@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import grpc
@@ -235,6 +235,12 @@ class ClusterClient:
             return None
         leader = found[tp.partition]
         return leader if leader.partition == tp.partition else None
+
+    @property
+    def cached_topics(self) -> Mapping[str, tuple[PartitionLeader, ...]]:
+        """Every cached topic's partitions: a live read-only view, no I/O (the producer's hot
+        path reads partition counts from it)."""
+        return self._topics
 
     def partition_count(self, topic: str) -> int | None:
         """Cached partition count (None when the topic is not cached)."""

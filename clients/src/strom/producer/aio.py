@@ -79,7 +79,7 @@ class Producer:
         self._value_serializer = config.value_serializer
         self._partitioner = config.partitioner
         self._serializing = config.key_serializer is not None or config.value_serializer is not None
-        self._metadata = self._cluster._topics  # read-only here: partition counts
+        self._metadata = self._cluster.cached_topics  # partition counts, no I/O
         self._sticky_current = self._sticky._current
         self._append = self._acc.append
         self._closed = False
