@@ -13,6 +13,8 @@ import itertools
 import json
 import os
 import re
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -484,3 +486,11 @@ def test_strom_dump_log_command(partition: Path) -> None:
     assert f"CORRUPT {log}: batch at byte 0 (base offset 0): CRC-32C is" in result.stdout
     missing = partition / "00000000000000099999.log"
     assert_one_line_error(run_strom("dump-log", str(missing)), str(missing), "no such file")
+    # python -m strom_storage.tools.dump_log is the same command
+    module = subprocess.run(
+        [sys.executable, "-m", "strom_storage.tools.dump_log", str(log)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert (module.returncode, module.stdout) == (result.returncode, result.stdout)
