@@ -8,7 +8,6 @@ by name so that the client distribution never depends on server code.
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import sys
 import time
@@ -16,6 +15,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from strom.cli._server import server_module
 from strom.cli.cluster_status import print_status, status_document
 
 DEFAULT_DATA_DIR = Path(".strom")
@@ -24,14 +24,7 @@ _UP, _DOWN = ("up",), ("stopped", "exited", "failed")
 
 
 def _server_module(name: str) -> ModuleType:
-    # Imported by name so that the client distribution never depends on server code.
-    try:
-        return importlib.import_module(name)
-    except ModuleNotFoundError as exc:
-        raise RuntimeError(
-            "`strom cluster` needs the server packages: pip install 'strom[server]' "
-            "(or run `make up` in a Strom checkout)"
-        ) from exc
+    return server_module(name, command="strom cluster", distribution="strom-server")
 
 
 def _add_data_dir(parser: argparse.ArgumentParser, what: str) -> None:
