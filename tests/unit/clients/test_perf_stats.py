@@ -9,8 +9,13 @@ import random
 import pytest
 
 from strom.cli.perf_stats import LatencyHistogram
-from strom.cli.producer_properties import kafka_names, parse_producer_properties
+from strom.cli.producer_properties import (
+    PRODUCER_PROPERTIES,
+    kafka_names,
+    parse_producer_properties,
+)
 from strom.errors import ConfigurationError
+from strom.producer import ProducerOptions
 
 QUANTILES = (0.0001, 0.5, 0.95, 0.99, 0.999, 1.0)
 
@@ -72,6 +77,12 @@ def test_producer_properties() -> None:
         "enable_idempotence": False,
         "max_in_flight_requests_per_connection": 1,
     }
+
+
+def test_every_property_is_a_producer_option() -> None:
+    options = ProducerOptions.__required_keys__ | ProducerOptions.__optional_keys__
+    for name in PRODUCER_PROPERTIES:
+        assert name.replace(".", "_") in options | {"bootstrap_servers"}, name
 
 
 @pytest.mark.parametrize(
