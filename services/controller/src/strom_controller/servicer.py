@@ -2,18 +2,13 @@
 
 from __future__ import annotations
 
-from typing import TypeAlias
-
-import grpc
-
 from strom.protocol.v1 import controller_pb2 as pb
 from strom.protocol.v1.controller_pb2_grpc import ControllerServicer as _Base
 from strom_controller import convert
 from strom_controller.controller import Controller
+from strom_server.rpc.server import ServicerContext as Ctx
 
 __all__ = ["ControllerServicer"]
-
-Ctx: TypeAlias = grpc.aio.ServicerContext
 
 
 class ControllerServicer(_Base):

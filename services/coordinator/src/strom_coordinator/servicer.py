@@ -8,9 +8,7 @@ logged.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Protocol, TypeAlias, TypeVar
-
-import grpc
+from typing import Protocol, TypeVar
 
 from strom.errors import (
     BrokerResponseError,
@@ -24,13 +22,13 @@ from strom.protocol.v1.coordinator_pb2_grpc import GroupCoordinatorServicer as _
 from strom_coordinator import convert
 from strom_coordinator.group.api import DeleteGroupResult, GroupDescription, LeaveResult
 from strom_coordinator.group.manager import GroupManager
+from strom_server.rpc.server import ServicerContext as Ctx
 from strom_server.runtime.logs import get_logger
 
 __all__ = ["CoordinatorDirectory", "GroupCoordinatorServicer"]
 
 log = get_logger(__name__)
 
-Ctx: TypeAlias = grpc.aio.ServicerContext
 R = TypeVar("R")
 
 

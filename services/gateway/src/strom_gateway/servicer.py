@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import NoReturn, TypeAlias, TypeVar, cast
+from typing import NoReturn, TypeVar, cast
 
 import grpc
 from google.protobuf.message import DecodeError, Message
@@ -29,6 +29,7 @@ from strom_gateway.produce_stream import ProduceStreamRelay
 from strom_gateway.record_rpcs import RecordRpcs
 from strom_gateway.routing import ControllerRouter, NoControllerError
 from strom_server.rpc.raw_methods import add_with_raw_methods
+from strom_server.rpc.server import ServicerContext as Ctx
 
 __all__ = ["GatewayServicer", "add_to_server"]
 
@@ -37,7 +38,6 @@ __all__ = ["GatewayServicer", "add_to_server"]
 RAW_REQUESTS = ("Produce",)
 RAW_RESPONSES = ("Produce", "Fetch")
 
-Ctx: TypeAlias = grpc.aio.ServicerContext
 Request = TypeVar("Request")
 Response = TypeVar("Response")
 Answer = TypeVar("Answer", bound=Message)

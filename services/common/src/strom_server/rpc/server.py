@@ -26,7 +26,7 @@ from __future__ import annotations
 import asyncio
 import signal
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+from typing import Any, TypeAlias
 
 import grpc
 import grpc.aio
@@ -39,9 +39,12 @@ from strom_server.runtime.logs import get_logger
 from strom_server.runtime.telemetry import Telemetry
 from strom_server.runtime.values import split_host_port
 
-__all__ = ["AddServicerFn", "GrpcServer", "ShutdownHook"]
+__all__ = ["AddServicerFn", "GrpcServer", "ServicerContext", "ShutdownHook"]
 
 log = get_logger(__name__)
+
+#: What every servicer method receives beside its request (typed once for every service).
+ServicerContext: TypeAlias = grpc.aio.ServicerContext
 
 AddServicerFn = Callable[[Any, grpc.aio.Server], None]
 """A generated ``add_XServicer_to_server(servicer, server)`` function."""
