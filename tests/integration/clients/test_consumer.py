@@ -82,7 +82,14 @@ def _produce_once(
             timeout=20,
         )
     (result,) = response.partitions
-    if result.error_code in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.LEADER_NOT_AVAILABLE):
+    # UNKNOWN_TOPIC_OR_PARTITION too: a leader just chosen hosts the partition only once it has
+    # read the assignment from etcd ("node N does not host ...").
+    not_yet = (
+        ErrorCode.NOT_LEADER_OR_FOLLOWER,
+        ErrorCode.LEADER_NOT_AVAILABLE,
+        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+    )
+    if result.error_code in not_yet:
         return None
     assert result.error_code == 0, result
     return result
