@@ -23,8 +23,8 @@ from typing import Any
 
 from strom_server.local.cluster import STOP_GRACE_S, LocalClusterSpec, check_startable, spec_to_json
 from strom_server.local.cluster_state import (
+    live_processes,
     pid_alive,
-    process_start_ticks,
     read_state,
     remove_state,
     supervisor_alive,
@@ -191,7 +191,7 @@ def stop_cluster(data_dir: Path, *, progress: Progress, timeout_s: float | None 
         while pid_alive(pid) and time.monotonic() < deadline:
             time.sleep(0.1)
             if time.monotonic() >= next_report:
-                left = sorted(_alive_processes(state))
+                left = sorted(live_processes(state))
                 progress(f"  still stopping: {', '.join(left) or 'the supervisor'}")
                 next_report += 2
         if pid_alive(pid):
@@ -203,23 +203,11 @@ def stop_cluster(data_dir: Path, *, progress: Progress, timeout_s: float | None 
     remove_state(data_dir)
 
 
-def _alive_processes(state: dict[str, Any]) -> dict[str, int]:
-    """Processes of ``state`` still running (the same processes: start times checked)."""
-    alive = {}
-    for name, info in state.get("processes", {}).items():
-        pid = info.get("pid")
-        if not isinstance(pid, int) or not pid_alive(pid):
-            continue
-        recorded = info.get("pid_started")
-        if recorded is None or process_start_ticks(pid) in (None, recorded):
-            alive[name] = pid
-    return alive
-
-
 def _stop_orphans(state: dict[str, Any], progress: Progress) -> None:
     """SIGTERM, then SIGKILL after the grace period, whatever the supervisor left running, in
     reverse start order."""
-    for name, pid in reversed(list(_alive_processes(state).items())):
+    for name, info in reversed(list(live_processes(state).items())):
+        pid = int(info["pid"])
         progress(f"  stopping {name} (pid {pid})")
         os.kill(pid, signal.SIGTERM)
         deadline = time.monotonic() + STOP_GRACE_S

@@ -20,6 +20,7 @@ from typing import Any
 
 __all__ = [
     "STATE_FILE",
+    "live_processes",
     "pid_alive",
     "process_start_ticks",
     "read_state",
@@ -76,23 +77,32 @@ def process_start_ticks(pid: int) -> int | None:
         return None
 
 
-def supervisor_alive(state: dict[str, Any]) -> bool:
-    """Whether the supervisor that wrote ``state`` is still running."""
-    pid = state.get("supervisor_pid")
+def _still_running(pid: object, recorded_start: object) -> bool:
+    """Whether ``pid`` runs and is the process that was recorded (its start time, when both
+    are known, is the recorded one: a later process may have been given the same pid)."""
     if not isinstance(pid, int) or not pid_alive(pid):
         return False
-    recorded = state.get("supervisor_started")
-    return recorded is None or process_start_ticks(pid) in (None, recorded)
+    return recorded_start is None or process_start_ticks(pid) in (None, recorded_start)
 
 
-def running_processes(data_dir: Path) -> dict[str, dict[str, Any]]:
-    """Processes recorded in the state file that are still alive, by name."""
-    state = read_state(data_dir) or {}
+def supervisor_alive(state: dict[str, Any]) -> bool:
+    """Whether the supervisor that wrote ``state`` is still running."""
+    return _still_running(state.get("supervisor_pid"), state.get("supervisor_started"))
+
+
+def live_processes(state: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The processes of ``state`` still running (the same processes: start times checked), by
+    name, in start order."""
     processes = state.get("processes", {})
     if not isinstance(processes, dict):
         return {}
     return {
         name: info
         for name, info in processes.items()
-        if isinstance(info.get("pid"), int) and pid_alive(info["pid"])
+        if _still_running(info.get("pid"), info.get("pid_started"))
     }
+
+
+def running_processes(data_dir: Path) -> dict[str, dict[str, Any]]:
+    """Processes recorded in the state file of ``data_dir`` that are still alive, by name."""
+    return live_processes(read_state(data_dir) or {})
