@@ -71,6 +71,7 @@ __all__ = [
     "InvalidSessionTimeoutError",
     "InvalidTimestampError",
     "InvalidTopicError",
+    "InvalidTransactionTimeoutError",
     "InvalidTxnStateError",
     "LeaderNotAvailableError",
     "LogDirNotFoundError",
@@ -90,6 +91,7 @@ __all__ = [
     "OutOfOrderSequenceNumberError",
     "PolicyViolationError",
     "PreferredLeaderNotAvailableError",
+    "ProducerFencedError",
     "ReassignmentInProgressError",
     "RebalanceInProgressError",
     "RecordCountMismatchError",
@@ -102,6 +104,9 @@ __all__ = [
     "StromTimeoutError",
     "TopicAlreadyExistsError",
     "TopicDeletionInProgressError",
+    "TransactionAbortableError",
+    "TransactionCoordinatorFencedError",
+    "TransactionalIdNotFoundError",
     "TruncatedBatchError",
     "UnknownLeaderEpochError",
     "UnknownMemberIdError",
@@ -434,10 +439,23 @@ class InvalidProducerIdMappingError(BrokerResponseError):
     code = ErrorCode.INVALID_PRODUCER_ID_MAPPING
 
 
+class InvalidTransactionTimeoutError(BrokerResponseError):
+    """The transaction timeout is above the coordinator's transaction.max.timeout.ms (or not
+    positive)."""
+
+    code = ErrorCode.INVALID_TRANSACTION_TIMEOUT
+
+
 class ConcurrentTransactionsError(BrokerResponseError):
     """Another transaction operation is in progress."""
 
     code = ErrorCode.CONCURRENT_TRANSACTIONS
+
+
+class TransactionCoordinatorFencedError(BrokerResponseError):
+    """A newer owner of the transaction's state partition exists: this coordinator is fenced."""
+
+    code = ErrorCode.TRANSACTION_COORDINATOR_FENCED
 
 
 class StorageError(BrokerResponseError):
@@ -564,6 +582,24 @@ class UnstableOffsetCommitError(BrokerResponseError):
     """An offset commit for the partition is pending."""
 
     code = ErrorCode.UNSTABLE_OFFSET_COMMIT
+
+
+class ProducerFencedError(BrokerResponseError):
+    """A newer producer with the same transactional id exists: this one is fenced (fatal)."""
+
+    code = ErrorCode.PRODUCER_FENCED
+
+
+class TransactionalIdNotFoundError(BrokerResponseError):
+    """The transaction coordinator has no state for this transactional id."""
+
+    code = ErrorCode.TRANSACTIONAL_ID_NOT_FOUND
+
+
+class TransactionAbortableError(BrokerResponseError):
+    """The transaction cannot complete: abort it, then begin a new one."""
+
+    code = ErrorCode.TRANSACTION_ABORTABLE
 
 
 class DuplicateBrokerRegistrationError(BrokerResponseError):

@@ -42,6 +42,7 @@ def test_services_expose_the_rpcs_later_issues_build_on() -> None:
         coordinator_pb2,
         gateway_pb2,
         storage_pb2,
+        transaction_pb2,
     )
 
     def methods(module: object, service: str) -> set[str]:
@@ -77,9 +78,13 @@ def test_services_expose_the_rpcs_later_issues_build_on() -> None:
     } <= groups
     gateway = methods(gateway_pb2, "Gateway")
     # The gateway is the whole public API: every client-facing RPC of the other services.
-    assert (storage - {"FetchStream", "OffsetForLeaderEpoch"}) <= gateway
+    # Internal RPCs: replication, ISR changes, and the transaction coordinator's markers.
+    assert (storage - {"FetchStream", "OffsetForLeaderEpoch", "WriteTxnMarkers"}) <= gateway
     assert (controller - {"AlterPartition"}) <= gateway
-    assert groups <= gateway
+    assert (groups - {"WriteTxnMarkers"}) <= gateway
+    transactions = methods(transaction_pb2, "TransactionCoordinator")
+    assert {"InitProducerId", "AddPartitionsToTxn", "AddOffsetsToTxn", "EndTxn"} <= transactions
+    assert transactions <= gateway
     assert {"ProduceRecords", "FetchRecords"} <= gateway
 
 

@@ -4,6 +4,7 @@ import grpc
 import warnings
 
 from strom.protocol.v1 import coordinator_pb2 as strom_dot_protocol_dot_v1_dot_coordinator__pb2
+from strom.protocol.v1 import transaction_pb2 as strom_dot_protocol_dot_v1_dot_transaction__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
 GRPC_VERSION = grpc.__version__
@@ -89,6 +90,16 @@ class GroupCoordinatorStub:
                 request_serializer=strom_dot_protocol_dot_v1_dot_coordinator__pb2.DeleteGroupsRequest.SerializeToString,
                 response_deserializer=strom_dot_protocol_dot_v1_dot_coordinator__pb2.DeleteGroupsResponse.FromString,
                 _registered_method=True)
+        self.TxnOffsetCommit = channel.unary_unary(
+                '/strom.protocol.v1.GroupCoordinator/TxnOffsetCommit',
+                request_serializer=strom_dot_protocol_dot_v1_dot_coordinator__pb2.TxnOffsetCommitRequest.SerializeToString,
+                response_deserializer=strom_dot_protocol_dot_v1_dot_coordinator__pb2.TxnOffsetCommitResponse.FromString,
+                _registered_method=True)
+        self.WriteTxnMarkers = channel.unary_unary(
+                '/strom.protocol.v1.GroupCoordinator/WriteTxnMarkers',
+                request_serializer=strom_dot_protocol_dot_v1_dot_transaction__pb2.WriteTxnMarkersRequest.SerializeToString,
+                response_deserializer=strom_dot_protocol_dot_v1_dot_transaction__pb2.WriteTxnMarkersResponse.FromString,
+                _registered_method=True)
 
 
 class GroupCoordinatorServicer:
@@ -161,6 +172,21 @@ class GroupCoordinatorServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def TxnOffsetCommit(self, request, context):
+        """Offsets staged by a transaction, visible only when it commits.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def WriteTxnMarkers(self, request, context):
+        """From the transaction coordinator: make a transaction's staged offsets visible (commit) or
+        drop them (abort), for the groups named in each marker.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_GroupCoordinatorServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -218,6 +244,16 @@ def add_GroupCoordinatorServicer_to_server(servicer, server):
                     servicer.DeleteGroups,
                     request_deserializer=strom_dot_protocol_dot_v1_dot_coordinator__pb2.DeleteGroupsRequest.FromString,
                     response_serializer=strom_dot_protocol_dot_v1_dot_coordinator__pb2.DeleteGroupsResponse.SerializeToString,
+            ),
+            'TxnOffsetCommit': grpc.unary_unary_rpc_method_handler(
+                    servicer.TxnOffsetCommit,
+                    request_deserializer=strom_dot_protocol_dot_v1_dot_coordinator__pb2.TxnOffsetCommitRequest.FromString,
+                    response_serializer=strom_dot_protocol_dot_v1_dot_coordinator__pb2.TxnOffsetCommitResponse.SerializeToString,
+            ),
+            'WriteTxnMarkers': grpc.unary_unary_rpc_method_handler(
+                    servicer.WriteTxnMarkers,
+                    request_deserializer=strom_dot_protocol_dot_v1_dot_transaction__pb2.WriteTxnMarkersRequest.FromString,
+                    response_serializer=strom_dot_protocol_dot_v1_dot_transaction__pb2.WriteTxnMarkersResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -517,6 +553,60 @@ class GroupCoordinator:
             '/strom.protocol.v1.GroupCoordinator/DeleteGroups',
             strom_dot_protocol_dot_v1_dot_coordinator__pb2.DeleteGroupsRequest.SerializeToString,
             strom_dot_protocol_dot_v1_dot_coordinator__pb2.DeleteGroupsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def TxnOffsetCommit(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/strom.protocol.v1.GroupCoordinator/TxnOffsetCommit',
+            strom_dot_protocol_dot_v1_dot_coordinator__pb2.TxnOffsetCommitRequest.SerializeToString,
+            strom_dot_protocol_dot_v1_dot_coordinator__pb2.TxnOffsetCommitResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def WriteTxnMarkers(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/strom.protocol.v1.GroupCoordinator/WriteTxnMarkers',
+            strom_dot_protocol_dot_v1_dot_transaction__pb2.WriteTxnMarkersRequest.SerializeToString,
+            strom_dot_protocol_dot_v1_dot_transaction__pb2.WriteTxnMarkersResponse.FromString,
             options,
             channel_credentials,
             insecure,

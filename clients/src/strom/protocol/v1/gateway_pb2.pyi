@@ -2,6 +2,7 @@ from strom.protocol.v1 import common_pb2 as _common_pb2
 from strom.protocol.v1 import controller_pb2 as _controller_pb2
 from strom.protocol.v1 import coordinator_pb2 as _coordinator_pb2
 from strom.protocol.v1 import storage_pb2 as _storage_pb2
+from strom.protocol.v1 import transaction_pb2 as _transaction_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor

@@ -7,6 +7,7 @@ from strom.protocol.v1 import controller_pb2 as strom_dot_protocol_dot_v1_dot_co
 from strom.protocol.v1 import coordinator_pb2 as strom_dot_protocol_dot_v1_dot_coordinator__pb2
 from strom.protocol.v1 import gateway_pb2 as strom_dot_protocol_dot_v1_dot_gateway__pb2
 from strom.protocol.v1 import storage_pb2 as strom_dot_protocol_dot_v1_dot_storage__pb2
+from strom.protocol.v1 import transaction_pb2 as strom_dot_protocol_dot_v1_dot_transaction__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
 GRPC_VERSION = grpc.__version__
@@ -177,6 +178,41 @@ class GatewayStub:
                 request_serializer=strom_dot_protocol_dot_v1_dot_coordinator__pb2.DeleteGroupsRequest.SerializeToString,
                 response_deserializer=strom_dot_protocol_dot_v1_dot_coordinator__pb2.DeleteGroupsResponse.FromString,
                 _registered_method=True)
+        self.TxnOffsetCommit = channel.unary_unary(
+                '/strom.protocol.v1.Gateway/TxnOffsetCommit',
+                request_serializer=strom_dot_protocol_dot_v1_dot_coordinator__pb2.TxnOffsetCommitRequest.SerializeToString,
+                response_deserializer=strom_dot_protocol_dot_v1_dot_coordinator__pb2.TxnOffsetCommitResponse.FromString,
+                _registered_method=True)
+        self.AddPartitionsToTxn = channel.unary_unary(
+                '/strom.protocol.v1.Gateway/AddPartitionsToTxn',
+                request_serializer=strom_dot_protocol_dot_v1_dot_transaction__pb2.AddPartitionsToTxnRequest.SerializeToString,
+                response_deserializer=strom_dot_protocol_dot_v1_dot_transaction__pb2.AddPartitionsToTxnResponse.FromString,
+                _registered_method=True)
+        self.AddOffsetsToTxn = channel.unary_unary(
+                '/strom.protocol.v1.Gateway/AddOffsetsToTxn',
+                request_serializer=strom_dot_protocol_dot_v1_dot_transaction__pb2.AddOffsetsToTxnRequest.SerializeToString,
+                response_deserializer=strom_dot_protocol_dot_v1_dot_transaction__pb2.AddOffsetsToTxnResponse.FromString,
+                _registered_method=True)
+        self.EndTxn = channel.unary_unary(
+                '/strom.protocol.v1.Gateway/EndTxn',
+                request_serializer=strom_dot_protocol_dot_v1_dot_transaction__pb2.EndTxnRequest.SerializeToString,
+                response_deserializer=strom_dot_protocol_dot_v1_dot_transaction__pb2.EndTxnResponse.FromString,
+                _registered_method=True)
+        self.ListTransactions = channel.unary_unary(
+                '/strom.protocol.v1.Gateway/ListTransactions',
+                request_serializer=strom_dot_protocol_dot_v1_dot_transaction__pb2.ListTransactionsRequest.SerializeToString,
+                response_deserializer=strom_dot_protocol_dot_v1_dot_transaction__pb2.ListTransactionsResponse.FromString,
+                _registered_method=True)
+        self.DescribeTransactions = channel.unary_unary(
+                '/strom.protocol.v1.Gateway/DescribeTransactions',
+                request_serializer=strom_dot_protocol_dot_v1_dot_transaction__pb2.DescribeTransactionsRequest.SerializeToString,
+                response_deserializer=strom_dot_protocol_dot_v1_dot_transaction__pb2.DescribeTransactionsResponse.FromString,
+                _registered_method=True)
+        self.DescribeProducers = channel.unary_unary(
+                '/strom.protocol.v1.Gateway/DescribeProducers',
+                request_serializer=strom_dot_protocol_dot_v1_dot_transaction__pb2.DescribeProducersRequest.SerializeToString,
+                response_deserializer=strom_dot_protocol_dot_v1_dot_transaction__pb2.DescribeProducersResponse.FromString,
+                _registered_method=True)
 
 
 class GatewayServicer:
@@ -283,7 +319,9 @@ class GatewayServicer:
         raise NotImplementedError('Method not implemented!')
 
     def InitProducerId(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """Without a transactional id: a fresh producer id from the controller. With one: forwarded
+        to that id's transaction coordinator.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -350,6 +388,50 @@ class GatewayServicer:
         raise NotImplementedError('Method not implemented!')
 
     def DeleteGroups(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def TxnOffsetCommit(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def AddPartitionsToTxn(self, request, context):
+        """Transactions (forwarded to the transactional id's coordinator; the listing asks every
+        coordinator, DescribeProducers every partition's leader).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def AddOffsetsToTxn(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def EndTxn(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListTransactions(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DescribeTransactions(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DescribeProducers(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -497,6 +579,41 @@ def add_GatewayServicer_to_server(servicer, server):
                     servicer.DeleteGroups,
                     request_deserializer=strom_dot_protocol_dot_v1_dot_coordinator__pb2.DeleteGroupsRequest.FromString,
                     response_serializer=strom_dot_protocol_dot_v1_dot_coordinator__pb2.DeleteGroupsResponse.SerializeToString,
+            ),
+            'TxnOffsetCommit': grpc.unary_unary_rpc_method_handler(
+                    servicer.TxnOffsetCommit,
+                    request_deserializer=strom_dot_protocol_dot_v1_dot_coordinator__pb2.TxnOffsetCommitRequest.FromString,
+                    response_serializer=strom_dot_protocol_dot_v1_dot_coordinator__pb2.TxnOffsetCommitResponse.SerializeToString,
+            ),
+            'AddPartitionsToTxn': grpc.unary_unary_rpc_method_handler(
+                    servicer.AddPartitionsToTxn,
+                    request_deserializer=strom_dot_protocol_dot_v1_dot_transaction__pb2.AddPartitionsToTxnRequest.FromString,
+                    response_serializer=strom_dot_protocol_dot_v1_dot_transaction__pb2.AddPartitionsToTxnResponse.SerializeToString,
+            ),
+            'AddOffsetsToTxn': grpc.unary_unary_rpc_method_handler(
+                    servicer.AddOffsetsToTxn,
+                    request_deserializer=strom_dot_protocol_dot_v1_dot_transaction__pb2.AddOffsetsToTxnRequest.FromString,
+                    response_serializer=strom_dot_protocol_dot_v1_dot_transaction__pb2.AddOffsetsToTxnResponse.SerializeToString,
+            ),
+            'EndTxn': grpc.unary_unary_rpc_method_handler(
+                    servicer.EndTxn,
+                    request_deserializer=strom_dot_protocol_dot_v1_dot_transaction__pb2.EndTxnRequest.FromString,
+                    response_serializer=strom_dot_protocol_dot_v1_dot_transaction__pb2.EndTxnResponse.SerializeToString,
+            ),
+            'ListTransactions': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListTransactions,
+                    request_deserializer=strom_dot_protocol_dot_v1_dot_transaction__pb2.ListTransactionsRequest.FromString,
+                    response_serializer=strom_dot_protocol_dot_v1_dot_transaction__pb2.ListTransactionsResponse.SerializeToString,
+            ),
+            'DescribeTransactions': grpc.unary_unary_rpc_method_handler(
+                    servicer.DescribeTransactions,
+                    request_deserializer=strom_dot_protocol_dot_v1_dot_transaction__pb2.DescribeTransactionsRequest.FromString,
+                    response_serializer=strom_dot_protocol_dot_v1_dot_transaction__pb2.DescribeTransactionsResponse.SerializeToString,
+            ),
+            'DescribeProducers': grpc.unary_unary_rpc_method_handler(
+                    servicer.DescribeProducers,
+                    request_deserializer=strom_dot_protocol_dot_v1_dot_transaction__pb2.DescribeProducersRequest.FromString,
+                    response_serializer=strom_dot_protocol_dot_v1_dot_transaction__pb2.DescribeProducersResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1255,6 +1372,195 @@ class Gateway:
             '/strom.protocol.v1.Gateway/DeleteGroups',
             strom_dot_protocol_dot_v1_dot_coordinator__pb2.DeleteGroupsRequest.SerializeToString,
             strom_dot_protocol_dot_v1_dot_coordinator__pb2.DeleteGroupsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def TxnOffsetCommit(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/strom.protocol.v1.Gateway/TxnOffsetCommit',
+            strom_dot_protocol_dot_v1_dot_coordinator__pb2.TxnOffsetCommitRequest.SerializeToString,
+            strom_dot_protocol_dot_v1_dot_coordinator__pb2.TxnOffsetCommitResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AddPartitionsToTxn(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/strom.protocol.v1.Gateway/AddPartitionsToTxn',
+            strom_dot_protocol_dot_v1_dot_transaction__pb2.AddPartitionsToTxnRequest.SerializeToString,
+            strom_dot_protocol_dot_v1_dot_transaction__pb2.AddPartitionsToTxnResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AddOffsetsToTxn(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/strom.protocol.v1.Gateway/AddOffsetsToTxn',
+            strom_dot_protocol_dot_v1_dot_transaction__pb2.AddOffsetsToTxnRequest.SerializeToString,
+            strom_dot_protocol_dot_v1_dot_transaction__pb2.AddOffsetsToTxnResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def EndTxn(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/strom.protocol.v1.Gateway/EndTxn',
+            strom_dot_protocol_dot_v1_dot_transaction__pb2.EndTxnRequest.SerializeToString,
+            strom_dot_protocol_dot_v1_dot_transaction__pb2.EndTxnResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListTransactions(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/strom.protocol.v1.Gateway/ListTransactions',
+            strom_dot_protocol_dot_v1_dot_transaction__pb2.ListTransactionsRequest.SerializeToString,
+            strom_dot_protocol_dot_v1_dot_transaction__pb2.ListTransactionsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DescribeTransactions(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/strom.protocol.v1.Gateway/DescribeTransactions',
+            strom_dot_protocol_dot_v1_dot_transaction__pb2.DescribeTransactionsRequest.SerializeToString,
+            strom_dot_protocol_dot_v1_dot_transaction__pb2.DescribeTransactionsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DescribeProducers(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/strom.protocol.v1.Gateway/DescribeProducers',
+            strom_dot_protocol_dot_v1_dot_transaction__pb2.DescribeProducersRequest.SerializeToString,
+            strom_dot_protocol_dot_v1_dot_transaction__pb2.DescribeProducersResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -23,59 +23,62 @@ _sym_db = _symbol_database.Default()
 
 
 from strom.protocol.v1 import common_pb2 as strom_dot_protocol_dot_v1_dot_common__pb2
+from strom.protocol.v1 import transaction_pb2 as strom_dot_protocol_dot_v1_dot_transaction__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1fstrom/protocol/v1/storage.proto\x12\x11strom.protocol.v1\x1a\x1estrom/protocol/v1/common.proto\"\x9a\x01\n\x0eProduceRequest\x12\x0c\n\x04\x61\x63ks\x18\x01 \x01(\x05\x12\x12\n\ntimeout_ms\x18\x02 \x01(\x05\x12;\n\npartitions\x18\x03 \x03(\x0b\x32\'.strom.protocol.v1.ProducePartitionData\x12\x16\n\x0e\x63orrelation_id\x18\x04 \x01(\x03\x12\x11\n\tclient_id\x18\x05 \x01(\t\"I\n\x14ProducePartitionData\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\x0f\n\x07records\x18\x03 \x01(\x0c\"\x82\x01\n\x0fProduceResponse\x12\x16\n\x0e\x63orrelation_id\x18\x01 \x01(\x03\x12=\n\npartitions\x18\x02 \x03(\x0b\x32).strom.protocol.v1.ProducePartitionResult\x12\x18\n\x10throttle_time_ms\x18\x03 \x01(\x05\"\x85\x02\n\x16ProducePartitionResult\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\x30\n\nerror_code\x18\x03 \x01(\x0e\x32\x1c.strom.protocol.v1.ErrorCode\x12\x15\n\rerror_message\x18\x04 \x01(\t\x12\x13\n\x0b\x62\x61se_offset\x18\x05 \x01(\x03\x12\x1a\n\x12log_append_time_ms\x18\x06 \x01(\x03\x12\x18\n\x10log_start_offset\x18\x07 \x01(\x03\x12\x35\n\rrecord_errors\x18\x08 \x03(\x0b\x32\x1e.strom.protocol.v1.RecordError\"3\n\x0bRecordError\x12\x13\n\x0b\x62\x61tch_index\x18\x01 \x01(\x05\x12\x0f\n\x07message\x18\x02 \x01(\t\"\x8c\x02\n\x0c\x46\x65tchRequest\x12\x12\n\nreplica_id\x18\x01 \x01(\x05\x12\x13\n\x0bmax_wait_ms\x18\x02 \x01(\x05\x12\x11\n\tmin_bytes\x18\x03 \x01(\x05\x12\x11\n\tmax_bytes\x18\x04 \x01(\x05\x12:\n\x0fisolation_level\x18\x05 \x01(\x0e\x32!.strom.protocol.v1.IsolationLevel\x12\x35\n\npartitions\x18\x06 \x03(\x0b\x32!.strom.protocol.v1.FetchPartition\x12\x16\n\x0e\x63orrelation_id\x18\x07 \x01(\x03\x12\x0f\n\x07rack_id\x18\x08 \x01(\t\x12\x11\n\tclient_id\x18\t \x01(\t\"\xd7\x01\n\x0e\x46\x65tchPartition\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\x14\n\x0c\x66\x65tch_offset\x18\x03 \x01(\x03\x12!\n\x14\x63urrent_leader_epoch\x18\x04 \x01(\x05H\x00\x88\x01\x01\x12\x18\n\x10log_start_offset\x18\x05 \x01(\x03\x12\x1b\n\x13partition_max_bytes\x18\x06 \x01(\x05\x12\x1a\n\x12last_fetched_epoch\x18\x07 \x01(\x05\x42\x17\n\x15_current_leader_epoch\"~\n\rFetchResponse\x12\x16\n\x0e\x63orrelation_id\x18\x01 \x01(\x03\x12;\n\npartitions\x18\x02 \x03(\x0b\x32\'.strom.protocol.v1.FetchPartitionResult\x12\x18\n\x10throttle_time_ms\x18\x03 \x01(\x05\"\xbc\x02\n\x14\x46\x65tchPartitionResult\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\x30\n\nerror_code\x18\x03 \x01(\x0e\x32\x1c.strom.protocol.v1.ErrorCode\x12\x15\n\rerror_message\x18\x04 \x01(\t\x12\x16\n\x0ehigh_watermark\x18\x05 \x01(\x03\x12\x1a\n\x12last_stable_offset\x18\x06 \x01(\x03\x12\x18\n\x10log_start_offset\x18\x07 \x01(\x03\x12\x0f\n\x07records\x18\x08 \x01(\x0c\x12:\n\x0f\x64iverging_epoch\x18\t \x01(\x0b\x32!.strom.protocol.v1.EpochEndOffset\x12\x1e\n\x16preferred_read_replica\x18\n \x01(\x05\"3\n\x0e\x45pochEndOffset\x12\r\n\x05\x65poch\x18\x01 \x01(\x05\x12\x12\n\nend_offset\x18\x02 \x01(\x03\"\xa1\x01\n\x12ListOffsetsRequest\x12\x12\n\nreplica_id\x18\x01 \x01(\x05\x12:\n\x0fisolation_level\x18\x02 \x01(\x0e\x32!.strom.protocol.v1.IsolationLevel\x12;\n\npartitions\x18\x03 \x03(\x0b\x32\'.strom.protocol.v1.ListOffsetsPartition\"\xb7\x01\n\x14ListOffsetsPartition\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12+\n\x04spec\x18\x03 \x01(\x0e\x32\x1d.strom.protocol.v1.OffsetSpec\x12\x14\n\x0ctimestamp_ms\x18\x04 \x01(\x03\x12!\n\x14\x63urrent_leader_epoch\x18\x05 \x01(\x05H\x00\x88\x01\x01\x42\x17\n\x15_current_leader_epoch\"X\n\x13ListOffsetsResponse\x12\x41\n\npartitions\x18\x01 \x03(\x0b\x32-.strom.protocol.v1.ListOffsetsPartitionResult\"\xc3\x01\n\x1aListOffsetsPartitionResult\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\x30\n\nerror_code\x18\x03 \x01(\x0e\x32\x1c.strom.protocol.v1.ErrorCode\x12\x15\n\rerror_message\x18\x04 \x01(\t\x12\x14\n\x0ctimestamp_ms\x18\x05 \x01(\x03\x12\x0e\n\x06offset\x18\x06 \x01(\x03\x12\x14\n\x0cleader_epoch\x18\x07 \x01(\x05\"w\n\x1bOffsetForLeaderEpochRequest\x12\x12\n\nreplica_id\x18\x01 \x01(\x05\x12\x44\n\npartitions\x18\x02 \x03(\x0b\x32\x30.strom.protocol.v1.OffsetForLeaderEpochPartition\"\x93\x01\n\x1dOffsetForLeaderEpochPartition\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12!\n\x14\x63urrent_leader_epoch\x18\x03 \x01(\x05H\x00\x88\x01\x01\x12\x14\n\x0cleader_epoch\x18\x04 \x01(\x05\x42\x17\n\x15_current_leader_epoch\"a\n\x1cOffsetForLeaderEpochResponse\x12\x41\n\npartitions\x18\x01 \x03(\x0b\x32-.strom.protocol.v1.OffsetForLeaderEpochResult\"\xb1\x01\n\x1aOffsetForLeaderEpochResult\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\x30\n\nerror_code\x18\x03 \x01(\x0e\x32\x1c.strom.protocol.v1.ErrorCode\x12\x15\n\rerror_message\x18\x04 \x01(\t\x12\x14\n\x0cleader_epoch\x18\x05 \x01(\x05\x12\x12\n\nend_offset\x18\x06 \x01(\x03\"i\n\x14\x44\x65leteRecordsRequest\x12=\n\npartitions\x18\x01 \x03(\x0b\x32).strom.protocol.v1.DeleteRecordsPartition\x12\x12\n\ntimeout_ms\x18\x02 \x01(\x05\"J\n\x16\x44\x65leteRecordsPartition\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\x0e\n\x06offset\x18\x03 \x01(\x03\"S\n\x15\x44\x65leteRecordsResponse\x12:\n\npartitions\x18\x01 \x03(\x0b\x32&.strom.protocol.v1.DeleteRecordsResult\"\x97\x01\n\x13\x44\x65leteRecordsResult\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\x30\n\nerror_code\x18\x03 \x01(\x0e\x32\x1c.strom.protocol.v1.ErrorCode\x12\x15\n\rerror_message\x18\x04 \x01(\t\x12\x15\n\rlow_watermark\x18\x05 \x01(\x03\x32\x98\x05\n\x0bStorageNode\x12P\n\x07Produce\x12!.strom.protocol.v1.ProduceRequest\x1a\".strom.protocol.v1.ProduceResponse\x12Z\n\rProduceStream\x12!.strom.protocol.v1.ProduceRequest\x1a\".strom.protocol.v1.ProduceResponse(\x01\x30\x01\x12J\n\x05\x46\x65tch\x12\x1f.strom.protocol.v1.FetchRequest\x1a .strom.protocol.v1.FetchResponse\x12T\n\x0b\x46\x65tchStream\x12\x1f.strom.protocol.v1.FetchRequest\x1a .strom.protocol.v1.FetchResponse(\x01\x30\x01\x12\\\n\x0bListOffsets\x12%.strom.protocol.v1.ListOffsetsRequest\x1a&.strom.protocol.v1.ListOffsetsResponse\x12w\n\x14OffsetForLeaderEpoch\x12..strom.protocol.v1.OffsetForLeaderEpochRequest\x1a/.strom.protocol.v1.OffsetForLeaderEpochResponse\x12\x62\n\rDeleteRecords\x12\'.strom.protocol.v1.DeleteRecordsRequest\x1a(.strom.protocol.v1.DeleteRecordsResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1fstrom/protocol/v1/storage.proto\x12\x11strom.protocol.v1\x1a\x1estrom/protocol/v1/common.proto\x1a#strom/protocol/v1/transaction.proto\"\xb4\x01\n\x0eProduceRequest\x12\x0c\n\x04\x61\x63ks\x18\x01 \x01(\x05\x12\x12\n\ntimeout_ms\x18\x02 \x01(\x05\x12;\n\npartitions\x18\x03 \x03(\x0b\x32\'.strom.protocol.v1.ProducePartitionData\x12\x16\n\x0e\x63orrelation_id\x18\x04 \x01(\x03\x12\x11\n\tclient_id\x18\x05 \x01(\t\x12\x18\n\x10transactional_id\x18\x06 \x01(\t\"I\n\x14ProducePartitionData\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\x0f\n\x07records\x18\x03 \x01(\x0c\"\x82\x01\n\x0fProduceResponse\x12\x16\n\x0e\x63orrelation_id\x18\x01 \x01(\x03\x12=\n\npartitions\x18\x02 \x03(\x0b\x32).strom.protocol.v1.ProducePartitionResult\x12\x18\n\x10throttle_time_ms\x18\x03 \x01(\x05\"\x85\x02\n\x16ProducePartitionResult\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\x30\n\nerror_code\x18\x03 \x01(\x0e\x32\x1c.strom.protocol.v1.ErrorCode\x12\x15\n\rerror_message\x18\x04 \x01(\t\x12\x13\n\x0b\x62\x61se_offset\x18\x05 \x01(\x03\x12\x1a\n\x12log_append_time_ms\x18\x06 \x01(\x03\x12\x18\n\x10log_start_offset\x18\x07 \x01(\x03\x12\x35\n\rrecord_errors\x18\x08 \x03(\x0b\x32\x1e.strom.protocol.v1.RecordError\"3\n\x0bRecordError\x12\x13\n\x0b\x62\x61tch_index\x18\x01 \x01(\x05\x12\x0f\n\x07message\x18\x02 \x01(\t\"\x8c\x02\n\x0c\x46\x65tchRequest\x12\x12\n\nreplica_id\x18\x01 \x01(\x05\x12\x13\n\x0bmax_wait_ms\x18\x02 \x01(\x05\x12\x11\n\tmin_bytes\x18\x03 \x01(\x05\x12\x11\n\tmax_bytes\x18\x04 \x01(\x05\x12:\n\x0fisolation_level\x18\x05 \x01(\x0e\x32!.strom.protocol.v1.IsolationLevel\x12\x35\n\npartitions\x18\x06 \x03(\x0b\x32!.strom.protocol.v1.FetchPartition\x12\x16\n\x0e\x63orrelation_id\x18\x07 \x01(\x03\x12\x0f\n\x07rack_id\x18\x08 \x01(\t\x12\x11\n\tclient_id\x18\t \x01(\t\"\xd7\x01\n\x0e\x46\x65tchPartition\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\x14\n\x0c\x66\x65tch_offset\x18\x03 \x01(\x03\x12!\n\x14\x63urrent_leader_epoch\x18\x04 \x01(\x05H\x00\x88\x01\x01\x12\x18\n\x10log_start_offset\x18\x05 \x01(\x03\x12\x1b\n\x13partition_max_bytes\x18\x06 \x01(\x05\x12\x1a\n\x12last_fetched_epoch\x18\x07 \x01(\x05\x42\x17\n\x15_current_leader_epoch\"~\n\rFetchResponse\x12\x16\n\x0e\x63orrelation_id\x18\x01 \x01(\x03\x12;\n\npartitions\x18\x02 \x03(\x0b\x32\'.strom.protocol.v1.FetchPartitionResult\x12\x18\n\x10throttle_time_ms\x18\x03 \x01(\x05\"\x81\x03\n\x14\x46\x65tchPartitionResult\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\x30\n\nerror_code\x18\x03 \x01(\x0e\x32\x1c.strom.protocol.v1.ErrorCode\x12\x15\n\rerror_message\x18\x04 \x01(\t\x12\x16\n\x0ehigh_watermark\x18\x05 \x01(\x03\x12\x1a\n\x12last_stable_offset\x18\x06 \x01(\x03\x12\x18\n\x10log_start_offset\x18\x07 \x01(\x03\x12\x0f\n\x07records\x18\x08 \x01(\x0c\x12:\n\x0f\x64iverging_epoch\x18\t \x01(\x0b\x32!.strom.protocol.v1.EpochEndOffset\x12\x1e\n\x16preferred_read_replica\x18\n \x01(\x05\x12\x43\n\x14\x61\x62orted_transactions\x18\x0b \x03(\x0b\x32%.strom.protocol.v1.AbortedTransaction\"?\n\x12\x41\x62ortedTransaction\x12\x13\n\x0bproducer_id\x18\x01 \x01(\x03\x12\x14\n\x0c\x66irst_offset\x18\x02 \x01(\x03\"3\n\x0e\x45pochEndOffset\x12\r\n\x05\x65poch\x18\x01 \x01(\x05\x12\x12\n\nend_offset\x18\x02 \x01(\x03\"\xa1\x01\n\x12ListOffsetsRequest\x12\x12\n\nreplica_id\x18\x01 \x01(\x05\x12:\n\x0fisolation_level\x18\x02 \x01(\x0e\x32!.strom.protocol.v1.IsolationLevel\x12;\n\npartitions\x18\x03 \x03(\x0b\x32\'.strom.protocol.v1.ListOffsetsPartition\"\xb7\x01\n\x14ListOffsetsPartition\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12+\n\x04spec\x18\x03 \x01(\x0e\x32\x1d.strom.protocol.v1.OffsetSpec\x12\x14\n\x0ctimestamp_ms\x18\x04 \x01(\x03\x12!\n\x14\x63urrent_leader_epoch\x18\x05 \x01(\x05H\x00\x88\x01\x01\x42\x17\n\x15_current_leader_epoch\"X\n\x13ListOffsetsResponse\x12\x41\n\npartitions\x18\x01 \x03(\x0b\x32-.strom.protocol.v1.ListOffsetsPartitionResult\"\xc3\x01\n\x1aListOffsetsPartitionResult\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\x30\n\nerror_code\x18\x03 \x01(\x0e\x32\x1c.strom.protocol.v1.ErrorCode\x12\x15\n\rerror_message\x18\x04 \x01(\t\x12\x14\n\x0ctimestamp_ms\x18\x05 \x01(\x03\x12\x0e\n\x06offset\x18\x06 \x01(\x03\x12\x14\n\x0cleader_epoch\x18\x07 \x01(\x05\"w\n\x1bOffsetForLeaderEpochRequest\x12\x12\n\nreplica_id\x18\x01 \x01(\x05\x12\x44\n\npartitions\x18\x02 \x03(\x0b\x32\x30.strom.protocol.v1.OffsetForLeaderEpochPartition\"\x93\x01\n\x1dOffsetForLeaderEpochPartition\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12!\n\x14\x63urrent_leader_epoch\x18\x03 \x01(\x05H\x00\x88\x01\x01\x12\x14\n\x0cleader_epoch\x18\x04 \x01(\x05\x42\x17\n\x15_current_leader_epoch\"a\n\x1cOffsetForLeaderEpochResponse\x12\x41\n\npartitions\x18\x01 \x03(\x0b\x32-.strom.protocol.v1.OffsetForLeaderEpochResult\"\xb1\x01\n\x1aOffsetForLeaderEpochResult\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\x30\n\nerror_code\x18\x03 \x01(\x0e\x32\x1c.strom.protocol.v1.ErrorCode\x12\x15\n\rerror_message\x18\x04 \x01(\t\x12\x14\n\x0cleader_epoch\x18\x05 \x01(\x05\x12\x12\n\nend_offset\x18\x06 \x01(\x03\"i\n\x14\x44\x65leteRecordsRequest\x12=\n\npartitions\x18\x01 \x03(\x0b\x32).strom.protocol.v1.DeleteRecordsPartition\x12\x12\n\ntimeout_ms\x18\x02 \x01(\x05\"J\n\x16\x44\x65leteRecordsPartition\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\x0e\n\x06offset\x18\x03 \x01(\x03\"S\n\x15\x44\x65leteRecordsResponse\x12:\n\npartitions\x18\x01 \x03(\x0b\x32&.strom.protocol.v1.DeleteRecordsResult\"\x97\x01\n\x13\x44\x65leteRecordsResult\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\x30\n\nerror_code\x18\x03 \x01(\x0e\x32\x1c.strom.protocol.v1.ErrorCode\x12\x15\n\rerror_message\x18\x04 \x01(\t\x12\x15\n\rlow_watermark\x18\x05 \x01(\x03\x32\xf2\x06\n\x0bStorageNode\x12P\n\x07Produce\x12!.strom.protocol.v1.ProduceRequest\x1a\".strom.protocol.v1.ProduceResponse\x12Z\n\rProduceStream\x12!.strom.protocol.v1.ProduceRequest\x1a\".strom.protocol.v1.ProduceResponse(\x01\x30\x01\x12J\n\x05\x46\x65tch\x12\x1f.strom.protocol.v1.FetchRequest\x1a .strom.protocol.v1.FetchResponse\x12T\n\x0b\x46\x65tchStream\x12\x1f.strom.protocol.v1.FetchRequest\x1a .strom.protocol.v1.FetchResponse(\x01\x30\x01\x12\\\n\x0bListOffsets\x12%.strom.protocol.v1.ListOffsetsRequest\x1a&.strom.protocol.v1.ListOffsetsResponse\x12w\n\x14OffsetForLeaderEpoch\x12..strom.protocol.v1.OffsetForLeaderEpochRequest\x1a/.strom.protocol.v1.OffsetForLeaderEpochResponse\x12\x62\n\rDeleteRecords\x12\'.strom.protocol.v1.DeleteRecordsRequest\x1a(.strom.protocol.v1.DeleteRecordsResponse\x12h\n\x0fWriteTxnMarkers\x12).strom.protocol.v1.WriteTxnMarkersRequest\x1a*.strom.protocol.v1.WriteTxnMarkersResponse\x12n\n\x11\x44\x65scribeProducers\x12+.strom.protocol.v1.DescribeProducersRequest\x1a,.strom.protocol.v1.DescribeProducersResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'strom.protocol.v1.storage_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_PRODUCEREQUEST']._serialized_start=87
-  _globals['_PRODUCEREQUEST']._serialized_end=241
-  _globals['_PRODUCEPARTITIONDATA']._serialized_start=243
-  _globals['_PRODUCEPARTITIONDATA']._serialized_end=316
-  _globals['_PRODUCERESPONSE']._serialized_start=319
-  _globals['_PRODUCERESPONSE']._serialized_end=449
-  _globals['_PRODUCEPARTITIONRESULT']._serialized_start=452
-  _globals['_PRODUCEPARTITIONRESULT']._serialized_end=713
-  _globals['_RECORDERROR']._serialized_start=715
-  _globals['_RECORDERROR']._serialized_end=766
-  _globals['_FETCHREQUEST']._serialized_start=769
-  _globals['_FETCHREQUEST']._serialized_end=1037
-  _globals['_FETCHPARTITION']._serialized_start=1040
-  _globals['_FETCHPARTITION']._serialized_end=1255
-  _globals['_FETCHRESPONSE']._serialized_start=1257
-  _globals['_FETCHRESPONSE']._serialized_end=1383
-  _globals['_FETCHPARTITIONRESULT']._serialized_start=1386
-  _globals['_FETCHPARTITIONRESULT']._serialized_end=1702
-  _globals['_EPOCHENDOFFSET']._serialized_start=1704
-  _globals['_EPOCHENDOFFSET']._serialized_end=1755
-  _globals['_LISTOFFSETSREQUEST']._serialized_start=1758
-  _globals['_LISTOFFSETSREQUEST']._serialized_end=1919
-  _globals['_LISTOFFSETSPARTITION']._serialized_start=1922
-  _globals['_LISTOFFSETSPARTITION']._serialized_end=2105
-  _globals['_LISTOFFSETSRESPONSE']._serialized_start=2107
-  _globals['_LISTOFFSETSRESPONSE']._serialized_end=2195
-  _globals['_LISTOFFSETSPARTITIONRESULT']._serialized_start=2198
-  _globals['_LISTOFFSETSPARTITIONRESULT']._serialized_end=2393
-  _globals['_OFFSETFORLEADEREPOCHREQUEST']._serialized_start=2395
-  _globals['_OFFSETFORLEADEREPOCHREQUEST']._serialized_end=2514
-  _globals['_OFFSETFORLEADEREPOCHPARTITION']._serialized_start=2517
-  _globals['_OFFSETFORLEADEREPOCHPARTITION']._serialized_end=2664
-  _globals['_OFFSETFORLEADEREPOCHRESPONSE']._serialized_start=2666
-  _globals['_OFFSETFORLEADEREPOCHRESPONSE']._serialized_end=2763
-  _globals['_OFFSETFORLEADEREPOCHRESULT']._serialized_start=2766
-  _globals['_OFFSETFORLEADEREPOCHRESULT']._serialized_end=2943
-  _globals['_DELETERECORDSREQUEST']._serialized_start=2945
-  _globals['_DELETERECORDSREQUEST']._serialized_end=3050
-  _globals['_DELETERECORDSPARTITION']._serialized_start=3052
-  _globals['_DELETERECORDSPARTITION']._serialized_end=3126
-  _globals['_DELETERECORDSRESPONSE']._serialized_start=3128
-  _globals['_DELETERECORDSRESPONSE']._serialized_end=3211
-  _globals['_DELETERECORDSRESULT']._serialized_start=3214
-  _globals['_DELETERECORDSRESULT']._serialized_end=3365
-  _globals['_STORAGENODE']._serialized_start=3368
-  _globals['_STORAGENODE']._serialized_end=4032
+  _globals['_PRODUCEREQUEST']._serialized_start=124
+  _globals['_PRODUCEREQUEST']._serialized_end=304
+  _globals['_PRODUCEPARTITIONDATA']._serialized_start=306
+  _globals['_PRODUCEPARTITIONDATA']._serialized_end=379
+  _globals['_PRODUCERESPONSE']._serialized_start=382
+  _globals['_PRODUCERESPONSE']._serialized_end=512
+  _globals['_PRODUCEPARTITIONRESULT']._serialized_start=515
+  _globals['_PRODUCEPARTITIONRESULT']._serialized_end=776
+  _globals['_RECORDERROR']._serialized_start=778
+  _globals['_RECORDERROR']._serialized_end=829
+  _globals['_FETCHREQUEST']._serialized_start=832
+  _globals['_FETCHREQUEST']._serialized_end=1100
+  _globals['_FETCHPARTITION']._serialized_start=1103
+  _globals['_FETCHPARTITION']._serialized_end=1318
+  _globals['_FETCHRESPONSE']._serialized_start=1320
+  _globals['_FETCHRESPONSE']._serialized_end=1446
+  _globals['_FETCHPARTITIONRESULT']._serialized_start=1449
+  _globals['_FETCHPARTITIONRESULT']._serialized_end=1834
+  _globals['_ABORTEDTRANSACTION']._serialized_start=1836
+  _globals['_ABORTEDTRANSACTION']._serialized_end=1899
+  _globals['_EPOCHENDOFFSET']._serialized_start=1901
+  _globals['_EPOCHENDOFFSET']._serialized_end=1952
+  _globals['_LISTOFFSETSREQUEST']._serialized_start=1955
+  _globals['_LISTOFFSETSREQUEST']._serialized_end=2116
+  _globals['_LISTOFFSETSPARTITION']._serialized_start=2119
+  _globals['_LISTOFFSETSPARTITION']._serialized_end=2302
+  _globals['_LISTOFFSETSRESPONSE']._serialized_start=2304
+  _globals['_LISTOFFSETSRESPONSE']._serialized_end=2392
+  _globals['_LISTOFFSETSPARTITIONRESULT']._serialized_start=2395
+  _globals['_LISTOFFSETSPARTITIONRESULT']._serialized_end=2590
+  _globals['_OFFSETFORLEADEREPOCHREQUEST']._serialized_start=2592
+  _globals['_OFFSETFORLEADEREPOCHREQUEST']._serialized_end=2711
+  _globals['_OFFSETFORLEADEREPOCHPARTITION']._serialized_start=2714
+  _globals['_OFFSETFORLEADEREPOCHPARTITION']._serialized_end=2861
+  _globals['_OFFSETFORLEADEREPOCHRESPONSE']._serialized_start=2863
+  _globals['_OFFSETFORLEADEREPOCHRESPONSE']._serialized_end=2960
+  _globals['_OFFSETFORLEADEREPOCHRESULT']._serialized_start=2963
+  _globals['_OFFSETFORLEADEREPOCHRESULT']._serialized_end=3140
+  _globals['_DELETERECORDSREQUEST']._serialized_start=3142
+  _globals['_DELETERECORDSREQUEST']._serialized_end=3247
+  _globals['_DELETERECORDSPARTITION']._serialized_start=3249
+  _globals['_DELETERECORDSPARTITION']._serialized_end=3323
+  _globals['_DELETERECORDSRESPONSE']._serialized_start=3325
+  _globals['_DELETERECORDSRESPONSE']._serialized_end=3408
+  _globals['_DELETERECORDSRESULT']._serialized_start=3411
+  _globals['_DELETERECORDSRESULT']._serialized_end=3562
+  _globals['_STORAGENODE']._serialized_start=3565
+  _globals['_STORAGENODE']._serialized_end=4447
 # @@protoc_insertion_point(module_scope)

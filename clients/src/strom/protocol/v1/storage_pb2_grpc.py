@@ -4,6 +4,7 @@ import grpc
 import warnings
 
 from strom.protocol.v1 import storage_pb2 as strom_dot_protocol_dot_v1_dot_storage__pb2
+from strom.protocol.v1 import transaction_pb2 as strom_dot_protocol_dot_v1_dot_transaction__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
 GRPC_VERSION = grpc.__version__
@@ -69,6 +70,16 @@ class StorageNodeStub:
                 request_serializer=strom_dot_protocol_dot_v1_dot_storage__pb2.DeleteRecordsRequest.SerializeToString,
                 response_deserializer=strom_dot_protocol_dot_v1_dot_storage__pb2.DeleteRecordsResponse.FromString,
                 _registered_method=True)
+        self.WriteTxnMarkers = channel.unary_unary(
+                '/strom.protocol.v1.StorageNode/WriteTxnMarkers',
+                request_serializer=strom_dot_protocol_dot_v1_dot_transaction__pb2.WriteTxnMarkersRequest.SerializeToString,
+                response_deserializer=strom_dot_protocol_dot_v1_dot_transaction__pb2.WriteTxnMarkersResponse.FromString,
+                _registered_method=True)
+        self.DescribeProducers = channel.unary_unary(
+                '/strom.protocol.v1.StorageNode/DescribeProducers',
+                request_serializer=strom_dot_protocol_dot_v1_dot_transaction__pb2.DescribeProducersRequest.SerializeToString,
+                response_deserializer=strom_dot_protocol_dot_v1_dot_transaction__pb2.DescribeProducersResponse.FromString,
+                _registered_method=True)
 
 
 class StorageNodeServicer:
@@ -124,6 +135,20 @@ class StorageNodeServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def WriteTxnMarkers(self, request, context):
+        """From the transaction coordinator: append COMMIT/ABORT control batches (see transaction.proto).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DescribeProducers(self, request, context):
+        """The producers a leader knows for its partitions, with their open transactions.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_StorageNodeServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -161,6 +186,16 @@ def add_StorageNodeServicer_to_server(servicer, server):
                     servicer.DeleteRecords,
                     request_deserializer=strom_dot_protocol_dot_v1_dot_storage__pb2.DeleteRecordsRequest.FromString,
                     response_serializer=strom_dot_protocol_dot_v1_dot_storage__pb2.DeleteRecordsResponse.SerializeToString,
+            ),
+            'WriteTxnMarkers': grpc.unary_unary_rpc_method_handler(
+                    servicer.WriteTxnMarkers,
+                    request_deserializer=strom_dot_protocol_dot_v1_dot_transaction__pb2.WriteTxnMarkersRequest.FromString,
+                    response_serializer=strom_dot_protocol_dot_v1_dot_transaction__pb2.WriteTxnMarkersResponse.SerializeToString,
+            ),
+            'DescribeProducers': grpc.unary_unary_rpc_method_handler(
+                    servicer.DescribeProducers,
+                    request_deserializer=strom_dot_protocol_dot_v1_dot_transaction__pb2.DescribeProducersRequest.FromString,
+                    response_serializer=strom_dot_protocol_dot_v1_dot_transaction__pb2.DescribeProducersResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -352,6 +387,60 @@ class StorageNode:
             '/strom.protocol.v1.StorageNode/DeleteRecords',
             strom_dot_protocol_dot_v1_dot_storage__pb2.DeleteRecordsRequest.SerializeToString,
             strom_dot_protocol_dot_v1_dot_storage__pb2.DeleteRecordsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def WriteTxnMarkers(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/strom.protocol.v1.StorageNode/WriteTxnMarkers',
+            strom_dot_protocol_dot_v1_dot_transaction__pb2.WriteTxnMarkersRequest.SerializeToString,
+            strom_dot_protocol_dot_v1_dot_transaction__pb2.WriteTxnMarkersResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DescribeProducers(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/strom.protocol.v1.StorageNode/DescribeProducers',
+            strom_dot_protocol_dot_v1_dot_transaction__pb2.DescribeProducersRequest.SerializeToString,
+            strom_dot_protocol_dot_v1_dot_transaction__pb2.DescribeProducersResponse.FromString,
             options,
             channel_credentials,
             insecure,
