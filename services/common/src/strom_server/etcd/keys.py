@@ -23,6 +23,7 @@ P/transactional_ids/<quoted id>    {"producer_id", "producer_epoch"}: the one pr
 P/coordinators/ids/<id>            {"id", "host", "port"} on the coordinator's lease     coord
 P/coordinators/owners/<p>          {"coordinator_id", "epoch"} on the owner's lease:      coord
                                    who serves partition p of __consumer_offsets
+P/coordinators/txn_owners/<p>      the same for partition p of __transaction_state       coord
 =================================  ====================================================  =======
 
 Every controller write is a transaction guarded by the value of ``P/controller/leader``, so a
@@ -148,12 +149,24 @@ class ClusterKeys:
     def coordinator_owner(self, partition: int) -> str:
         return self._key("coordinators", "owners", partition)
 
+    @property
+    def transaction_owners(self) -> str:
+        """Prefix of the ownership keys of ``__transaction_state`` partitions."""
+        return self._key("coordinators", "txn_owners", "")
+
+    def transaction_owner(self, partition: int) -> str:
+        return self._key("coordinators", "txn_owners", partition)
+
     def parse_coordinator_key(self, key: str) -> int | None:
         rest = key.removeprefix(self.coordinators)
         return int(rest) if rest != key and rest.isdigit() else None
 
     def parse_coordinator_owner_key(self, key: str) -> int | None:
         rest = key.removeprefix(self.coordinator_owners)
+        return int(rest) if rest != key and rest.isdigit() else None
+
+    def parse_transaction_owner_key(self, key: str) -> int | None:
+        rest = key.removeprefix(self.transaction_owners)
         return int(rest) if rest != key and rest.isdigit() else None
 
     def parse_partition_key(self, key: str) -> tuple[str, int] | None:
