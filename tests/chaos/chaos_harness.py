@@ -493,15 +493,15 @@ def chaos_run(data_dir: Path, settings: ChaosSettings) -> tuple[dict[str, int], 
         next(runner, None)
 
 
-def wait_for_full_isr(cluster: LocalCluster, timeout_s: float) -> None:
+def wait_for_full_isr(cluster: LocalCluster, timeout_s: float, *, topic: str = TOPIC) -> None:
     def full() -> bool:
         try:
-            partitions = cluster.describe(TOPIC).partitions
+            partitions = cluster.describe(topic).partitions
         except Exception:
             return False
         return all(len(p.isr) == REPLICAS and p.leader >= 0 for p in partitions)
 
-    wait_until(full, timeout_s, f"every partition of {TOPIC} to have {REPLICAS} replicas in sync")
+    wait_until(full, timeout_s, f"every partition of {topic} to have {REPLICAS} replicas in sync")
 
 
 def seed_from_env() -> int:
