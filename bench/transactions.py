@@ -1,0 +1,360 @@
+"""Benchmark of transactions: what a transaction costs a producer, a read_committed reader, and a
+consume-transform-produce loop, against the same work without transactions in the same run.
+
+One real local cluster on loopback (etcd, 2 controllers, 3 storage nodes, the gateway, one
+coordinator), data in a temporary directory; every process is stopped at the end, also on
+failure. Topics have 6 partitions, replication factor 3, min.insync.replicas 2 (transactions
+are for data that matters). Records are 100 random bytes, no key.
+
+* producer throughput, from the first send to the last acknowledgement (the producer warmed
+  up): the idempotent producer (acks=all, the baseline) against a transactional producer
+  committing every 100, 1,000 and 10,000 records; each transaction's commit latency (the
+  ``commit_transaction()`` call: flush of its last batches, EndTxn, the coordinator's log
+  write) as p50/p99. Goal: >= 0.9 of the baseline at 1,000 records per transaction.
+* consumer throughput over the records the 1,000-per-transaction producer wrote:
+  read_committed against read_uncommitted (goal >= 0.95).
+* end-to-end latency of the consume-transform-produce loop (the example application's loop:
+  read_committed consumer in a group, one transaction per poll carrying its output and input
+  offsets): input records at 1,000/s, each value carrying ``time.perf_counter_ns()`` at its
+  send; a read_committed reader of the output takes each record's latency when it sees it.
+
+Throughput figures are the best of 2 repetitions (``--quick``: 1). The last line is
+``SUMMARY {json}``.
+
+    .venv/bin/python bench/transactions.py            # full run, a few minutes
+    .venv/bin/python bench/transactions.py --quick    # under a minute
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import os
+import platform
+import shutil
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from benchkit import bench_arguments, free_base_port, free_port, print_summary, progress
+from replication import latency_figures, poll_until
+
+from strom import Admin, Consumer, NewTopic, Producer, TopicPartition
+from strom.types import OffsetAndMetadata
+from strom_server.local.cluster import LocalClusterSpec
+from strom_server.local.supervisor import Supervisor
+
+PARTITIONS = 6
+REPLICAS = 3
+VALUE_SIZE = 100
+PER_TRANSACTION = (100, 1000, 10_000)
+TARGETS = {"txn_1000_vs_idempotent": 0.9, "read_committed_vs_read_uncommitted": 0.95}
+
+
+@dataclass(frozen=True)
+class Profile:
+    records: int
+    repeat: int
+    e2e_s: float
+    e2e_rate: int
+
+
+FULL = Profile(records=200_000, repeat=2, e2e_s=10.0, e2e_rate=1000)
+QUICK = Profile(records=40_000, repeat=1, e2e_s=4.0, e2e_rate=500)
+
+
+@contextlib.contextmanager
+def running(workdir: Path) -> Iterator[str]:
+    spec = LocalClusterSpec(
+        data_dir=workdir,
+        etcd_client_port=free_port(),
+        etcd_peer_port=free_port(),
+        base_port=free_base_port(1 + 3 + 2 + 1),
+        storage_nodes=3,
+        controllers=2,
+        coordinators=1,
+    )
+    processes = spec.processes()
+    supervisor = Supervisor(processes, grace_s=30.0)
+    try:
+        supervisor.start_all(60.0)
+        yield spec.gateway_address
+    except BaseException:
+        for process in processes:
+            print(f"--- last lines of {process.log_path}:\n{process.tail(20)}", file=sys.stderr)
+        raise
+    finally:
+        supervisor.stop_all()
+
+
+def tps(topic: str) -> list[TopicPartition]:
+    return [TopicPartition(topic, p) for p in range(PARTITIONS)]
+
+
+def create_topics(gateway: str, names: list[str]) -> None:
+    with Admin(gateway, request_timeout_ms=30000) as admin:
+        poll_until(lambda: len(admin.describe_cluster().brokers) == 3, 60, "3 storage nodes")
+        configs = {"min.insync.replicas": "2"}
+        admin.create_topics(
+            [NewTopic(n, PARTITIONS, REPLICAS, topic_configs=configs) for n in names]
+        )
+
+        def ready() -> bool:
+            return all(
+                p.leader >= 0 and len(p.isr) == REPLICAS
+                for t in admin.describe_topics(names)
+                for p in t.partitions
+            )
+
+        poll_until(ready, 60, "a leader and a full ISR for every partition")
+
+
+def produce_idempotent(gateway: str, topic: str, values: list[bytes]) -> float:
+    with Producer(gateway, acks="all", enable_idempotence=True) as producer:
+        for p in range(PARTITIONS):
+            producer.send(topic, b"warm-up", partition=p)
+        producer.flush()
+        gc.collect()
+        send = producer.send
+        start = time.perf_counter()
+        for value in values:
+            last = send(topic, value)
+        producer.flush()
+        elapsed = time.perf_counter() - start
+        last.result(0)
+        return elapsed
+
+
+def produce_transactional(
+    gateway: str, topic: str, values: list[bytes], per_txn: int, txn_id: str
+) -> tuple[float, list[float]]:
+    """(seconds for every record, commit latencies in ms)."""
+    commits: list[float] = []
+    with Producer(gateway, transactional_id=txn_id) as producer:
+        producer.init_transactions()
+        producer.begin_transaction()
+        for p in range(PARTITIONS):
+            producer.send(topic, b"warm-up", partition=p)
+        producer.commit_transaction()
+        gc.collect()
+        send = producer.send
+        start = time.perf_counter()
+        for i in range(0, len(values), per_txn):
+            producer.begin_transaction()
+            for value in values[i : i + per_txn]:
+                send(topic, value)
+            t0 = time.perf_counter()
+            producer.commit_transaction()
+            commits.append((time.perf_counter() - t0) * 1000)
+        return time.perf_counter() - start, commits
+
+
+def consume(gateway: str, topic: str, n: int, isolation_level: str) -> float:
+    with Consumer(
+        bootstrap_servers=gateway,
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+        isolation_level=isolation_level,
+    ) as consumer:
+        consumer.assign(tps(topic))
+        gc.collect()
+        got, deadline = 0, time.monotonic() + 120
+        start = time.perf_counter()
+        while got < n:
+            for records in consume_page(consumer).values():
+                got += len(records)
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{isolation_level}: consumed {got} of {n} records in 120 s")
+        return time.perf_counter() - start
+
+
+def consume_page(consumer: Consumer) -> dict[TopicPartition, list[Any]]:
+    return consumer.poll(timeout_ms=1000, max_records=10_000)
+
+
+def pipeline_latency(gateway: str, profile: Profile) -> dict[str, Any]:
+    """The consume-transform-produce loop's end-to-end latency (see the module docstring)."""
+    stop = threading.Event()
+    latencies: list[int] = []
+    errors: list[BaseException] = []
+
+    def transform() -> None:
+        consumer = Consumer(
+            bootstrap_servers=gateway,
+            group_id="bench-pipeline",
+            auto_offset_reset="latest",
+            enable_auto_commit=False,
+            isolation_level="read_committed",
+        )
+        producer = Producer(gateway, transactional_id="bench-pipeline", linger_ms=0)
+        try:
+            consumer.subscribe(["pipe-in"])
+            producer.init_transactions()
+            while not stop.is_set():
+                batches = consumer.poll(timeout_ms=100)
+                if not batches:
+                    continue
+                producer.begin_transaction()
+                offsets = {}
+                for tp, records in batches.items():
+                    for record in records:
+                        producer.send("pipe-out", record.value, partition=tp.partition)
+                    offsets[tp] = OffsetAndMetadata(records[-1].offset + 1)
+                producer.send_offsets_to_transaction(offsets, consumer.group_metadata())
+                producer.commit_transaction()
+        except BaseException as exc:
+            errors.append(exc)
+        finally:
+            producer.close()
+            consumer.close()
+
+    def read_output() -> None:
+        with Consumer(
+            bootstrap_servers=gateway,
+            auto_offset_reset="latest",
+            enable_auto_commit=False,
+            isolation_level="read_committed",
+        ) as consumer:
+            consumer.assign(tps("pipe-out"))
+            consumer.seek_to_end(*tps("pipe-out"))
+            while not stop.is_set():
+                for records in consumer.poll(timeout_ms=100).values():
+                    now = time.perf_counter_ns()
+                    latencies.extend(now - int.from_bytes(r.value[:8], "big") for r in records)
+
+    workers = [threading.Thread(target=transform), threading.Thread(target=read_output)]
+    for worker in workers:
+        worker.start()
+    time.sleep(3)  # the group formed, the reader at the end
+    sent = 0
+    with Producer(gateway, acks="all", enable_idempotence=True, linger_ms=0) as producer:
+        start = time.perf_counter()
+        total = int(profile.e2e_s * profile.e2e_rate)
+        for i in range(total):
+            delay = start + i / profile.e2e_rate - time.perf_counter()
+            if delay > 0:
+                time.sleep(delay)
+            value = time.perf_counter_ns().to_bytes(8, "big") + bytes(VALUE_SIZE - 8)
+            producer.send("pipe-in", value, partition=i % PARTITIONS)
+            sent += 1
+        producer.flush()
+    deadline = time.monotonic() + 30
+    while len(latencies) < sent and time.monotonic() < deadline and not errors:
+        time.sleep(0.1)
+    stop.set()
+    for worker in workers:
+        worker.join(60)
+    if errors:
+        raise errors[0]
+    figures = latency_figures(latencies) if latencies else {}
+    figures.update(rate=profile.e2e_rate, sent=sent, delivered=len(latencies))
+    return figures
+
+
+def quantile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def run(profile: Profile, quick: bool, keep: bool) -> dict[str, Any]:
+    workdir = Path(tempfile.mkdtemp(prefix="strom-bench-txn-"))
+    summary: dict[str, Any] = {
+        "quick": quick,
+        "records": profile.records,
+        "repeat": profile.repeat,
+        "python": platform.python_version(),
+        "cpus": os.cpu_count(),
+    }
+    raw = os.urandom(VALUE_SIZE * profile.records)
+    values = [raw[i : i + VALUE_SIZE] for i in range(0, len(raw), VALUE_SIZE)]
+    del raw
+    rates: dict[str, float] = {}
+    commit_ms: dict[str, dict[str, float]] = {}
+    try:
+        progress(f"starting a cluster in {workdir} ...")
+        with running(workdir) as gateway:
+            topics = ["idempotent", *(f"txn-{n}" for n in PER_TRANSACTION), "pipe-in", "pipe-out"]
+            create_topics(gateway, topics)
+            for repetition in range(profile.repeat):
+                progress(f"producers, repetition {repetition + 1} of {profile.repeat} ...")
+                seconds = produce_idempotent(gateway, "idempotent", values)
+                rates["idempotent"] = max(rates.get("idempotent", 0), len(values) / seconds)
+                for per_txn in PER_TRANSACTION:
+                    name = f"transactional {per_txn}/txn"
+                    seconds, commits = produce_transactional(
+                        gateway, f"txn-{per_txn}", values, per_txn, f"bench-{per_txn}"
+                    )
+                    rates[name] = max(rates.get(name, 0), len(values) / seconds)
+                    commit_ms[name] = {
+                        "p50_ms": quantile(commits, 0.5),
+                        "p99_ms": quantile(commits, 0.99),
+                        "commits": len(commits),
+                    }
+                    progress(f"{name}: {rates[name]:,.0f} records/s")
+            total = len(values) * profile.repeat + PARTITIONS * profile.repeat  # + warm-ups
+            reads: dict[str, float] = {}
+            for repetition in range(profile.repeat):
+                progress(f"consumers, repetition {repetition + 1} ...")
+                for level in ("read_uncommitted", "read_committed"):
+                    seconds = consume(gateway, "txn-1000", total, level)
+                    reads[level] = max(reads.get(level, 0), total / seconds)
+            progress("consume-transform-produce latency ...")
+            summary["pipeline_e2e"] = pipeline_latency(gateway, profile)
+        progress("done")
+    except BaseException:
+        keep = True
+        print(f"benchmark failed; data and logs kept in {workdir}", file=sys.stderr)
+        raise
+    finally:
+        if not keep:
+            shutil.rmtree(workdir, ignore_errors=True)
+    summary["producer_records_per_s"] = rates
+    summary["commit_latency"] = commit_ms
+    summary["consumer_records_per_s"] = reads
+    ratios = {
+        f"txn_{n}_vs_idempotent": rates[f"transactional {n}/txn"] / rates["idempotent"]
+        for n in PER_TRANSACTION
+    }
+    ratios["read_committed_vs_read_uncommitted"] = (
+        reads["read_committed"] / reads["read_uncommitted"]
+    )
+    summary["ratios"] = ratios
+    summary["targets"] = TARGETS
+    summary["targets_met"] = {name: ratios[name] >= goal for name, goal in TARGETS.items()}
+    print_report(summary)
+    return summary
+
+
+def print_report(summary: dict[str, Any]) -> None:
+    base = summary["producer_records_per_s"]["idempotent"]
+    print(f"\n{'producer':<28}{'records/s':>12}{'vs idempotent':>15}{'commit p50/p99 ms':>20}")
+    for name, rate in summary["producer_records_per_s"].items():
+        commit = summary["commit_latency"].get(name)
+        latency = f"{commit['p50_ms']:.1f}/{commit['p99_ms']:.1f}" if commit else "-"
+        print(f"{name:<28}{rate:>12,.0f}{rate / base:>15.2f}{latency:>20}")
+    reads = summary["consumer_records_per_s"]
+    print(f"\n{'consumer':<28}{'records/s':>12}")
+    for level, rate in reads.items():
+        print(f"{level:<28}{rate:>12,.0f}")
+    e2e = summary["pipeline_e2e"]
+    if "p50_ms" in e2e:
+        print(
+            f"\nconsume-transform-produce at {e2e['rate']}/s: p50 {e2e['p50_ms']:.1f} ms, "
+            f"p99 {e2e['p99_ms']:.1f} ms ({e2e['delivered']} of {e2e['sent']} delivered)"
+        )
+    print(f"ratios: { {k: round(v, 3) for k, v in summary['ratios'].items()} }\n")
+
+
+def main() -> None:
+    parser = bench_arguments(__doc__, "fewer records, one repetition; under a minute")
+    args = parser.parse_args()
+    print_summary(lambda: run(QUICK if args.quick else FULL, args.quick, args.keep))
+
+
+if __name__ == "__main__":
+    main()
