@@ -25,7 +25,7 @@ class Directory:
     def __init__(self) -> None:
         self.available = True
 
-    async def find(self, group_id: str) -> tuple[int, str, int]:
+    async def find(self, group_id: str, key_type: int = 0) -> tuple[int, str, int]:
         if not self.available:
             raise CoordinatorNotAvailableError("__consumer_offsets has no owner yet")
         return 2, "127.0.0.1", 7000

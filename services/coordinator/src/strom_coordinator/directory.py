@@ -1,12 +1,13 @@
-"""FindCoordinator: which coordinator serves a group, from the registrations and ownership keys
-this instance watches (``ownership``), creating ``__consumer_offsets`` on first use.
+"""FindCoordinator: which coordinator serves a group or a transactional id, from the
+registrations and ownership keys this instance watches (``ownership``), creating the internal
+topic (``__consumer_offsets`` or ``__transaction_state``) on first use.
 
-A group belongs to partition ``abs(hashCode(group_id)) % partitions`` of the offsets topic
-(the manager's ``partition_for``); its coordinator is that partition's owner. While the topic
-does not exist yet, ``find`` creates it through the gateway (compacted; the configured
-partition count; the configured replication factor capped by the live storage nodes;
-min.insync.replicas = min(2, replication factor)). A racing instance creating it too is fine.
-Until an owner is known, ``find`` answers COORDINATOR_NOT_AVAILABLE (clients retry).
+A key belongs to partition ``abs(hashCode(key)) % partitions`` of its topic (the manager's
+``partition_for``); its coordinator is that partition's owner. While the topic does not exist
+yet, ``find`` creates it through the gateway (compacted; the configured partition count; the
+configured replication factor capped by the live storage nodes; min.insync.replicas = min(2,
+replication factor)). A racing instance creating it too is fine. Until an owner is known,
+``find`` answers COORDINATOR_NOT_AVAILABLE (clients retry).
 """
 
 from __future__ import annotations
@@ -14,25 +15,55 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from strom.aio import Admin
-from strom.errors import CoordinatorNotAvailableError, StromError, TopicAlreadyExistsError
+from strom.errors import (
+    CoordinatorNotAvailableError,
+    InvalidRequestError,
+    StromError,
+    TopicAlreadyExistsError,
+)
 from strom.types import NewTopic
 from strom_coordinator.config import CoordinatorConfig
 from strom_coordinator.ownership import PartitionOwnership
 from strom_server.runtime.logs import get_logger
 
-__all__ = ["CoordinatorDirectory"]
+__all__ = ["GROUP", "TRANSACTION", "CoordinatorDirectory", "TopicSettings"]
 
 log = get_logger(__name__)
+
+#: FindCoordinatorRequest.key_type values (coordinator.proto's CoordinatorKeyType).
+GROUP = 0
+TRANSACTION = 1
 
 #: How long ``find`` waits for the topic to appear / its partition to get an owner before
 #: answering COORDINATOR_NOT_AVAILABLE.
 _WAIT_S = 2.0
 
 
+@dataclass(frozen=True)
+class TopicSettings:
+    """How an internal topic is created on first use."""
+
+    partitions: int
+    replication_factor: int
+    segment_bytes: int
+
+
+@dataclass
+class _Kind:
+    ownership: PartitionOwnership
+    partition_for: Callable[[str], int]
+    settings: TopicSettings
+    creating: asyncio.Task[None] | None = None
+    changed: asyncio.Event = field(default_factory=asyncio.Event)
+
+
 class CoordinatorDirectory:
-    """Implements the servicer's ``CoordinatorDirectory`` (see the module docstring)."""
+    """Implements the servicer's ``CoordinatorDirectory`` (see the module docstring).
+
+    The group kind is given at construction; ``add_transactions`` adds the transaction kind."""
 
     def __init__(
         self,
@@ -41,30 +72,65 @@ class CoordinatorDirectory:
         admin: Admin,
         config: CoordinatorConfig,
     ) -> None:
-        self._ownership = ownership
-        self._partition_for = partition_for
         self._admin = admin
-        self._config = config
-        self._creating: asyncio.Task[None] | None = None
-        self._changed = asyncio.Event()
+        self._kinds: dict[int, _Kind] = {}
+        self._add(
+            GROUP,
+            ownership,
+            partition_for,
+            TopicSettings(
+                config.offsets_topic_num_partitions,
+                config.offsets_topic_replication_factor,
+                config.offsets_topic_segment_bytes,
+            ),
+        )
+
+    def add_transactions(
+        self,
+        ownership: PartitionOwnership,
+        partition_for: Callable[[str], int],
+        settings: TopicSettings,
+    ) -> None:
+        """Answer FindCoordinator(key_type=TRANSACTION) from ``ownership`` too."""
+        self._add(TRANSACTION, ownership, partition_for, settings)
+
+    def _add(
+        self,
+        key_type: int,
+        ownership: PartitionOwnership,
+        partition_for: Callable[[str], int],
+        settings: TopicSettings,
+    ) -> None:
+        kind = _Kind(ownership, partition_for, settings)
+        self._kinds[key_type] = kind
         previous = ownership.on_change
 
         def on_change() -> None:
             previous()
-            self._changed.set()
+            kind.changed.set()
 
         ownership.on_change = on_change
 
-    async def find(self, group_id: str) -> tuple[int, str, int]:
-        ownership = self._ownership
+    def ownership(self, key_type: int) -> PartitionOwnership | None:
+        """The ownership answering for ``key_type`` (None when not served)."""
+        kind = self._kinds.get(key_type)
+        return None if kind is None else kind.ownership
+
+    async def find(self, key: str, key_type: int = GROUP) -> tuple[int, str, int]:
+        """(coordinator id, host, port) serving ``key`` (a group id, or a transactional id when
+        ``key_type`` is TRANSACTION)."""
+        kind = self._kinds.get(key_type)
+        if kind is None:
+            raise InvalidRequestError(f"unknown coordinator key type {key_type}")
+        ownership = kind.ownership
         topic = ownership.topic
         if ownership.partition_count is None:
-            await self._create_topic()
+            await self._create_topic(kind)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + _WAIT_S
         while True:
             if ownership.partition_count is not None:
-                partition = self._partition_for(group_id)
+                partition = kind.partition_for(key)
                 owner = ownership.owners.get(partition)
                 member = ownership.members.get(owner.coordinator_id) if owner else None
                 if member is not None:
@@ -75,39 +141,39 @@ class CoordinatorDirectory:
             remaining = deadline - loop.time()
             if remaining <= 0:
                 raise CoordinatorNotAvailableError(reason)
-            self._changed.clear()
+            kind.changed.clear()
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(remaining):
-                    await self._changed.wait()
+                    await kind.changed.wait()
 
-    async def _create_topic(self) -> None:
-        """Create the offsets topic once (concurrent callers share the attempt)."""
-        if self._creating is None or self._creating.done():
-            self._creating = asyncio.ensure_future(self._create())
+    async def _create_topic(self, kind: _Kind) -> None:
+        """Create the kind's topic once (concurrent callers share the attempt)."""
+        if kind.creating is None or kind.creating.done():
+            kind.creating = asyncio.ensure_future(self._create(kind))
         try:
-            await asyncio.shield(self._creating)
+            await asyncio.shield(kind.creating)
         except StromError as exc:
             raise CoordinatorNotAvailableError(
-                f"cannot create {self._ownership.topic}: {exc}"
+                f"cannot create {kind.ownership.topic}: {exc}"
             ) from exc
 
-    async def _create(self) -> None:
-        config = self._config
+    async def _create(self, kind: _Kind) -> None:
+        settings = kind.settings
         brokers = len((await self._admin.describe_cluster()).brokers)
-        replication = max(1, min(config.offsets_topic_replication_factor, brokers))
+        replication = max(1, min(settings.replication_factor, brokers))
         topic = NewTopic(
-            self._ownership.topic,
-            config.offsets_topic_num_partitions,
+            kind.ownership.topic,
+            settings.partitions,
             replication,
             topic_configs={
                 "cleanup.policy": "compact",
-                "segment.bytes": str(config.offsets_topic_segment_bytes),
+                "segment.bytes": str(settings.segment_bytes),
                 "min.insync.replicas": str(min(2, replication)),
             },
         )
         try:
             await self._admin.create_topics([topic])
-            log.info("offsets topic created", topic=topic.name,
+            log.info("internal topic created", topic=topic.name,
                      partitions=topic.num_partitions, replication_factor=replication)  # fmt: skip
         except TopicAlreadyExistsError:
             pass

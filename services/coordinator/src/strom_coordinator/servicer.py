@@ -33,9 +33,10 @@ R = TypeVar("R")
 
 
 class CoordinatorDirectory(Protocol):
-    async def find(self, group_id: str) -> tuple[int, str, int]:
-        """(coordinator_id, host, port) serving the group; raises CoordinatorNotAvailableError
-        while no instance owns its partition."""
+    async def find(self, key: str, key_type: int = 0) -> tuple[int, str, int]:
+        """(coordinator_id, host, port) serving the group (key_type GROUP = 0) or the
+        transactional id (TRANSACTION = 1); raises CoordinatorNotAvailableError while no
+        instance owns its partition."""
         ...
 
 
@@ -70,7 +71,7 @@ class GroupCoordinatorServicer(_Base):
         self, request: pb.FindCoordinatorRequest, context: Ctx
     ) -> pb.FindCoordinatorResponse:
         async def work() -> pb.FindCoordinatorResponse:
-            node_id, host, port = await self._directory.find(request.group_id)
+            node_id, host, port = await self._directory.find(request.group_id, request.key_type)
             node = common_pb2.Node(node_id=node_id, host=host, port=port)
             return pb.FindCoordinatorResponse(coordinator=node)
 
