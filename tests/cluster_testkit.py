@@ -265,6 +265,39 @@ class LocalCluster:
                 offset = new[-1].offset + 1
 
 
+def read_values(
+    cluster: LocalCluster, topic: str, *, isolation_level: str, timeout_s: float = 60.0
+) -> list[str]:
+    """Every value a new consumer with ``isolation_level`` reads from the beginning of every
+    partition of ``topic`` up to its log end (per partition in offset order, partitions
+    concatenated). Fails when the reader cannot reach the end (a stuck read_committed reader)."""
+    from strom import Consumer, TopicPartition
+
+    partitions = len(cluster.describe(topic).partitions)
+    with cluster.admin() as admin:
+        latest = admin.list_offsets({TopicPartition(topic, p): "latest" for p in range(partitions)})
+    ends = {tp: info.offset for tp, info in latest.items()}
+    found: dict[int, list[str]] = {p: [] for p in range(partitions)}
+    with Consumer(
+        bootstrap_servers=cluster.gateway,
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+        isolation_level=isolation_level,
+    ) as consumer:
+        consumer.assign(list(ends))
+        deadline = time.monotonic() + timeout_s
+        while not all(consumer.position(tp) >= end for tp, end in ends.items()):
+            if time.monotonic() > deadline:
+                positions = {tp.partition: consumer.position(tp) for tp in ends}
+                raise AssertionError(
+                    f"{isolation_level} reader of {topic} stuck at {positions}, log ends "
+                    f"{ {tp.partition: end for tp, end in ends.items()} }"
+                )
+            for tp, records in consumer.poll(timeout_ms=300).items():
+                found[tp.partition] += [(r.value or b"").decode() for r in records]
+    return [value for p in range(partitions) for value in found[p]]
+
+
 def start_local_cluster(data_dir: Path, **spec: Any) -> Iterator[LocalCluster]:
     """Start a cluster (``spec``: extra ``LocalClusterSpec`` fields, e.g. ``coordinators=2,
     coordinator_flags=(...)``) and stop it afterwards."""

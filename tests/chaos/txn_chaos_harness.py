@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from chaos_harness import LAG_MAX_MS, SESSION_MS, Nemesis, seed_from_env, wait_for_full_isr
-from cluster_testkit import LocalCluster, start_local_cluster
+from cluster_testkit import LocalCluster, read_values, start_local_cluster
 
 from strom import Consumer, NewTopic, Producer, StromError, TopicPartition
 from strom.errors import InvalidProducerEpochError, ProducerFencedError
@@ -295,40 +295,8 @@ class PipelineWorkers:
 # -- checker --------------------------------------------------------------------------------------
 
 
-def read_committed_values(cluster: LocalCluster, topic: str, timeout_s: float) -> list[str]:
-    """Every value a read_committed reader gets from the beginning to the log end, in order
-    per partition."""
-    with cluster.admin() as admin:
-        latest = admin.list_offsets({TopicPartition(topic, p): "latest" for p in range(PARTITIONS)})
-    ends = {tp: info.offset for tp, info in latest.items()}
-    consumer = Consumer(
-        bootstrap_servers=cluster.gateway,
-        auto_offset_reset="earliest",
-        enable_auto_commit=False,
-        isolation_level="read_committed",
-    )
-    values: list[str] = []
-    try:
-        consumer.assign(list(ends))
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            for records in consumer.poll(timeout_ms=500).values():
-                values += [(r.value or b"").decode() for r in records]
-            if all(consumer.position(tp) >= end for tp, end in ends.items()):
-                break
-        else:
-            raise AssertionError(
-                f"read_committed reader of {topic} stuck: positions "
-                f"{ {tp.partition: consumer.position(tp) for tp in ends} } ends "
-                f"{ {tp.partition: e for tp, e in ends.items()} }"
-            )
-    finally:
-        consumer.close()
-    return values
-
-
 def check(cluster: LocalCluster, outcome: TxnOutcome) -> dict[str, int]:
-    final = read_committed_values(cluster, TXN_TOPIC, 120)
+    final = read_values(cluster, TXN_TOPIC, isolation_level="read_committed", timeout_s=120)
     visible = Counter(final)
     aborted_reads = lost = partial = 0
     for ids, fate in outcome.transactions.values():
@@ -338,7 +306,8 @@ def check(cluster: LocalCluster, outcome: TxnOutcome) -> dict[str, int]:
         if fate == "committed":
             lost += len(ids) - seen
         partial += 0 < seen < len(ids)
-    output = Counter(v.split(":", 2)[2] for v in read_committed_values(cluster, OUT_TOPIC, 120))
+    output_values = read_values(cluster, OUT_TOPIC, isolation_level="read_committed", timeout_s=120)
+    output = Counter(v.split(":", 2)[2] for v in output_values)
     return {
         "aborted reads": aborted_reads,
         "committed writes lost": lost,
