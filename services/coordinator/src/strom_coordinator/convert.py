@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from typing import cast
 
 from strom.errors import BrokerResponseError
-from strom.protocol.v1 import common_pb2
+from strom.protocol.v1 import common_pb2, transaction_pb2
 from strom.protocol.v1 import coordinator_pb2 as pb
 from strom_coordinator.group.api import (
     CommitPartition,
@@ -19,8 +19,10 @@ from strom_coordinator.group.api import (
     LeaveMember,
     LeaveResult,
     ListedGroup,
+    MarkerGroupResult,
     PartitionResult,
     SyncResult,
+    TxnCommitRequest,
 )
 from strom_server.rpc.errors import error_fields
 
@@ -39,6 +41,10 @@ __all__ = [
     "offset_delete_response",
     "peer_host",
     "sync_response",
+    "txn_commit_error",
+    "txn_commit_request",
+    "txn_commit_response",
+    "txn_marker_result",
 ]
 
 
@@ -123,7 +129,9 @@ def leave_response(results: Sequence[LeaveResult]) -> pb.LeaveGroupResponse:
     )
 
 
-def commit_partitions(request: pb.OffsetCommitRequest) -> list[CommitPartition]:
+def commit_partitions(
+    request: pb.OffsetCommitRequest | pb.TxnOffsetCommitRequest,
+) -> list[CommitPartition]:
     return [
         CommitPartition(
             p.topic, p.partition, p.committed_offset, p.committed_leader_epoch, p.metadata
@@ -155,6 +163,50 @@ def commit_error(
     return commit_response(
         [PartitionResult(p.topic, p.partition, error) for p in request.partitions]
     )
+
+
+def txn_commit_request(request: pb.TxnOffsetCommitRequest) -> TxnCommitRequest:
+    return TxnCommitRequest(
+        transactional_id=request.transactional_id,
+        group_id=request.group_id,
+        producer_id=request.producer_id,
+        producer_epoch=request.producer_epoch,
+        partitions=commit_partitions(request),
+        generation_id=request.generation_id,
+        member_id=request.member_id,
+        group_instance_id=_optional(request.group_instance_id),
+    )
+
+
+def txn_commit_response(results: Sequence[PartitionResult]) -> pb.TxnOffsetCommitResponse:
+    return pb.TxnOffsetCommitResponse(partitions=_partition_results(results))
+
+
+def txn_commit_error(
+    request: pb.TxnOffsetCommitRequest, error: BrokerResponseError
+) -> pb.TxnOffsetCommitResponse:
+    """A whole-request error, reported on every partition (the response has no top-level one)."""
+    return txn_commit_response(
+        [PartitionResult(p.topic, p.partition, error) for p in request.partitions]
+    )
+
+
+def txn_marker_result(
+    marker: transaction_pb2.WriteTxnMarker, groups: Sequence[MarkerGroupResult]
+) -> transaction_pb2.WriteTxnMarkerResult:
+    """One marker's answer: per group, and per partition named in the marker the first group
+    error (NONE when every group ended the transaction)."""
+    first = next((g.error for g in groups if g.error is not None), None)
+    code, message = error_fields(first)
+    out = transaction_pb2.WriteTxnMarkerResult(producer_id=marker.producer_id)
+    for g in groups:
+        g_code, g_message = error_fields(g.error)
+        out.groups.add(group_id=g.group_id, error_code=g_code, error_message=g_message)
+    for p in marker.partitions:
+        out.partitions.add(
+            topic=p.topic, partition=p.partition, error_code=code, error_message=message
+        )
+    return out
 
 
 def topic_partitions(parts: Sequence[common_pb2.TopicPartition]) -> list[tuple[str, int]]:

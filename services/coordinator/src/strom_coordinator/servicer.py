@@ -16,11 +16,16 @@ from strom.errors import (
     StromError,
     UnknownServerError,
 )
-from strom.protocol.v1 import common_pb2
+from strom.protocol.v1 import common_pb2, transaction_pb2
 from strom.protocol.v1 import coordinator_pb2 as pb
 from strom.protocol.v1.coordinator_pb2_grpc import GroupCoordinatorServicer as _Base
 from strom_coordinator import convert
-from strom_coordinator.group.api import DeleteGroupResult, GroupDescription, LeaveResult
+from strom_coordinator.group.api import (
+    DeleteGroupResult,
+    GroupDescription,
+    LeaveResult,
+    MarkerGroupResult,
+)
 from strom_coordinator.group.manager import GroupManager
 from strom_server.rpc.server import ServicerContext as Ctx
 from strom_server.runtime.logs import get_logger
@@ -156,7 +161,9 @@ class GroupCoordinatorServicer(_Base):
     ) -> pb.OffsetFetchResponse:
         async def work() -> pb.OffsetFetchResponse:
             offsets = await self._m.fetch_offsets(
-                request.group_id, convert.topic_partitions(request.partitions)
+                request.group_id,
+                convert.topic_partitions(request.partitions),
+                require_stable=request.require_stable,
             )
             return convert.fetch_response(offsets)
 
@@ -209,6 +216,37 @@ class GroupCoordinatorServicer(_Base):
             )
 
         return await self._answer("DeleteGroups", work, fail)
+
+    async def TxnOffsetCommit(
+        self, request: pb.TxnOffsetCommitRequest, context: Ctx
+    ) -> pb.TxnOffsetCommitResponse:
+        async def work() -> pb.TxnOffsetCommitResponse:
+            results = await self._m.txn_commit_offsets(convert.txn_commit_request(request))
+            return convert.txn_commit_response(results)
+
+        return await self._answer(
+            "TxnOffsetCommit", work, lambda e: convert.txn_commit_error(request, e)
+        )
+
+    async def WriteTxnMarkers(
+        self, request: transaction_pb2.WriteTxnMarkersRequest, context: Ctx
+    ) -> transaction_pb2.WriteTxnMarkersResponse:
+        """From a transaction coordinator: end a transaction's pending offsets in its groups."""
+        response = transaction_pb2.WriteTxnMarkersResponse()
+        for marker in request.markers:
+
+            async def work(m: transaction_pb2.WriteTxnMarker = marker) -> list[MarkerGroupResult]:
+                groups = list(m.group_ids)
+                return await self._m.end_txn(groups, m.producer_id, m.producer_epoch, m.committed)
+
+            def fail(
+                e: BrokerResponseError, m: transaction_pb2.WriteTxnMarker = marker
+            ) -> list[MarkerGroupResult]:
+                return [MarkerGroupResult(g, e) for g in m.group_ids]
+
+            groups = await self._answer("WriteTxnMarkers", work, fail)
+            response.markers.append(convert.txn_marker_result(marker, groups))
+        return response
 
 
 def _top(response_type: Callable[..., R]) -> Callable[[BrokerResponseError], R]:

@@ -3,7 +3,8 @@ state for the metrics.
 
 Views of the groups of the served partitions; DeleteGroups removes an Empty group with
 tombstones for its offsets and its group record, and forgets it once the log acknowledged them
-(an unknown group is GROUP_ID_NOT_FOUND, one with members NON_EMPTY_GROUP).
+(an unknown group is GROUP_ID_NOT_FOUND, one with members or with transactional offsets still
+pending NON_EMPTY_GROUP: a pending offset is never dropped silently).
 
 Safety: one event loop, not thread-safe. A group being deleted is Dead while its tombstones are
 written (other requests for it answer COORDINATOR_NOT_AVAILABLE or see it as Dead) and goes
@@ -120,6 +121,12 @@ class GroupAdmin:
             raise GroupIdNotFoundError(f"group {group_id} does not exist")
         if group.state is not GroupState.EMPTY or group.members:
             raise NonEmptyGroupError(f"group {group_id} has members ({group.state.value})")
+        if group.pending_txn:
+            producers = ", ".join(str(pid) for pid in sorted(group.pending_txn))
+            raise NonEmptyGroupError(
+                f"group {group_id} has transactional offsets pending (producer ids {producers}); "
+                "delete it once those transactions have ended"
+            )
         recs: list[tuple[bytes, bytes | None]] = [
             (records.offset_key(group_id, t, p), None) for t, p in group.offsets
         ]

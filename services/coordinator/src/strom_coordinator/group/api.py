@@ -18,9 +18,11 @@ __all__ = [
     "LeaveMember",
     "LeaveResult",
     "ListedGroup",
+    "MarkerGroupResult",
     "MemberDescription",
     "PartitionResult",
     "SyncResult",
+    "TxnCommitRequest",
 ]
 
 
@@ -91,6 +93,21 @@ class CommitPartition:
 
 
 @dataclass(frozen=True)
+class TxnCommitRequest:
+    """TxnOffsetCommit: offsets staged by the producer's transaction for the group; the
+    member fields are checked like an OffsetCommit's (generation -1 / no member: unchecked)."""
+
+    transactional_id: str
+    group_id: str
+    producer_id: int
+    producer_epoch: int
+    partitions: Sequence[CommitPartition]
+    generation_id: int = -1
+    member_id: str = ""
+    group_instance_id: str | None = None
+
+
+@dataclass(frozen=True)
 class PartitionResult:
     topic: str
     partition: int
@@ -137,5 +154,13 @@ class GroupDescription:
 
 @dataclass(frozen=True)
 class DeleteGroupResult:
+    group_id: str
+    error: BrokerResponseError | None = None
+
+
+@dataclass(frozen=True)
+class MarkerGroupResult:
+    """One group's answer to a transaction marker (GroupCoordinator.WriteTxnMarkers)."""
+
     group_id: str
     error: BrokerResponseError | None = None

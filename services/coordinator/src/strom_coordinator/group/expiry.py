@@ -3,8 +3,10 @@
 Every ``offsets.retention.check.interval.ms`` (``expire_periodically``), ``GroupExpiry.expire``
 writes tombstones for the committed offsets past retention (``offsets.expired_offsets``) of the
 served groups, and for an Empty group left without offsets its group record too, then forgets
-them. Groups with a commit in flight are skipped until the next round. (Member sessions expire
-on their own timers: ``sessions``.)
+them. Groups with a commit in flight are skipped until the next round. Transactional offsets
+still pending are never expired: neither the committed offset of their partition nor a group
+holding any is removed until the transaction's marker ended them (Kafka's rule). (Member
+sessions expire on their own timers: ``sessions``.)
 
 Safety: one event loop, not thread-safe. The tombstones are written group by group; across
 each append the group may have been unloaded or deleted, so it is forgotten only if
@@ -60,6 +62,7 @@ class GroupExpiry:
                 group.state is GroupState.EMPTY
                 and not group.members
                 and not group.pending_members
+                and not group.pending_txn
                 and len(expired) == len(group.offsets)
             )
             if not expired and not remove_group:

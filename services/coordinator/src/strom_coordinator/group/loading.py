@@ -46,7 +46,12 @@ class GroupLoader:
     def partition_loaded(self, partition: int) -> None:
         """Serve ``partition``: restored members get a session to heartbeat within."""
         for group in self._partition_groups(partition):
-            if not group.members and not group.offsets and group.protocol_type is None:
+            if (
+                not group.members
+                and not group.offsets
+                and not group.pending_txn
+                and group.protocol_type is None
+            ):
                 del self._groups[group.group_id]
                 continue
             self._membership.resume(group)

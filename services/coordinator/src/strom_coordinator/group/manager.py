@@ -9,6 +9,8 @@ groups (``model.Group``, by id) and one ``PartitionLog``:
 * ``membership``: JoinGroup, SyncGroup, Heartbeat, LeaveGroup, the rebalance state machine
   (member sessions in ``sessions``);
 * ``offsets``: OffsetCommit, OffsetFetch, OffsetDelete and the retention rule;
+* ``txn_offsets``: TxnOffsetCommit and the transaction markers that commit or abort its
+  pending offsets (verified with the transaction coordinator through a ``TxnVerifier``);
 * ``admin``: ListGroups, DescribeGroups, DeleteGroups;
 * ``expiry``: removal of expired offsets and Empty groups (``expire``);
 * ``loading``: the groups of a partition rebuilt from its records when this instance takes it
@@ -27,6 +29,8 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping, Sequence
 
+from strom.errors import BrokerResponseError, UnknownServerError
+from strom.types import TopicPartition
 from strom_coordinator.group.admin import GroupAdmin
 from strom_coordinator.group.api import (
     CommitPartition,
@@ -38,8 +42,10 @@ from strom_coordinator.group.api import (
     LeaveMember,
     LeaveResult,
     ListedGroup,
+    MarkerGroupResult,
     PartitionResult,
     SyncResult,
+    TxnCommitRequest,
 )
 from strom_coordinator.group.config import GroupConfig
 from strom_coordinator.group.errors import check_group_id
@@ -50,6 +56,7 @@ from strom_coordinator.group.model import Group
 from strom_coordinator.group.offsets import OffsetStore
 from strom_coordinator.group.records import OFFSETS_TOPIC
 from strom_coordinator.group.stats import GroupStatsListener, NullStats
+from strom_coordinator.group.txn_offsets import TxnOffsetStore, TxnVerifier
 from strom_coordinator.partitions.hosting import HostedPartitions
 from strom_coordinator.partitions.log import PartitionLog
 
@@ -66,7 +73,10 @@ class GroupManager:
         *,
         stats: GroupStatsListener | None = None,
         wall_clock_ms: Callable[[], int] | None = None,
+        verifier: TxnVerifier | None = None,
     ) -> None:
+        """``verifier`` asks the transaction coordinators about TxnOffsetCommit's producers;
+        without one every TxnOffsetCommit is refused."""
         now_ms = wall_clock_ms or (lambda: int(time.time() * 1000))
         listener: GroupStatsListener = stats or NullStats()
         #: Every group of the hosted partitions, shared by the concerns below.
@@ -81,6 +91,15 @@ class GroupManager:
         )
         self._admin = GroupAdmin(groups, self._partitions, log, wall_clock_ms=now_ms)
         self._expiry = GroupExpiry(groups, self._partitions, log, config)
+        self._txn = TxnOffsetStore(
+            groups,
+            self._partitions,
+            log,
+            self._offsets,
+            verifier or _NoVerifier(),
+            stats=listener,
+            wall_clock_ms=now_ms,
+        )
 
     # -- hosted partitions (called by the process: ownership.PartitionHost) -------------------
 
@@ -193,11 +212,18 @@ class GroupManager:
         )
 
     async def fetch_offsets(
-        self, group_id: str, partitions: Sequence[tuple[str, int]] | None = None
+        self,
+        group_id: str,
+        partitions: Sequence[tuple[str, int]] | None = None,
+        *,
+        require_stable: bool = False,
     ) -> list[FetchedOffset]:
-        """OffsetFetch: the committed offsets (-1 where none); no partitions = all of them."""
+        """OffsetFetch: the committed offsets (-1 where none); no partitions = all of them.
+        ``require_stable``: UNSTABLE_OFFSET_COMMIT where a transactional offset is pending."""
         self._route(group_id, allow_empty=True)
-        return await self._offsets.fetch_offsets(group_id, partitions)
+        return await self._offsets.fetch_offsets(
+            group_id, partitions, require_stable=require_stable
+        )
 
     async def delete_offsets(
         self, group_id: str, partitions: Sequence[tuple[str, int]]
@@ -205,6 +231,20 @@ class GroupManager:
         """OffsetDelete: refused for topics an active consumer group subscribes to."""
         partition = self._route(group_id, allow_empty=True)
         return await self._offsets.delete_offsets(partition, group_id, partitions)
+
+    # -- transactional offsets ---------------------------------------------------------------
+
+    async def txn_commit_offsets(self, req: TxnCommitRequest) -> list[PartitionResult]:
+        """TxnOffsetCommit: stage offsets for the producer's transaction (visible once its
+        commit marker arrives). Whole-request errors are raised."""
+        partition = self._route(req.group_id)
+        return await self._txn.commit(partition, req)
+
+    async def end_txn(
+        self, group_ids: Sequence[str], producer_id: int, producer_epoch: int, committed: bool
+    ) -> list[MarkerGroupResult]:
+        """A transaction marker for the groups: commit or drop their pending offsets."""
+        return await self._txn.end(group_ids, producer_id, producer_epoch, committed)
 
     # -- administration and expiry -----------------------------------------------------------
 
@@ -229,3 +269,16 @@ class GroupManager:
     def _route(self, group_id: str, *, allow_empty: bool = False) -> int:
         check_group_id(group_id, allow_empty=allow_empty)
         return self._partitions.route(group_id)
+
+
+class _NoVerifier:
+    """Refuses every transactional commit (a manager built without a transaction verifier)."""
+
+    async def verify(
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        tp: TopicPartition,
+    ) -> BrokerResponseError | None:
+        return UnknownServerError("this group coordinator cannot verify transactions")

@@ -1,4 +1,5 @@
-"""In-memory state of one consumer group: its members, generation, protocol and offsets."""
+"""In-memory state of one consumer group: its members, generation, protocol, offsets and the
+transactional offsets still pending (staged by TxnOffsetCommit, not yet ended by a marker)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from typing import Any
 
 from strom_coordinator.group.subscriptions import CONSUMER_PROTOCOL_TYPE, subscribed_topics
 
-__all__ = ["CommittedOffset", "Group", "GroupState", "Member"]
+__all__ = ["CommittedOffset", "Group", "GroupState", "Member", "PendingTxnOffset"]
 
 
 class GroupState(enum.Enum):
@@ -50,6 +51,17 @@ class CommittedOffset:
     metadata: str
     commit_timestamp_ms: int
     expire_timestamp_ms: int | None = None
+
+
+@dataclass(eq=False)
+class PendingTxnOffset:
+    """An offset staged by a transaction of one producer id, at ``producer_epoch``."""
+
+    producer_epoch: int
+    offset: CommittedOffset
+    #: The commit sequence it was staged with (0 when replayed from the log): a plain commit
+    #: acknowledged after it wins over it when the transaction commits.
+    seq: int = 0
 
 
 @dataclass(eq=False)
@@ -101,6 +113,8 @@ class Group:
     pending_members: dict[str, asyncio.TimerHandle | None] = field(default_factory=dict)
     offsets: dict[tuple[str, int], CommittedOffset] = field(default_factory=dict)
     offset_seq: dict[tuple[str, int], int] = field(default_factory=dict)
+    #: producer id -> partition -> offset staged by that producer's open transaction.
+    pending_txn: dict[int, dict[tuple[str, int], PendingTxnOffset]] = field(default_factory=dict)
     state_timestamp_ms: int | None = None
     join_timer: asyncio.TimerHandle | None = None
     # InitialDelayedJoin of an Empty group: remaining budget and whether someone joined since.
@@ -114,6 +128,24 @@ class Group:
             raise RuntimeError(f"group {self.group_id}: illegal transition {self.state} -> {to}")
         self.state = to
         self.state_timestamp_ms = now_ms
+
+    def has_pending_txn(self, tp: tuple[str, int] | None = None) -> bool:
+        """Whether a transaction has staged an offset (for ``tp``, or for any partition)."""
+        if tp is None:
+            return bool(self.pending_txn)
+        return any(tp in staged for staged in self.pending_txn.values())
+
+    def unstage(
+        self, producer_id: int, tp: tuple[str, int], entry: PendingTxnOffset | None = None
+    ) -> None:
+        """Forget the offset ``producer_id`` staged for ``tp`` (only if it is still ``entry``,
+        when given: a newer one staged meanwhile stays)."""
+        staged = self.pending_txn.get(producer_id)
+        if staged is None or (entry is not None and staged.get(tp) is not entry):
+            return
+        staged.pop(tp, None)
+        if not staged:
+            del self.pending_txn[producer_id]
 
     def is_leader(self, member_id: str) -> bool:
         return self.leader_id == member_id

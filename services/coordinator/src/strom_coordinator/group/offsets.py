@@ -29,6 +29,7 @@ from strom.errors import (
     NonEmptyGroupError,
     OffsetMetadataTooLargeError,
     UnknownTopicOrPartitionError,
+    UnstableOffsetCommitError,
 )
 from strom_coordinator.group import records
 from strom_coordinator.group.api import CommitPartition, FetchedOffset, PartitionResult
@@ -88,20 +89,12 @@ class OffsetStore:
         """OffsetCommit for a group of ``partition`` (routed by the caller); applied to the
         cache once the log acknowledged it. Whole-request errors (unknown member, illegal
         generation, ...) are raised."""
-        group = self._groups.get(group_id)
-        if group is None:
-            if generation_id >= 0:
-                raise IllegalGenerationError(f"group {group_id} has no generation {generation_id}")
-            group = self._groups[group_id] = Group(group_id, partition)
-        elif group.state is GroupState.DEAD:
-            raise CoordinatorNotAvailableError(f"group {group_id} is being deleted")
-        elif not (generation_id < 0 and group.state is GroupState.EMPTY):
-            self._gate.check_commit(group, generation_id, member_id, group_instance_id)
+        group = self.admit(partition, group_id, generation_id, member_id, group_instance_id)
         now = self._now_ms()
         results: list[PartitionResult] = []
         accepted: dict[tuple[str, int], CommittedOffset] = {}
         for p in partitions:
-            error = self._commit_error(p)
+            error = self.commit_error(p)
             results.append(PartitionResult(p.topic, p.partition, error))
             if error is None:
                 accepted[(p.topic, p.partition)] = CommittedOffset(
@@ -118,7 +111,7 @@ class OffsetStore:
             )
             for (topic, part), o in accepted.items()
         ]
-        seq = next(self._commit_seq)
+        seq = self.next_seq()
         group.pending_commits += 1
         try:
             await self._log.append(partition, recs)
@@ -137,7 +130,34 @@ class OffsetStore:
         self._stats.on_commit(group_id, len(accepted))
         return results
 
-    def _commit_error(self, p: CommitPartition) -> BrokerResponseError | None:
+    def admit(
+        self,
+        partition: int,
+        group_id: str,
+        generation_id: int,
+        member_id: str,
+        group_instance_id: str | None,
+    ) -> Group:
+        """The group a commit (plain or transactional) for ``group_id`` of ``partition`` may
+        write to, created for a commit outside group management (generation -1); raises when
+        the member may not commit (unknown member, illegal generation, group being deleted)."""
+        group = self._groups.get(group_id)
+        if group is None:
+            if generation_id >= 0:
+                raise IllegalGenerationError(f"group {group_id} has no generation {generation_id}")
+            group = self._groups[group_id] = Group(group_id, partition)
+        elif group.state is GroupState.DEAD:
+            raise CoordinatorNotAvailableError(f"group {group_id} is being deleted")
+        elif not (generation_id < 0 and group.state is GroupState.EMPTY):
+            self._gate.check_commit(group, generation_id, member_id, group_instance_id)
+        return group
+
+    def next_seq(self) -> int:
+        """The sequence number of a commit about to be written (later commits get higher)."""
+        return next(self._commit_seq)
+
+    def commit_error(self, p: CommitPartition) -> BrokerResponseError | None:
+        """Why one partition's offset cannot be committed (None: it can)."""
         if not p.topic or len(p.topic) > _MAX_TOPIC_CHARS:
             return InvalidTopicError(f"invalid topic name {p.topic[:_MAX_TOPIC_CHARS]!r}")
         if p.partition < 0:
@@ -150,16 +170,27 @@ class OffsetStore:
         return None
 
     async def fetch_offsets(
-        self, group_id: str, partitions: Sequence[tuple[str, int]] | None = None
+        self,
+        group_id: str,
+        partitions: Sequence[tuple[str, int]] | None = None,
+        *,
+        require_stable: bool = False,
     ) -> list[FetchedOffset]:
-        """OffsetFetch: the committed offsets (-1 where none); no partitions = all of them."""
+        """OffsetFetch: the committed offsets (-1 where none); no partitions = all of them.
+        With ``require_stable``, a partition with a transactional offset still pending answers
+        UNSTABLE_OFFSET_COMMIT instead (the client retries once the transaction ended)."""
         group = self._groups.get(group_id)
         offsets = group.offsets if group is not None else {}
         wanted = list(partitions) if partitions else sorted(offsets)
         found = []
         for topic, part in wanted:
             o = offsets.get((topic, part))
-            if o is None:
+            if require_stable and group is not None and group.has_pending_txn((topic, part)):
+                unstable = UnstableOffsetCommitError(
+                    f"{topic}-{part} has a transactional offset pending in group {group_id}"
+                )
+                found.append(FetchedOffset(topic, part, error=unstable))
+            elif o is None:
                 found.append(FetchedOffset(topic, part))
             else:
                 found.append(FetchedOffset(topic, part, o.offset, o.leader_epoch, o.metadata))
@@ -225,6 +256,8 @@ def expired_offsets(group: Group, now_ms: int, retention_ms: int) -> list[tuple[
         candidates, base = [tp for tp in group.offsets if tp[0] not in topics], None
     expired = []
     for tp in candidates:
+        if group.has_pending_txn(tp):  # kept until its transaction ends, as Kafka does
+            continue
         o = group.offsets[tp]
         if o.expire_timestamp_ms is not None:
             if now_ms >= o.expire_timestamp_ms:

@@ -6,7 +6,13 @@ Pure functions over the model (no I/O, no event loop)."""
 from __future__ import annotations
 
 from strom_coordinator.group import records
-from strom_coordinator.group.model import CommittedOffset, Group, GroupState, Member
+from strom_coordinator.group.model import (
+    CommittedOffset,
+    Group,
+    GroupState,
+    Member,
+    PendingTxnOffset,
+)
 
 __all__ = ["group_record", "replay_record"]
 
@@ -46,6 +52,26 @@ def replay_record(
         _replay_offset(groups, partition, decoded, value)
     elif isinstance(decoded, records.GroupKey):
         _replay_group(groups, partition, decoded.group_id, value)
+    elif isinstance(decoded, records.PendingKey):
+        _replay_pending(groups, partition, decoded, value)
+
+
+def _replay_pending(
+    groups: dict[str, Group], partition: int, key: records.PendingKey, value: bytes | None
+) -> None:
+    group = groups.get(key.group_id)
+    tp = (key.topic, key.partition)
+    if value is None:
+        if group is not None:
+            group.unstage(key.producer_id, tp)
+        return
+    v = records.decode_pending_value(value)
+    if group is None:
+        group = groups[key.group_id] = Group(key.group_id, partition)
+    offset = CommittedOffset(v.offset, v.leader_epoch, v.metadata, v.commit_timestamp_ms)
+    group.pending_txn.setdefault(key.producer_id, {})[tp] = PendingTxnOffset(
+        v.producer_epoch, offset
+    )
 
 
 def _replay_offset(
@@ -70,8 +96,10 @@ def _replay_group(
 ) -> None:
     old = groups.get(group_id)
     if value is None:  # the group was deleted; offsets written later may bring it back
-        if old is not None and old.offsets:
-            groups[group_id] = Group(group_id, partition, offsets=old.offsets)
+        if old is not None and (old.offsets or old.pending_txn):
+            groups[group_id] = Group(
+                group_id, partition, offsets=old.offsets, pending_txn=old.pending_txn
+            )
         else:
             groups.pop(group_id, None)
         return
@@ -84,6 +112,7 @@ def _replay_group(
         generation_id=v.generation_id,
         leader_id=v.leader_id,
         offsets=old.offsets if old is not None else {},
+        pending_txn=old.pending_txn if old is not None else {},
         state_timestamp_ms=(
             v.current_state_timestamp_ms if v.current_state_timestamp_ms >= 0 else None
         ),

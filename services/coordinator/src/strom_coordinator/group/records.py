@@ -7,6 +7,8 @@ and UTF-8 bytes (nullable strings use length -1), byte arrays an int32 length::
     group metadata key   (version 2)       group: string
     ownership marker key (version 0x7FFF)  (nothing: one key per partition, so compaction keeps
                                             only the newest marker)
+    pending txn offset key (version 0x7FF0) group: string, producer_id int64, topic: string,
+                                            partition: int32
 
     offset commit value  version int16 (0..3), offset int64,
                          [v3+] leader_epoch int32 (-1 = unknown), metadata string,
@@ -20,6 +22,14 @@ and UTF-8 bytes (nullable strings use length -1), byte arrays an int32 length::
                            [v1+] rebalance_timeout int32, session_timeout int32,
                            subscription bytes, assignment bytes
     ownership marker value version int16 (0), coordinator_id int32, owner_epoch int32
+    pending txn offset value version int16 (0), producer_epoch int16, offset int64,
+                         leader_epoch int32, metadata string, commit_timestamp int64
+
+A pending transactional offset (Strom's own record kind, not Kafka's: Kafka writes them as
+offset records inside the transaction's batch) is one partition's offset staged by
+TxnOffsetCommit for (group, producer id); the transaction's marker turns it into an offset
+commit record (commit) or drops it, and either way writes its tombstone in the same batch.
+Its key version sits far above Kafka's key versions so that none of theirs can collide.
 
 Strom writes offset keys v1, group keys v2, offset values v3 and group values v3, and decodes
 every older version. A tombstone (None value) deletes the key's offset or group. Key bytes are a
@@ -43,14 +53,19 @@ __all__ = [
     "MemberRecord",
     "OffsetKey",
     "OffsetValue",
+    "PendingKey",
+    "PendingValue",
     "decode_group_value",
     "decode_key",
     "decode_offset_value",
+    "decode_pending_value",
     "encode_group_value",
     "group_key",
     "offset_key",
     "offset_value",
     "ownership_marker",
+    "pending_key",
+    "pending_value",
 ]
 
 #: The compacted internal topic these records live in.
@@ -59,6 +74,8 @@ OFFSETS_TOPIC = "__consumer_offsets"
 _OFFSET_KEY_VERSION = 1
 _GROUP_KEY_VERSION = 2
 _MARKER_KEY_VERSION = 0x7FFF
+_PENDING_KEY_VERSION = 0x7FF0
+_PENDING_VALUE_VERSION = 0
 _OFFSET_VALUE_VERSION = 3
 _GROUP_VALUE_VERSION = 3
 _MAX_STRING = 0x7FFF
@@ -79,6 +96,25 @@ class GroupKey:
 @dataclass(frozen=True)
 class MarkerKey:
     """The ownership marker's key: carries no group and is ignored by replay."""
+
+
+@dataclass(frozen=True)
+class PendingKey:
+    """A transactional offset staged by ``producer_id`` for the group, not yet committed."""
+
+    group_id: str
+    producer_id: int
+    topic: str
+    partition: int
+
+
+@dataclass(frozen=True)
+class PendingValue:
+    producer_epoch: int
+    offset: int
+    leader_epoch: int = -1
+    metadata: str = ""
+    commit_timestamp_ms: int = 0
 
 
 @dataclass(frozen=True)
@@ -222,17 +258,44 @@ def ownership_marker(coordinator_id: int, owner_epoch: int) -> tuple[bytes, byte
     return key, value
 
 
-def decode_key(data: bytes) -> OffsetKey | GroupKey | MarkerKey:
+def pending_key(group_id: str, producer_id: int, topic: str, partition: int) -> bytes:
+    """Key of a transactional offset staged by ``producer_id`` for one partition."""
+    w = _Writer().int16(_PENDING_KEY_VERSION).string(group_id).int64(producer_id)
+    return w.string(topic).int32(partition).done()
+
+
+def pending_value(value: PendingValue) -> bytes:
+    w = _Writer().int16(_PENDING_VALUE_VERSION).int16(value.producer_epoch).int64(value.offset)
+    w.int32(value.leader_epoch).string(value.metadata).int64(value.commit_timestamp_ms)
+    return w.done()
+
+
+def decode_pending_value(data: bytes) -> PendingValue:
+    r = _Reader(data, "pending transactional offset value")
+    version = r.int16()
+    if version != _PENDING_VALUE_VERSION:
+        raise InvalidRecordError(f"pending transactional offset value: unknown version {version}")
+    value = PendingValue(r.int16(), r.int64(), r.int32(), r.string(), r.int64())
+    r.end()
+    return value
+
+
+Key = OffsetKey | GroupKey | MarkerKey | PendingKey
+
+
+def decode_key(data: bytes) -> Key:
     """What a key names; ``InvalidRecordError`` for bytes no version explains."""
     r = _Reader(data, "__consumer_offsets key")
     version = r.int16()
-    key: OffsetKey | GroupKey | MarkerKey
+    key: Key
     if version in (0, 1):
         key = OffsetKey(r.string(), r.string(), r.int32())
     elif version == _GROUP_KEY_VERSION:
         key = GroupKey(r.string())
     elif version == _MARKER_KEY_VERSION:
         key = MarkerKey()
+    elif version == _PENDING_KEY_VERSION:
+        key = PendingKey(r.string(), r.int64(), r.string(), r.int32())
     else:
         raise InvalidRecordError(f"__consumer_offsets key: unknown version {version}")
     r.end()
