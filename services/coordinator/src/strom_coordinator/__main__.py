@@ -23,6 +23,7 @@ from strom_coordinator.offsets_log import OffsetsLog
 from strom_coordinator.ownership import PartitionOwnership
 from strom_coordinator.servicer import GroupCoordinatorServicer
 from strom_coordinator.stats import CoordinatorStats, LagTracker
+from strom_coordinator.txn_verifier import GatewayTxnVerifier
 from strom_server.etcd.keys import ClusterKeys
 from strom_server.etcd.store import EtcdStore
 from strom_server.rpc.server import GrpcServer
@@ -75,7 +76,8 @@ async def build(config: CoordinatorConfig, server: GrpcServer) -> None:
         reinit=reinit,
         on_fenced=fenced,
     )
-    manager = GroupManager(offsets_log, config.group_config(), stats=stats)
+    verifier = GatewayTxnVerifier(cluster, timeout_s=timeout_s)
+    manager = GroupManager(offsets_log, config.group_config(), stats=stats, verifier=verifier)
     ownership = PartitionOwnership(
         store,
         ClusterKeys(config.etcd_prefix),
