@@ -1,10 +1,18 @@
-"""Forward group RPCs to the group coordinators registered in etcd.
+"""Forward group and transaction RPCs to the coordinators registered in etcd.
 
-- FindCoordinator goes to any live coordinator (round robin; another one on UNAVAILABLE).
+Every coordinator process serves both services, GroupCoordinator and TransactionCoordinator; a
+key (group id, or transactional id with key_type TRANSACTION) lives on one of them.
+
+- FindCoordinator goes to any live coordinator (round robin; another one on UNAVAILABLE), its
+  key_type passed through.
 - ListGroups goes to every coordinator; the answers are merged (one entry per group id).
-- DescribeGroups and DeleteGroups are split by each group's coordinator and merged back in
-  request order.
-- Every other group RPC goes to the group's coordinator, found with FindCoordinator and cached.
+  ListTransactions too (one entry per transactional id), naming the coordinators that could
+  not answer in ``unreachable_coordinators``.
+- DescribeGroups and DeleteGroups are split by each group's coordinator, DescribeTransactions
+  by each transactional id's, and merged back in request order.
+- Every other group RPC (TxnOffsetCommit included) goes to the group's coordinator, found with
+  FindCoordinator and cached; AddPartitionsToTxn, AddOffsetsToTxn, EndTxn and InitProducerId
+  (with a transactional id) to the transactional id's coordinator, found and cached alike.
 
 A call answered NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS or COORDINATOR_NOT_AVAILABLE, or
 failing with gRPC UNAVAILABLE, is retried (after finding the coordinator again unless it is only
@@ -21,14 +29,21 @@ import itertools
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
-from typing import Protocol, TypeAlias, TypeVar, cast
+from typing import Any, Protocol, TypeAlias, TypeVar, cast
 
 import grpc
 import structlog
 from google.protobuf.message import Message
 
 from strom.errors import ErrorCode
-from strom.protocol.v1 import common_pb2, coordinator_pb2, coordinator_pb2_grpc
+from strom.protocol.v1 import (
+    common_pb2,
+    controller_pb2,
+    coordinator_pb2,
+    coordinator_pb2_grpc,
+    transaction_pb2,
+    transaction_pb2_grpc,
+)
 from strom_server.rpc.channels import open_channel
 
 log = structlog.get_logger(__name__)
@@ -38,7 +53,9 @@ __all__ = [
     "CoordinatorRouter",
     "CoordinatorSource",
     "GroupRequest",
+    "TxnRequest",
     "error_response",
+    "is_controller_producer_id",
 ]
 
 RETRY_BACKOFF_S = (0.05, 0.1, 0.2, 0.4, 0.8, 1.0)
@@ -53,6 +70,10 @@ COORDINATOR_ERRORS = frozenset(
 #: Of those, the ones after which the cached coordinator of the group is forgotten.
 _MOVED = frozenset({ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE})
 NO_COORDINATOR = "no group coordinator is registered in etcd"
+GROUP = coordinator_pb2.GROUP
+TRANSACTION = coordinator_pb2.TRANSACTION
+#: Transactional ids of the coordinators' own producers, served by the controller.
+RESERVED_PREFIX = "__strom_"
 
 #: The requests ``CoordinatorRouter.call`` sends to the coordinator of their ``group_id``.
 GroupRequest: TypeAlias = (
@@ -63,14 +84,29 @@ GroupRequest: TypeAlias = (
     | coordinator_pb2.OffsetCommitRequest
     | coordinator_pb2.OffsetFetchRequest
     | coordinator_pb2.OffsetDeleteRequest
+    | coordinator_pb2.TxnOffsetCommitRequest
 )
+#: The requests ``CoordinatorRouter.call_txn`` sends to the coordinator of their
+#: ``transactional_id``.
+TxnRequest: TypeAlias = (
+    transaction_pb2.AddPartitionsToTxnRequest
+    | transaction_pb2.AddOffsetsToTxnRequest
+    | transaction_pb2.EndTxnRequest
+    | controller_pb2.InitProducerIdRequest
+)
+Request: TypeAlias = GroupRequest | TxnRequest
+
+
+def is_controller_producer_id(transactional_id: str) -> bool:
+    """Whether InitProducerId for ``transactional_id`` goes to the controller (no id: an
+    idempotent producer; a reserved ``__strom_`` id: a coordinator's own) rather than to the
+    id's transaction coordinator."""
+    return not transactional_id or transactional_id.startswith(RESERVED_PREFIX)
 
 
 class _GroupResult(Protocol):
-    """A per-group entry of a DescribeGroups or DeleteGroups answer."""
-
-    @property
-    def group_id(self) -> str: ...
+    """A per-key entry of a DescribeGroups, DeleteGroups or DescribeTransactions answer (its
+    key is read with ``_split``'s ``key_field``)."""
 
     @property
     def error_code(self) -> int: ...
@@ -107,11 +143,11 @@ def error_response(
     method: str, request: Message, code: common_pb2.ErrorCode, message: str
 ) -> Message:
     """The response of ``method`` that answers ``request`` with ``code`` everywhere."""
-    pb = coordinator_pb2
+    pb, txn = coordinator_pb2, transaction_pb2
     # ``method`` names the request's kind: the casts below only tell the type checker.
-    if method == "OffsetCommit":
+    if method in ("OffsetCommit", "TxnOffsetCommit"):
         commit = cast(pb.OffsetCommitRequest, request)
-        return pb.OffsetCommitResponse(
+        answer: Message = getattr(pb, f"{method}Response")(
             partitions=[
                 pb.OffsetCommitPartitionResult(
                     topic=p.topic, partition=p.partition, error_code=code, error_message=message
@@ -119,6 +155,25 @@ def error_response(
                 for p in commit.partitions
             ]
         )
+        return answer
+    if method == "AddPartitionsToTxn":
+        add = cast(txn.AddPartitionsToTxnRequest, request)
+        return txn.AddPartitionsToTxnResponse(
+            error_code=code,
+            error_message=message,
+            results=[
+                txn.AddPartitionsToTxnResult(
+                    topic=p.topic, partition=p.partition, error_code=code, error_message=message
+                )
+                for p in add.partitions
+            ],
+        )
+    if method in ("InitProducerId", "EndTxn"):
+        module = controller_pb2 if method == "InitProducerId" else txn
+        ended: Message = getattr(module, f"{method}Response")(
+            error_code=code, error_message=message, producer_id=-1, producer_epoch=-1
+        )
+        return ended
     if method == "DescribeGroups":
         describe = cast(pb.DescribeGroupsRequest, request)
         return pb.DescribeGroupsResponse(
@@ -135,7 +190,8 @@ def error_response(
                 for g in delete.group_ids
             ]
         )
-    response: Message = getattr(pb, f"{method}Response")(error_code=code, error_message=message)
+    module = txn if hasattr(txn, f"{method}Response") else pb
+    response: Message = getattr(module, f"{method}Response")(error_code=code, error_message=message)
     return response
 
 
@@ -157,6 +213,15 @@ def _backoff(attempt: int) -> float:
     return RETRY_BACKOFF_S[min(attempt, len(RETRY_BACKOFF_S) - 1)]
 
 
+class _Coordinator:
+    """One coordinator process: its channel and the stubs of the two services it serves."""
+
+    def __init__(self, channel: grpc.aio.Channel) -> None:
+        self.channel = channel
+        self.groups = coordinator_pb2_grpc.GroupCoordinatorStub(channel)
+        self.transactions = transaction_pb2_grpc.TransactionCoordinatorStub(channel)
+
+
 class CoordinatorRouter:
     """Calls GroupCoordinator RPCs on the right coordinator instance."""
 
@@ -172,21 +237,29 @@ class CoordinatorRouter:
         self._max_message_size = max_message_size
         self._lookup_timeout_s = lookup_timeout_s
         self._cache_size = cache_size
-        self._channels: dict[
-            str, tuple[grpc.aio.Channel, coordinator_pb2_grpc.GroupCoordinatorStub]
-        ]
-        self._channels = {}
-        #: group id -> (coordinator id, host:port), least recently used first
-        self._coordinators: OrderedDict[str, tuple[int, str]] = OrderedDict()
+        self._channels: dict[str, _Coordinator] = {}
+        #: (key type, group or transactional id) -> (coordinator id, host:port), least
+        #: recently used first
+        self._coordinators: OrderedDict[tuple[int, str], tuple[int, str]] = OrderedDict()
         self._round_robin = itertools.count()
 
-    def _stub(self, address: str) -> coordinator_pb2_grpc.GroupCoordinatorStub:
+    def _connection(self, address: str) -> _Coordinator:
         entry = self._channels.get(address)
         if entry is None:
             channel = open_channel(address, max_message_size=self._max_message_size)
-            entry = (channel, coordinator_pb2_grpc.GroupCoordinatorStub(channel))
-            self._channels[address] = entry
-        return entry[1]
+            entry = self._channels[address] = _Coordinator(channel)
+        return entry
+
+    def _stub(self, address: str) -> coordinator_pb2_grpc.GroupCoordinatorStub:
+        return self._connection(address).groups
+
+    def _txn_stub(self, address: str) -> transaction_pb2_grpc.TransactionCoordinatorStub:
+        return self._connection(address).transactions
+
+    def _service(self, key_type: int, address: str) -> Any:
+        """The stub of the service serving keys of ``key_type`` at ``address`` (typed Any:
+        the generated stubs carry no types for the methods called on it)."""
+        return self._txn_stub(address) if key_type == TRANSACTION else self._stub(address)
 
     async def _live(self) -> list[str]:
         addresses = self.source.addresses or await self.source.refresh()
@@ -242,44 +315,56 @@ class CoordinatorRouter:
             )
         return response
 
-    async def _locate(self, group_id: str, deadline: float) -> tuple[int, str]:
-        """(coordinator id, host:port) of ``group_id``; raises _NotFound."""
-        cached = self._coordinators.get(group_id)
+    async def _locate(self, key: str, deadline: float, key_type: int = GROUP) -> tuple[int, str]:
+        """(coordinator id, host:port) of ``key`` (a group id, or a transactional id for
+        key_type TRANSACTION); raises _NotFound."""
+        cached = self._coordinators.get((key_type, key))
         if cached is not None and cached[0] in self.source.addresses:
-            self._coordinators.move_to_end(group_id)
+            self._coordinators.move_to_end((key_type, key))
             return cached
-        response = await self._find_on_any(
-            coordinator_pb2.FindCoordinatorRequest(group_id=group_id), deadline
+        request = coordinator_pb2.FindCoordinatorRequest(
+            group_id=key, key_type=cast(coordinator_pb2.CoordinatorKeyType, key_type)
         )
+        response = await self._find_on_any(request, deadline)
         if response.error_code:
             raise _NotFound(
                 response.error_code, response.error_message or ErrorCode.Name(response.error_code)
             )
         node = response.coordinator
         found = (node.node_id, f"{node.host}:{node.port}")
-        self._coordinators[group_id] = found
+        self._coordinators[(key_type, key)] = found
         if len(self._coordinators) > self._cache_size:
             self._coordinators.popitem(last=False)
         return found
 
-    def _forget(self, group_id: str) -> None:
-        self._coordinators.pop(group_id, None)
+    def _forget(self, key: str, key_type: int = GROUP) -> None:
+        self._coordinators.pop((key_type, key), None)
 
-    # -- one group ----------------------------------------------------------------------------
+    # -- one group or transactional id ---------------------------------------------------------
 
     async def call(self, method: str, request: GroupRequest, timeout_s: float) -> Message:
-        """``method(request)`` on the coordinator of ``request.group_id``, retried on coordinator
-        errors until ``timeout_s`` passes. The answer is ``<method>Response`` (the generated
-        stubs carry no types to say so)."""
-        group_id: str = request.group_id
+        """``GroupCoordinator.<method>(request)`` on the coordinator of ``request.group_id``,
+        retried on coordinator errors until ``timeout_s`` passes. The answer is
+        ``<method>Response`` (the generated stubs carry no types to say so)."""
+        return await self._call_keyed(method, request, request.group_id, GROUP, timeout_s)
+
+    async def call_txn(self, method: str, request: TxnRequest, timeout_s: float) -> Message:
+        """``TransactionCoordinator.<method>(request)`` on the coordinator of
+        ``request.transactional_id``, retried like ``call``."""
+        key = request.transactional_id
+        return await self._call_keyed(method, request, key, TRANSACTION, timeout_s)
+
+    async def _call_keyed(
+        self, method: str, request: Request, key: str, key_type: int, timeout_s: float
+    ) -> Message:
         deadline = time.monotonic() + timeout_s
         attempt = 0
         last: Message  # set by every attempt that does not return
         while True:
             address = "?"
             try:
-                _, address = await self._locate(group_id, deadline)
-                response: Message = await getattr(self._stub(address), method)(
+                _, address = await self._locate(key, deadline, key_type)
+                response: Message = await getattr(self._service(key_type, address), method)(
                     request, timeout=max(deadline - time.monotonic(), 0.001)
                 )
             except _NotFound as exc:
@@ -289,7 +374,7 @@ class CoordinatorRouter:
             except grpc.aio.AioRpcError as exc:
                 if exc.code() != grpc.StatusCode.UNAVAILABLE:
                     raise
-                self._forget(group_id)
+                self._forget(key, key_type)
                 last = error_response(
                     method,
                     request,
@@ -301,49 +386,98 @@ class CoordinatorRouter:
                 if code is None:
                     return response
                 if code in _MOVED:
-                    self._forget(group_id)
+                    self._forget(key, key_type)
                 last = response
             delay = _backoff(attempt)
             if time.monotonic() + delay >= deadline:
                 return last
             attempt += 1
-            log.debug("retrying a group call", method=method, group_id=group_id)
+            log.debug("retrying a coordinator call", method=method, key=key, key_type=key_type)
             await asyncio.sleep(delay)
 
     # -- every coordinator --------------------------------------------------------------------
 
+    async def _everywhere(
+        self, key_type: int, method: str, request: Message, timeout_s: float
+    ) -> list[tuple[int, str, Message | grpc.aio.AioRpcError]] | None:
+        """``method(request)`` on every live coordinator at once: (coordinator id, address,
+        answer or gRPC failure) each; None when none is registered."""
+        addresses = self.source.addresses or await self.source.refresh()
+        if not addresses:
+            return None
+        answers = await asyncio.gather(
+            *(
+                getattr(self._service(key_type, a), method)(request, timeout=timeout_s)
+                for a in addresses.values()
+            ),
+            return_exceptions=True,
+        )
+        out: list[tuple[int, str, Message | grpc.aio.AioRpcError]] = []
+        for (coordinator_id, address), answer in zip(addresses.items(), answers, strict=True):
+            if isinstance(answer, BaseException) and not isinstance(answer, grpc.aio.AioRpcError):
+                raise answer
+            out.append((coordinator_id, address, answer))
+        return out
+
     async def list_groups(
         self, request: coordinator_pb2.ListGroupsRequest, timeout_s: float
     ) -> coordinator_pb2.ListGroupsResponse:
-        addresses = await self._live()
-        if not addresses:
+        answers = await self._everywhere(GROUP, "ListGroups", request, timeout_s)
+        if answers is None:
             return coordinator_pb2.ListGroupsResponse(
                 error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE, error_message=NO_COORDINATOR
             )
-        answers = await asyncio.gather(
-            *(self._stub(a).ListGroups(request, timeout=timeout_s) for a in addresses),
-            return_exceptions=True,
-        )
         merged = coordinator_pb2.ListGroupsResponse()
         seen: set[str] = set()
-        for address, answer in zip(addresses, answers, strict=True):
+        for _, address, answer in answers:
             if isinstance(answer, grpc.aio.AioRpcError):
                 if not merged.error_code:
                     merged.error_code = ErrorCode.COORDINATOR_NOT_AVAILABLE
                     merged.error_message = f"coordinator {address}: {answer.code().name}"
                 continue
-            if isinstance(answer, BaseException):
-                raise answer
-            if answer.error_code and not merged.error_code:
-                merged.error_code = answer.error_code
-                merged.error_message = f"coordinator {address}: {answer.error_message}"
-            for group in answer.groups:
+            listed = cast(coordinator_pb2.ListGroupsResponse, answer)
+            if listed.error_code and not merged.error_code:
+                merged.error_code = listed.error_code
+                merged.error_message = f"coordinator {address}: {listed.error_message}"
+            for group in listed.groups:
                 if group.group_id not in seen:
                     seen.add(group.group_id)
                     merged.groups.append(group)
         return merged
 
-    # -- split by group -----------------------------------------------------------------------
+    async def list_transactions(
+        self, request: transaction_pb2.ListTransactionsRequest, timeout_s: float
+    ) -> transaction_pb2.ListTransactionsResponse:
+        """Every live coordinator's transactions (one entry per transactional id); those that
+        could not answer (unreachable, or answering an error) are named in
+        ``unreachable_coordinators`` and the first such error is the top-level one."""
+        answers = await self._everywhere(TRANSACTION, "ListTransactions", request, timeout_s)
+        if answers is None:
+            return transaction_pb2.ListTransactionsResponse(
+                error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE, error_message=NO_COORDINATOR
+            )
+        merged = transaction_pb2.ListTransactionsResponse()
+        seen: set[str] = set()
+        for coordinator_id, address, answer in answers:
+            if isinstance(answer, grpc.aio.AioRpcError):
+                code: int = ErrorCode.COORDINATOR_NOT_AVAILABLE
+                message = f"coordinator {address}: {answer.code().name} {answer.details()}"
+            else:
+                listed = cast(transaction_pb2.ListTransactionsResponse, answer)
+                code = listed.error_code
+                message = f"coordinator {address}: {listed.error_message}"
+                for item in listed.transactions:
+                    if item.transactional_id not in seen:
+                        seen.add(item.transactional_id)
+                        merged.transactions.append(item)
+            if code:
+                merged.unreachable_coordinators.append(coordinator_id)
+                if not merged.error_code:
+                    merged.error_code = cast(common_pb2.ErrorCode, code)
+                    merged.error_message = message
+        return merged
+
+    # -- split by group or transactional id ---------------------------------------------------
 
     async def describe_groups(
         self, request: coordinator_pb2.DescribeGroupsRequest, timeout_s: float
@@ -373,66 +507,84 @@ class CoordinatorRouter:
         )
         return coordinator_pb2.DeleteGroupsResponse(results=items)
 
+    async def describe_transactions(
+        self, request: transaction_pb2.DescribeTransactionsRequest, timeout_s: float
+    ) -> transaction_pb2.DescribeTransactionsResponse:
+        items = await self._split(
+            "DescribeTransactions",
+            request.transactional_ids,
+            timeout_s,
+            build=lambda ids: transaction_pb2.DescribeTransactionsRequest(transactional_ids=ids),
+            answer=transaction_pb2.DescribeTransactionsResponse,
+            items_of=lambda response: response.transactions,
+            item_type=transaction_pb2.DescribedTransaction,
+            key_type=TRANSACTION,
+            key_field="transactional_id",
+        )
+        return transaction_pb2.DescribeTransactionsResponse(transactions=items)
+
     async def _split(
         self,
         method: str,
-        group_ids: Sequence[str],
+        keys: Sequence[str],
         timeout_s: float,
         *,
         build: Callable[[list[str]], Message],
         answer: type[Answer],
         items_of: Callable[[Answer], Iterable[GroupResult]],
         item_type: Callable[..., GroupResult],
+        key_type: int = GROUP,
+        key_field: str = "group_id",
     ) -> list[GroupResult]:
-        """Per-group items of ``method`` over every group's coordinator, in request order.
-        ``answer`` is the type of ``method``'s response, for the type checker only (the
-        generated stubs carry no types)."""
+        """Per-key items of ``method`` over every key's coordinator, in request order (a key
+        is the item's ``key_field``, located with ``key_type``). ``answer`` is the type of
+        ``method``'s response, for the type checker only (the generated stubs carry no
+        types)."""
         deadline = time.monotonic() + timeout_s
-        pending = list(dict.fromkeys(group_ids))
+        pending = list(dict.fromkeys(keys))
         results: dict[str, GroupResult] = {}
         final: set[str] = set()
 
         def fail(ids: Iterable[str], code: common_pb2.ErrorCode, message: str) -> None:
-            for group_id in ids:
-                results[group_id] = item_type(
-                    group_id=group_id, error_code=code, error_message=message
-                )
+            for key in ids:
+                results[key] = item_type(**{key_field: key}, error_code=code, error_message=message)
 
-        async def locate(group_id: str) -> tuple[int, str] | _NotFound:
+        async def locate(key: str) -> tuple[int, str] | _NotFound:
             try:
-                return await self._locate(group_id, deadline)
+                return await self._locate(key, deadline, key_type)
             except _NotFound as exc:
                 return exc
 
         async def send(address: str, ids: list[str]) -> None:
             remaining = max(deadline - time.monotonic(), 0.001)
             try:
-                response: Answer = await getattr(self._stub(address), method)(
+                response: Answer = await getattr(self._service(key_type, address), method)(
                     build(ids), timeout=remaining
                 )
             except grpc.aio.AioRpcError as exc:
                 if exc.code() != grpc.StatusCode.UNAVAILABLE:
                     raise
-                for group_id in ids:
-                    self._forget(group_id)
+                for key in ids:
+                    self._forget(key, key_type)
                 fail(ids, ErrorCode.COORDINATOR_NOT_AVAILABLE, f"coordinator {address}")
                 return
             for item in items_of(response):
-                results[item.group_id] = item
+                key = getattr(item, key_field)
+                results[key] = item
                 if item.error_code in _MOVED:
-                    self._forget(item.group_id)
+                    self._forget(key, key_type)
 
         attempt = 0
         while pending:
             found = await asyncio.gather(*(locate(g) for g in pending))
             by_address: dict[str, list[str]] = {}
-            for group_id, where in zip(pending, found, strict=True):
+            for key, where in zip(pending, found, strict=True):
                 if isinstance(where, _NotFound):
-                    fail([group_id], where.code, where.message)
+                    fail([key], where.code, where.message)
                     if where.final:
-                        final.add(group_id)
+                        final.add(key)
                 else:
-                    by_address.setdefault(where[1], []).append(group_id)
+                    by_address.setdefault(where[1], []).append(key)
             await asyncio.gather(*(send(a, ids) for a, ids in by_address.items()))
             pending = [
                 g
@@ -445,12 +597,12 @@ class CoordinatorRouter:
                 break
             attempt += 1
             await asyncio.sleep(delay)
-        for group_id in pending:
-            if group_id not in results:
-                fail([group_id], ErrorCode.COORDINATOR_NOT_AVAILABLE, "deadline passed")
-        return [results[g] for g in group_ids]
+        for key in pending:
+            if key not in results:
+                fail([key], ErrorCode.COORDINATOR_NOT_AVAILABLE, "deadline passed")
+        return [results[k] for k in keys]
 
     async def close(self) -> None:
-        for channel, _ in self._channels.values():
-            await channel.close()
+        for entry in self._channels.values():
+            await entry.channel.close()
         self._channels.clear()

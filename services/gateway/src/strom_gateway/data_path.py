@@ -1,4 +1,4 @@
-"""Produce, Fetch, ListOffsets and DeleteRecords through the gateway.
+"""Produce, Fetch, ListOffsets, DeleteRecords and DescribeProducers through the gateway.
 
 Each takes and returns ``StorageNode``'s own messages: ``LeaderRouter`` splits the request by
 partition leader and merges the answers; ``ByteBudget`` bounds the record bytes in flight (a
@@ -14,10 +14,11 @@ from typing import TypeVar
 
 from google.protobuf.message import Message
 
-from strom.protocol.v1 import common_pb2, storage_pb2
+from strom.protocol.v1 import common_pb2, storage_pb2, transaction_pb2
 from strom_gateway.byte_budget import ByteBudget
 from strom_gateway.leader_router import (
     DELETE_RECORDS,
+    DESCRIBE_PRODUCERS,
     FETCH,
     LIST_OFFSETS,
     PRODUCE,
@@ -218,6 +219,22 @@ class DataPath:
             return whole
         return storage_pb2.DeleteRecordsResponse(partitions=results)
 
+    async def describe_producers(
+        self, request: transaction_pb2.DescribeProducersRequest, deadline: float
+    ) -> transaction_pb2.DescribeProducersResponse:
+        """Each partition's active producers, as its leader knows them."""
+        build = _whole_or(
+            request,
+            request.partitions,
+            lambda parts: transaction_pb2.DescribeProducersRequest(partitions=parts),
+        )
+        results, whole = await self.router.scatter(
+            DESCRIBE_PRODUCERS, request.partitions, build, describe_producers_error, deadline
+        )
+        if whole is not None:
+            return whole
+        return transaction_pb2.DescribeProducersResponse(partitions=results)
+
 
 def produce_error(
     item: PartitionItem, code: common_pb2.ErrorCode, message: str
@@ -271,6 +288,14 @@ def delete_records_error(
         error_code=code,
         error_message=message,
         low_watermark=-1,
+    )
+
+
+def describe_producers_error(
+    item: PartitionItem, code: common_pb2.ErrorCode, message: str
+) -> transaction_pb2.DescribeProducersResult:
+    return transaction_pb2.DescribeProducersResult(
+        topic=item.topic, partition=item.partition, error_code=code, error_message=message
     )
 
 

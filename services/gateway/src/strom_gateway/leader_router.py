@@ -31,7 +31,7 @@ from google.protobuf.message import Message
 
 from strom.cluster import from_rpc_error
 from strom.errors import ErrorCode
-from strom.protocol.v1 import common_pb2, storage_pb2, storage_pb2_grpc
+from strom.protocol.v1 import common_pb2, storage_pb2, storage_pb2_grpc, transaction_pb2
 from strom_gateway.metadata_cache import MetadataCache
 from strom_gateway.wire import LazyFetchResponse
 from strom_server.rpc.channels import open_channel, trace_metadata
@@ -41,6 +41,7 @@ log = structlog.get_logger(__name__)
 
 __all__ = [
     "DELETE_RECORDS",
+    "DESCRIBE_PRODUCERS",
     "FETCH",
     "LIST_OFFSETS",
     "PRODUCE",
@@ -113,7 +114,16 @@ PRODUCE = StorageMethod("Produce", storage_pb2.ProduceResponse.FromString)
 FETCH = StorageMethod("Fetch", LazyFetchResponse, raw=True)
 LIST_OFFSETS = StorageMethod("ListOffsets", storage_pb2.ListOffsetsResponse.FromString)
 DELETE_RECORDS = StorageMethod("DeleteRecords", storage_pb2.DeleteRecordsResponse.FromString)
-_METHODS: tuple[StorageMethod[Answer], ...] = (PRODUCE, FETCH, LIST_OFFSETS, DELETE_RECORDS)
+DESCRIBE_PRODUCERS = StorageMethod(
+    "DescribeProducers", transaction_pb2.DescribeProducersResponse.FromString
+)
+_METHODS: tuple[StorageMethod[Answer], ...] = (
+    PRODUCE,
+    FETCH,
+    LIST_OFFSETS,
+    DELETE_RECORDS,
+    DESCRIBE_PRODUCERS,
+)
 
 
 class _Leader:

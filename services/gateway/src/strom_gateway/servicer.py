@@ -3,7 +3,9 @@
 Metadata and administration go to the active controller (``routing``); the data path
 (Produce, ProduceStream, Fetch, ListOffsets, DeleteRecords) to partition leaders
 (``data_path``, ``produce_stream``), with ProduceRecords/FetchRecords on top of it
-(``record_rpcs``); consumer-group RPCs to the group coordinators (``coordinator_router``).
+(``record_rpcs``); consumer-group and transaction RPCs to the coordinators
+(``coordinator_router``), except InitProducerId without a transactional id or with a reserved
+``__strom_`` one (the controller's); DescribeProducers to partition leaders (``data_path``).
 """
 
 from __future__ import annotations
@@ -21,9 +23,15 @@ from strom.protocol.v1 import (
     gateway_pb2,
     gateway_pb2_grpc,
     storage_pb2,
+    transaction_pb2,
 )
 from strom_gateway.byte_budget import TooLargeError
-from strom_gateway.coordinator_router import CoordinatorRouter, GroupRequest
+from strom_gateway.coordinator_router import (
+    CoordinatorRouter,
+    GroupRequest,
+    TxnRequest,
+    is_controller_producer_id,
+)
 from strom_gateway.data_path import DataPath
 from strom_gateway.produce_stream import ProduceStreamRelay
 from strom_gateway.record_rpcs import RecordRpcs
@@ -240,9 +248,10 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
     async def InitProducerId(
         self, request: controller_pb2.InitProducerIdRequest, context: Ctx
     ) -> controller_pb2.InitProducerIdResponse:
-        return await self._forward(
-            "InitProducerId", request, controller_pb2.InitProducerIdResponse, context
-        )
+        answer = controller_pb2.InitProducerIdResponse
+        if is_controller_producer_id(request.transactional_id):
+            return await self._forward("InitProducerId", request, answer, context)
+        return await self._txn("InitProducerId", request, answer, context)
 
     # -- consumer groups ----------------------------------------------------------------------
 
@@ -254,15 +263,31 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
         context: Ctx,
         floor_s: float = 0.0,
     ) -> Answer:
-        """``GroupCoordinator.<method>``; ``answer``, its response type, is for the type
-        checker only (the generated stubs carry no types)."""
+        """``GroupCoordinator.<method>`` on the group's coordinator; ``answer``, its response
+        type, is for the type checker only (the generated stubs carry no types)."""
+        response = await self._routed(
+            lambda t: self.coordinators.call(method, request, t), context, floor_s
+        )
+        return cast(Answer, response)
+
+    async def _txn(
+        self, method: str, request: TxnRequest, answer: type[Answer], context: Ctx
+    ) -> Answer:
+        """``TransactionCoordinator.<method>`` on the transactional id's coordinator."""
+        response = await self._routed(
+            lambda t: self.coordinators.call_txn(method, request, t), context
+        )
+        return cast(Answer, response)
+
+    async def _routed(
+        self, call: Callable[[float], Awaitable[Response]], context: Ctx, floor_s: float = 0.0
+    ) -> Response:
+        """``call(timeout_s)`` into the coordinator router; a gRPC failure it passes on
+        (anything but a coordinator being unavailable) ends the client's call alike."""
         try:
-            response = await self.coordinators.call(
-                method, request, self._timeout(context, floor_s)
-            )
+            return await call(self._timeout(context, floor_s))
         except grpc.aio.AioRpcError as exc:
             await _abort(context, exc.code(), exc.details() or "")
-        return cast(Answer, response)
 
     async def FindCoordinator(
         self, request: coordinator_pb2.FindCoordinatorRequest, context: Ctx
@@ -316,23 +341,61 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
     async def ListGroups(
         self, request: coordinator_pb2.ListGroupsRequest, context: Ctx
     ) -> coordinator_pb2.ListGroupsResponse:
-        try:
-            return await self.coordinators.list_groups(request, self._timeout(context))
-        except grpc.aio.AioRpcError as exc:
-            await _abort(context, exc.code(), exc.details() or "")
+        return await self._routed(lambda t: self.coordinators.list_groups(request, t), context)
 
     async def DescribeGroups(
         self, request: coordinator_pb2.DescribeGroupsRequest, context: Ctx
     ) -> coordinator_pb2.DescribeGroupsResponse:
-        try:
-            return await self.coordinators.describe_groups(request, self._timeout(context))
-        except grpc.aio.AioRpcError as exc:
-            await _abort(context, exc.code(), exc.details() or "")
+        return await self._routed(lambda t: self.coordinators.describe_groups(request, t), context)
 
     async def DeleteGroups(
         self, request: coordinator_pb2.DeleteGroupsRequest, context: Ctx
     ) -> coordinator_pb2.DeleteGroupsResponse:
-        try:
-            return await self.coordinators.delete_groups(request, self._timeout(context))
-        except grpc.aio.AioRpcError as exc:
-            await _abort(context, exc.code(), exc.details() or "")
+        return await self._routed(lambda t: self.coordinators.delete_groups(request, t), context)
+
+    async def TxnOffsetCommit(
+        self, request: coordinator_pb2.TxnOffsetCommitRequest, context: Ctx
+    ) -> coordinator_pb2.TxnOffsetCommitResponse:
+        return await self._group(
+            "TxnOffsetCommit", request, coordinator_pb2.TxnOffsetCommitResponse, context
+        )
+
+    # -- transactions -------------------------------------------------------------------------
+
+    async def AddPartitionsToTxn(
+        self, request: transaction_pb2.AddPartitionsToTxnRequest, context: Ctx
+    ) -> transaction_pb2.AddPartitionsToTxnResponse:
+        return await self._txn(
+            "AddPartitionsToTxn", request, transaction_pb2.AddPartitionsToTxnResponse, context
+        )
+
+    async def AddOffsetsToTxn(
+        self, request: transaction_pb2.AddOffsetsToTxnRequest, context: Ctx
+    ) -> transaction_pb2.AddOffsetsToTxnResponse:
+        return await self._txn(
+            "AddOffsetsToTxn", request, transaction_pb2.AddOffsetsToTxnResponse, context
+        )
+
+    async def EndTxn(
+        self, request: transaction_pb2.EndTxnRequest, context: Ctx
+    ) -> transaction_pb2.EndTxnResponse:
+        return await self._txn("EndTxn", request, transaction_pb2.EndTxnResponse, context)
+
+    async def ListTransactions(
+        self, request: transaction_pb2.ListTransactionsRequest, context: Ctx
+    ) -> transaction_pb2.ListTransactionsResponse:
+        return await self._routed(
+            lambda t: self.coordinators.list_transactions(request, t), context
+        )
+
+    async def DescribeTransactions(
+        self, request: transaction_pb2.DescribeTransactionsRequest, context: Ctx
+    ) -> transaction_pb2.DescribeTransactionsResponse:
+        return await self._routed(
+            lambda t: self.coordinators.describe_transactions(request, t), context
+        )
+
+    async def DescribeProducers(
+        self, request: transaction_pb2.DescribeProducersRequest, context: Ctx
+    ) -> transaction_pb2.DescribeProducersResponse:
+        return await self._data(self.data.describe_producers, request, context)
