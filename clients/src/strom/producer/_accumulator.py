@@ -53,11 +53,14 @@ class Accumulator:
         linger_ms: float,
         compression: Compression,
         wakeup: Callable[[], None] = lambda: None,
+        transactional: bool = False,
     ) -> None:
         self.batch_size = batch_size
         self.buffer_memory = buffer_memory
         self.linger = linger_ms / 1000
         self.compression = compression
+        #: Batches carry the transactional attribute (a transactional producer's).
+        self.transactional = transactional
         self.wakeup = wakeup
         self.loop: asyncio.AbstractEventLoop | None = None  # set by the sender when it starts
         self.used = 0
@@ -73,7 +76,11 @@ class Accumulator:
 
     def _new_batch(self, key: PartitionKey, queue: deque[ProducerBatch]) -> ProducerBatch:
         batch = ProducerBatch(
-            key[0], key[1], BatchBuilder(compression=self.compression), time.monotonic(), self.loop
+            key[0],
+            key[1],
+            BatchBuilder(compression=self.compression, is_transactional=self.transactional),
+            time.monotonic(),
+            self.loop,
         )
         queue.append(batch)
         self.incomplete.add(batch)

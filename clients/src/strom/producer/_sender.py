@@ -12,6 +12,11 @@ batch per partition per request. Responses complete batches; errors are handled 
   network errors also mark the topic's metadata stale, so the retry goes to the new leader.
 * not retriable: the batch's records fail at once.
 * idempotence: see ``strom.producer._idempotence``.
+* transactions (``txn`` set): a partition's batches go out only once the transaction
+  coordinator added the partition to the ongoing transaction (``TransactionManager.gate``);
+  Produce requests carry the transactional id; a batch failing for good makes the transaction
+  abortable (or the producer fatal when fenced) instead of resetting the producer id; while
+  aborting, failed batches are not retried.
 """
 
 from __future__ import annotations
@@ -42,6 +47,7 @@ from strom.errors import (
 from strom.producer._accumulator import Accumulator, PartitionKey
 from strom.producer._batch import ProducerBatch
 from strom.producer._idempotence import ProducerIdState, restamp
+from strom.producer._transactions import TransactionManager
 from strom.producer.config import ProducerConfig
 from strom.protocol.v1 import controller_pb2, storage_pb2
 from strom.types import TopicPartition
@@ -158,6 +164,8 @@ class Sender:
         self.idempotent = bool(config.enable_idempotence)
         self.pid = ProducerIdState()
         self.fatal: BaseException | None = None
+        self.txn: TransactionManager | None = None
+        self._transactional_id = config.transactional_id or ""
         self._loop: asyncio.AbstractEventLoop | None = None
         self._wake: asyncio.Event | None = None
         self._wake_pending = False
@@ -188,7 +196,7 @@ class Sender:
         self.acc.wakeup = self.wakeup
         self.acc.loop = self._loop
         self._task = asyncio.ensure_future(self._run())
-        if self.idempotent:
+        if self.idempotent and self.txn is None:
             self._ensure_pid()  # fetched while the first batch lingers
 
     @property
@@ -240,6 +248,18 @@ class Sender:
     def fail_all(self, error: BaseException) -> None:
         for batch in self.acc.take_all():
             self._complete(batch, -1, -1, error)
+
+    def attach(self, txn: TransactionManager) -> None:
+        """Make this a transactional producer's sender."""
+        self.txn = txn
+        txn.wakeup = self.wakeup
+        txn.fail_queued = self._txn_failed
+
+    def _txn_failed(self, error: BaseException) -> None:
+        assert self.txn is not None
+        if self.txn.state.name == "FATAL_ERROR":
+            self.fatal = error
+        self.fail_all(error)
 
     # -- the loop ------------------------------------------------------------------------------
 
@@ -297,8 +317,11 @@ class Sender:
         if not ready:
             return next_at
         if self.idempotent and not self.pid.has_id:
-            self._ensure_pid()
+            if self.txn is None:
+                self._ensure_pid()
             return next_at
+        if self.txn is not None:
+            ready = self.txn.gate(ready)
         by_node: dict[int, list[PartitionKey]] = {}
         cluster = self.cluster
         for pk in ready:
@@ -377,6 +400,7 @@ class Sender:
                 partitions=parts,
                 correlation_id=correlation_id,
                 client_id=self.config.client_id,
+                transactional_id=self._transactional_id,
             )
             entry = _Request(correlation_id, groups, now + self._request_timeout)
             stream.send(request, entry)
@@ -466,6 +490,9 @@ class Sender:
         pk = (batch.topic, batch.partition)
         if isinstance(error, _METADATA_ERRORS):
             self.cluster.mark_stale(batch.topic)
+        if self.txn is not None and not self.txn.sending:
+            self._fail(batch, error)  # aborting (or failed): no retries
+            return
         if self.idempotent:
             if batch.producer_id != self.pid.producer_id:
                 self._fail(batch, error, sequenced=False)
@@ -521,6 +548,9 @@ class Sender:
 
     def _fail(self, batch: ProducerBatch, error: BaseException, *, sequenced: bool = True) -> None:
         self._complete(batch, -1, -1, error)
+        if self.txn is not None:
+            self.txn.batch_failed(error)  # abortable or fatal; the epoch moves on at EndTxn
+            return
         if (
             sequenced
             and not self._stopping

@@ -12,6 +12,15 @@
 (it only waits when ``buffer_memory`` is full or the topic's metadata is not known yet, up to
 ``max_block_ms``). The sender task on the same loop sends batches to partition leaders and
 completes the futures; ``on_delivery`` callbacks run on the event loop.
+
+Transactions (``transactional_id=...``; Kafka's API, see ``strom.producer._transactions``)::
+
+    producer = Producer(bootstrap_servers="localhost:9092", transactional_id="orders-enricher")
+    await producer.init_transactions()          # fences older producers with this id
+    await producer.begin_transaction()
+    await producer.send("enriched", b"...")
+    await producer.send_offsets_to_transaction(offsets, consumer.group_metadata())
+    await producer.commit_transaction()         # or abort_transaction()
 """
 
 from __future__ import annotations
@@ -19,13 +28,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Unpack
 
 from strom.cluster import DEFAULT_BOOTSTRAP_SERVERS, ClusterClient
+from strom.consumer.group_metadata import ConsumerGroupMetadata
 from strom.errors import (
     ConfigurationError,
+    InvalidTxnStateError,
     MessageTooLargeError,
     StromError,
     StromTimeoutError,
@@ -35,9 +46,11 @@ from strom.producer._accumulator import RECORD_OVERHEAD, Accumulator, record_siz
 from strom.producer._batch import DeliveryCallback, ProducerBatch, RecordFuture, RecordMetadata
 from strom.producer._bulk import BulkTracker
 from strom.producer._sender import Sender
+from strom.producer._transactions import TransactionAbortedError, TransactionManager
 from strom.producer._waits import NeedMetadata, NeedRoom, blocked_too_long
 from strom.producer.config import ProducerConfig, ProducerOptions
 from strom.producer.partitioner import StickyPartitioner, murmur2_partition
+from strom.types import OffsetAndMetadata, TopicPartition
 
 __all__ = ["Producer", "RecordFuture", "RecordMetadata"]
 
@@ -70,8 +83,21 @@ class Producer:
             buffer_memory=config.buffer_memory,
             linger_ms=config.linger_ms,
             compression=config.compression,
+            transactional=config.transactional_id is not None,
         )
         self._sender = Sender(config, self._cluster, self._acc)
+        self._txn: TransactionManager | None = None
+        if config.transactional_id is not None:
+            self._txn = TransactionManager(
+                config.transactional_id,
+                config.transaction_timeout_ms,
+                cluster=self._cluster,
+                pid=self._sender.pid,
+                retry_backoff_ms=config.retry_backoff_ms,
+                request_timeout_ms=config.request_timeout_ms,
+                max_block_ms=config.max_block_ms,
+            )
+            self._sender.attach(self._txn)
         self._sticky = StickyPartitioner()
         self._max_record = min(config.max_request_size, config.buffer_memory)
         self._max_block = config.max_block_ms / 1000
@@ -121,6 +147,8 @@ class Producer:
         sender = self._sender
         if sender.fatal is not None:
             raise sender.fatal
+        if self._txn is not None and self._txn.block is not None:
+            raise self._txn.block
         if self._serializing:
             if self._key_serializer is not None:
                 key = self._key_serializer(key)
@@ -234,6 +262,8 @@ class Producer:
         each within batch_size, in record order per partition. Raises NeedMetadata."""
         if self._sender.fatal is not None:
             raise self._sender.fatal
+        if self._txn is not None and self._txn.block is not None:
+            raise self._txn.block
         if keys is not None and len(keys) != len(values):
             raise ConfigurationError(
                 f"send_many: {len(keys)} keys for {len(values)} values (lengths must match)"
@@ -410,6 +440,107 @@ class Producer:
             if self._loop is not None:
                 await self._sender.stop()
             await self._cluster.close()
+
+    # -- transactions --------------------------------------------------------------------------
+
+    def _transactions(self, what: str) -> TransactionManager:
+        if self._txn is None:
+            raise InvalidTxnStateError(
+                f"{what} needs a transactional producer: pass transactional_id=..."
+            )
+        if self._closed:
+            raise StromError(f"{what} on a closed producer")
+        return self._txn
+
+    async def init_transactions(self) -> None:
+        """Register the transactional id with its transaction coordinator: take its producer
+        id and next epoch, which fences every older producer with the same id and aborts
+        the transaction it left open. Call once, before the first ``begin_transaction``.
+        Blocks up to ``max_block_ms`` (then StromTimeoutError; calling it again is fine)."""
+        txn = self._transactions("init_transactions()")
+        await self.start()
+        await txn.init()
+
+    async def begin_transaction(self) -> None:
+        """Start a transaction: ``send`` is allowed until ``commit_transaction`` or
+        ``abort_transaction``. Raises the pending error after an abortable failure (abort
+        first) or a fatal one (close the producer)."""
+        self._transactions("begin_transaction()").begin()
+
+    async def send_offsets_to_transaction(
+        self,
+        offsets: Mapping[TopicPartition, OffsetAndMetadata | int],
+        group_metadata: ConsumerGroupMetadata | str,
+    ) -> None:
+        """Commit the consumer's ``offsets`` (the next offsets to read) as part of the
+        transaction: the group sees them only if the transaction commits. Pass
+        ``consumer.group_metadata()``, so that a consumer that left the group cannot commit
+        (a group id string skips that check)."""
+        txn = self._transactions("send_offsets_to_transaction()")
+        if isinstance(group_metadata, str):
+            group_metadata = ConsumerGroupMetadata(group_metadata)
+        if not isinstance(group_metadata, ConsumerGroupMetadata) or not group_metadata.group_id:
+            raise ConfigurationError(
+                "send_offsets_to_transaction() needs consumer.group_metadata() of a consumer "
+                f"with a group_id, got {group_metadata!r}"
+            )
+        prepared: dict[tuple[str, int], tuple[int, str, int]] = {}
+        for tp, om in offsets.items():
+            offset, metadata = (om, "") if isinstance(om, int) else (om.offset, om.metadata)
+            if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+                raise ConfigurationError(
+                    f"offset for {tp.topic}-{tp.partition} must be an integer >= 0, got {offset!r}"
+                )
+            prepared[(tp.topic, tp.partition)] = (offset, metadata or "", -1)
+        await txn.add_offsets(prepared, group_metadata)
+
+    async def commit_transaction(self) -> None:
+        """Send every record of the transaction, then commit it (EndTxn). Retriable errors
+        and timeouts are retried, never turned into an abort, up to ``max_block_ms``: then
+        StromTimeoutError, and calling ``commit_transaction()`` again resumes the commit.
+        An abortable error (a record that failed, the coordinator's timeout abort:
+        TransactionAbortableError...) requires ``abort_transaction()``; a fatal one
+        (ProducerFencedError, InvalidProducerEpochError) requires closing the producer."""
+        txn = self._transactions("commit_transaction()")
+        txn.begin_commit()
+        try:
+            await self.flush(self.config.max_block_ms / 1000)
+        except StromTimeoutError as exc:
+            raise StromTimeoutError(
+                f"commit_transaction(): the transaction's records were not all sent within "
+                f"max_block_ms ({self.config.max_block_ms} ms); call it again to resume"
+            ) from exc
+        await txn.wait_adding()
+        if txn.error is not None:
+            # A record failed: ``fail`` moved the transaction to abortable (or fatal).
+            txn.raise_if_fatal()
+            raise txn.block or txn.error
+        await txn.end(commit=True)
+
+    async def abort_transaction(self) -> None:
+        """Abort the transaction: records not sent yet fail (TransactionAbortedError), those
+        in flight are waited for, then EndTxn(abort); readers with read_committed never see
+        its records. Needed after an abortable error; a no-op outside a transaction."""
+        txn = self._transactions("abort_transaction()")
+        if not txn.begin_abort():
+            return
+        self._sender.fail_all(
+            TransactionAbortedError("the transaction was aborted before this record was sent")
+        )
+        await self._wait_incomplete(self.config.max_block_ms / 1000)
+        await txn.wait_adding()
+        await txn.end(commit=False)
+
+    async def _wait_incomplete(self, timeout: float) -> None:  # noqa: ASYNC109
+        """Until every batch in flight has completed (StromTimeoutError after ``timeout``)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while self._acc.incomplete:
+            if loop.time() >= deadline:
+                raise StromTimeoutError(
+                    f"abort_transaction(): records still in flight after {timeout} s"
+                )
+            await asyncio.sleep(0.005)
 
     async def partitions_for(self, topic: str) -> list[int]:
         """The topic's partition ids (from metadata)."""

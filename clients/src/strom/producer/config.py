@@ -40,6 +40,8 @@ DEFAULT_MAX_REQUEST_SIZE = 1024 * 1024
 _MAX_INT32 = (1 << 31) - 1
 _ACKS = {"all": -1, "-1": -1, -1: -1, 0: 0, "0": 0, 1: 1, "1": 1}
 _MAX_IN_FLIGHT_IDEMPOTENT = 5
+#: Transactional ids the coordinators use internally (refused for applications).
+RESERVED_TRANSACTIONAL_ID_PREFIX = "__strom_"
 
 log = logging.getLogger("strom.producer")
 
@@ -93,6 +95,13 @@ class ProducerConfig:
     """Sent with every request."""
     gateway_only: bool = False
     """Send everything through the gateway, for networks where only it is reachable."""
+    transactional_id: str | None = None
+    """Makes the producer transactional (``init_transactions``, ``begin_transaction``, ...):
+    the id that survives restarts, fencing older producers with the same id. Implies
+    idempotence (``acks='all'``, ``max_in_flight_requests_per_connection <= 5``)."""
+    transaction_timeout_ms: int = 60000
+    """How long the transaction coordinator lets a transaction stay open before aborting it
+    (at most the server's ``transaction.max.timeout.ms``, 900000 by default)."""
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
@@ -129,8 +138,16 @@ class ProducerConfig:
                 f"delivery_timeout_ms ({self.delivery_timeout_ms}) must be >= linger_ms + "
                 f"request_timeout_ms ({self.linger_ms} + {self.request_timeout_ms})"
             )
+        transactional = _check_transactional(
+            self.transactional_id, self.transaction_timeout_ms, enable_idempotence
+        )
         idempotent = _resolve_idempotence(
-            enable_idempotence, ack, acks, max_in_flight, self.retries
+            True if transactional else enable_idempotence,
+            ack,
+            acks,
+            max_in_flight,
+            self.retries,
+            what="transactional_id" if transactional else "enable_idempotence=True",
         )
         for name, fn in (
             ("partitioner", self.partitioner),
@@ -183,10 +200,42 @@ class ProducerOptions(TypedDict, total=False):
     value_serializer: Serializer | None
     client_id: str
     gateway_only: bool
+    transactional_id: str | None
+    transaction_timeout_ms: int
+
+
+def _check_transactional(
+    transactional_id: object, timeout_ms: object, enable_idempotence: bool | None
+) -> bool:
+    """Whether the producer is transactional; ``ConfigurationError`` for a bad id or timeout,
+    or for ``enable_idempotence=False`` with a transactional id (Kafka refuses it too)."""
+    _integer("transaction_timeout_ms", timeout_ms, 1, _MAX_INT32)
+    if transactional_id is None:
+        return False
+    if not isinstance(transactional_id, str) or not transactional_id:
+        raise ConfigurationError(
+            f"transactional_id must be a non-empty str or None, got {transactional_id!r}"
+        )
+    if transactional_id.startswith(RESERVED_TRANSACTIONAL_ID_PREFIX):
+        raise ConfigurationError(
+            f"transactional_id {transactional_id!r}: ids starting with "
+            f"{RESERVED_TRANSACTIONAL_ID_PREFIX!r} are reserved for Strom's coordinators"
+        )
+    if enable_idempotence is False:
+        raise ConfigurationError(
+            "transactional_id requires idempotence: leave enable_idempotence unset or True"
+        )
+    return True
 
 
 def _resolve_idempotence(
-    wanted: bool | None, ack: int, acks: int | str, max_in_flight: int, retries: int
+    wanted: bool | None,
+    ack: int,
+    acks: int | str,
+    max_in_flight: int,
+    retries: int,
+    *,
+    what: str = "enable_idempotence=True",
 ) -> bool:
     """Whether the producer is idempotent. Unset (None): yes unless a setting conflicts, then
     no, logged once (Kafka's KIP-679); True with a conflict raises ``ConfigurationError``
@@ -208,10 +257,12 @@ def _resolve_idempotence(
     settings = " and ".join(setting for setting, _ in conflicts)
     if wanted:
         needs = " and ".join(needed for _, needed in conflicts)
-        raise ConfigurationError(
-            f"enable_idempotence=True requires {needs}, got {settings} "
-            "(or leave enable_idempotence unset, or pass False)"
+        hint = (
+            " (or leave enable_idempotence unset, or pass False)"
+            if what.startswith("enable_idempotence")
+            else ""
         )
+        raise ConfigurationError(f"{what} requires {needs}, got {settings}{hint}")
     log.info(
         "idempotence disabled because %s; set enable_idempotence=False to silence this", settings
     )

@@ -17,6 +17,15 @@ background loop (``strom.cluster.BackgroundLoop``), which sends the batches, com
 futures and runs ``on_delivery`` and done callbacks. Callbacks therefore run on that thread
 without any polling; they must be quick and must not call blocking producer methods
 (``flush``, ``close``, ``result``); ``send`` from a callback works unless it would block.
+
+Transactions, Kafka's API (``transactional_id`` set)::
+
+    producer = Producer(bootstrap_servers="localhost:9092", transactional_id="enricher-1")
+    producer.init_transactions()
+    producer.begin_transaction()
+    producer.send("enriched", b"...")
+    producer.send_offsets_to_transaction(offsets, consumer.group_metadata())
+    producer.commit_transaction()            # or producer.abort_transaction()
 """
 
 from __future__ import annotations
@@ -26,9 +35,9 @@ import concurrent.futures
 import contextlib
 import time
 import weakref
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from types import TracebackType
-from typing import Any, Unpack
+from typing import TYPE_CHECKING, Any, Unpack
 
 from strom.cluster import DEFAULT_BOOTSTRAP_SERVERS, BackgroundLoop
 from strom.errors import StromError
@@ -38,6 +47,10 @@ from strom.producer._waits import NeedMetadata, NeedRoom, blocked_too_long
 from strom.producer.aio import Headers
 from strom.producer.aio import Producer as AsyncProducer
 from strom.producer.config import ProducerOptions
+from strom.types import OffsetAndMetadata, TopicPartition
+
+if TYPE_CHECKING:
+    from strom.consumer.group_metadata import ConsumerGroupMetadata
 
 __all__ = ["Producer", "RecordFuture", "RecordMetadata"]
 
@@ -178,6 +191,43 @@ class Producer:
             raise StromError("Producer.close() called from a producer callback")
         _OPEN.discard(self)
         self._bg.run(self._aio.close(timeout))
+
+    # -- transactions (see strom.aio.Producer for the semantics) --------------------------------
+
+    def _txn_call(self, what: str, coro: Any) -> None:
+        if self._bg.in_loop_thread():
+            coro.close()
+            raise StromError(f"Producer.{what}() called from a producer callback")
+        # The coroutine bounds itself by max_block_ms; the margin only guards a lost loop.
+        self._bg.run(coro, timeout=self._max_block * 2 + 30)
+
+    def init_transactions(self) -> None:
+        """Take the transactional id's producer id and next epoch (fencing older producers
+        with the same id); once, before the first transaction."""
+        self._txn_call("init_transactions", self._aio.init_transactions())
+
+    def begin_transaction(self) -> None:
+        """Start a transaction (``send`` raises outside one on a transactional producer)."""
+        self._txn_call("begin_transaction", self._aio.begin_transaction())
+
+    def send_offsets_to_transaction(
+        self,
+        offsets: Mapping[TopicPartition, OffsetAndMetadata | int],
+        group_metadata: ConsumerGroupMetadata | str,
+    ) -> None:
+        """Commit the consumer's offsets with the transaction (visible only if it commits)."""
+        self._txn_call(
+            "send_offsets_to_transaction",
+            self._aio.send_offsets_to_transaction(offsets, group_metadata),
+        )
+
+    def commit_transaction(self) -> None:
+        """Flush, then commit; retried on retriable errors and timeouts, never aborted."""
+        self._txn_call("commit_transaction", self._aio.commit_transaction())
+
+    def abort_transaction(self) -> None:
+        """Abort: unsent records fail, in-flight ones are waited for, then EndTxn(abort)."""
+        self._txn_call("abort_transaction", self._aio.abort_transaction())
 
     def partitions_for(self, topic: str) -> list[int]:
         return self._bg.run(self._aio.partitions_for(topic))
