@@ -92,6 +92,8 @@ class FetchIsolation(enum.Enum):
 
     HIGH_WATERMARK = "high_watermark"
     LOG_END = "log_end"
+    #: read_committed consumers: below the last stable offset (no open transaction's data).
+    TXN_COMMITTED = "txn_committed"
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,6 +122,10 @@ class FetchData:
     high_watermark: int
     log_start_offset: int
     log_end_offset: int
+    last_stable_offset: int = -1
+    #: (producer id, first offset) of the aborted transactions overlapping ``records``
+    #: (``TXN_COMMITTED`` reads only).
+    aborted_transactions: tuple[tuple[int, int], ...] = ()
 
 
 AppendListener = Callable[["Log", AppendInfo], None]
