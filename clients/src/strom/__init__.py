@@ -7,7 +7,7 @@
 """
 
 from strom.admin import Admin
-from strom.consumer import Consumer
+from strom.consumer import Consumer, ConsumerGroupMetadata
 from strom.errors import BrokerResponseError, ConfigurationError, StromError, StromTimeoutError
 from strom.producer import Producer, RecordFuture, RecordMetadata
 from strom.types import ConsumerRecord, NewTopic, OffsetAndMetadata, TopicPartition
@@ -17,6 +17,7 @@ __all__ = [
     "BrokerResponseError",
     "ConfigurationError",
     "Consumer",
+    "ConsumerGroupMetadata",
     "ConsumerRecord",
     "NewTopic",
     "OffsetAndMetadata",

@@ -18,6 +18,7 @@ EXPECTED = {
         "BrokerResponseError",
         "ConfigurationError",
         "Consumer",
+        "ConsumerGroupMetadata",
         "ConsumerRecord",
         "NewTopic",
         "OffsetAndMetadata",
@@ -28,7 +29,7 @@ EXPECTED = {
         "StromTimeoutError",
         "TopicPartition",
     ],
-    strom.aio: ["Admin", "Consumer", "Producer"],
+    strom.aio: ["Admin", "Consumer", "ConsumerGroupMetadata", "Producer"],
     strom.cluster: [
         "DEFAULT_BOOTSTRAP_SERVERS",
         "DEFAULT_MAX_MESSAGE_SIZE",

@@ -11,6 +11,12 @@ data already fetched. Responses are kept as raw bytes; ``decode_records`` turns 
 Partitions without a position get one ``ListOffsets`` per node (``auto_offset_reset``). Leader
 errors (NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH, ...) and network errors mark the topic's
 metadata stale; the manager refreshes it and routes the next fetch to the new leader.
+
+Under ``isolation_level="read_committed"`` fetches ask for READ_COMMITTED: the leader returns
+data up to the last stable offset and, with each chunk, the aborted transactions overlapping
+it (producer id, first offset); ``decode_records`` drops those transactions' batches with
+Kafka's algorithm (``_AbortedFilter``). Control batches (COMMIT/ABORT markers) are never
+returned under either level; positions step over them.
 """
 
 from __future__ import annotations
@@ -18,10 +24,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
+import heapq
 import logging
 from bisect import bisect_left
 from collections import defaultdict
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from functools import partial
 from itertools import repeat
 from typing import Any
@@ -37,8 +44,9 @@ from strom.errors import (
     for_code,
 )
 from strom.protocol.v1 import common_pb2, storage_pb2
-from strom.records import decode_columns, read_header
-from strom.records.header import ATTR_CONTROL, ATTR_TIMESTAMP_TYPE
+from strom.records import decode_columns, decode_control_record, read_header
+from strom.records.control import ControlRecordType
+from strom.records.header import ATTR_CONTROL, ATTR_TIMESTAMP_TYPE, ATTR_TRANSACTIONAL
 from strom.types import ConsumerRecord, TopicPartition
 
 __all__ = ["Fetcher", "decode_records", "next_fetch_offset"]
@@ -63,15 +71,59 @@ def _deserialize(fn: Callable[[bytes], Any], items: list[bytes | None]) -> list[
     return [None if item is None else fn(item) for item in items]
 
 
-def decode_records(
+#: (producer id, first offset) of an aborted transaction, as FetchPartitionResult lists them.
+AbortedTransaction = tuple[int, int]
+
+
+class _AbortedFilter:
+    """Kafka's read_committed filter over one fetched chunk (``CompletedFetch``): an aborted
+    transaction's producer id becomes active at the transaction's first offset, its
+    transactional batches are dropped while it is active, and its ABORT marker ends it."""
+
+    __slots__ = ("_active", "_pending")
+
+    def __init__(self, aborted: Sequence[AbortedTransaction]) -> None:
+        self._pending = [(first, pid) for pid, first in aborted]
+        heapq.heapify(self._pending)
+        self._active: set[int] = set()
+
+    def drops(self, header: Any, keys: list[bytes | None], values: list[bytes | None]) -> bool:
+        """Whether the batch is dropped: a control batch (always; an ABORT marker also ends
+        its producer's aborted transaction), or a batch of an aborted transaction."""
+        pid = header.producer_id
+        attributes = header.attributes
+        if pid >= 0:
+            last = header.base_offset + header.last_offset_delta
+            pending = self._pending
+            while pending and pending[0][0] <= last:
+                self._active.add(heapq.heappop(pending)[1])
+            if attributes & ATTR_CONTROL:
+                if pid in self._active and keys and _is_abort_marker(keys[0], values[0]):
+                    self._active.discard(pid)
+                return True
+            if attributes & ATTR_TRANSACTIONAL and pid in self._active:
+                return True
+        return bool(attributes & ATTR_CONTROL)
+
+
+def _is_abort_marker(key: bytes | None, value: bytes | None) -> bool:
+    try:
+        return decode_control_record(key, value).type == ControlRecordType.ABORT
+    except CorruptRecordError:
+        return False
+
+
+def decode_records(  # noqa: PLR0917 - positional, the hot path
     raw: bytes,
     tp: TopicPartition,
     position: int,
     key_deserializer: Deserializer | None = None,
     value_deserializer: Deserializer | None = None,
+    aborted: Sequence[AbortedTransaction] | None = None,
 ) -> tuple[list[ConsumerRecord], int]:
     """The records of ``raw`` (whole batches from one fetch) at or above ``position``, and the
     offset after the last batch (past any records compaction removed, and control batches).
+    ``aborted``: the chunk's aborted transactions (read_committed), whose batches are dropped.
 
     Whole batches are decoded in one call each (``decode_columns``) and the tuples built by
     ``map`` over the columns: no per-record Python code runs unless a deserializer is set.
@@ -82,18 +134,26 @@ def decode_records(
     if paused_gc:
         gc.disable()
     try:
-        return _decode(raw, tp, position, key_deserializer, value_deserializer)
+        return _decode(
+            raw,
+            tp,
+            position,
+            key_deserializer,
+            value_deserializer,
+            _AbortedFilter(aborted) if aborted else None,
+        )
     finally:
         if paused_gc:
             gc.enable()
 
 
-def _decode(
+def _decode(  # noqa: PLR0917 - positional, the hot path
     raw: bytes,
     tp: TopicPartition,
     position: int,
     key_deserializer: Deserializer | None,
     value_deserializer: Deserializer | None,
+    aborted: _AbortedFilter | None,
 ) -> tuple[list[ConsumerRecord], int]:
     out: list[ConsumerRecord] = []
     next_offset = position
@@ -107,7 +167,12 @@ def _decode(
         attributes = header.attributes
         offsets, timestamps = columns.offsets, columns.timestamps
         keys, values, headers = columns.keys, columns.values, columns.headers
-        if attributes & ATTR_CONTROL or not offsets:
+        if aborted is not None:
+            if aborted.drops(header, keys, values):
+                continue
+        elif attributes & ATTR_CONTROL:
+            continue
+        if not offsets:
             continue
         if offsets[0] < position:
             start = bisect_left(offsets, position)
@@ -382,6 +447,11 @@ class Fetcher:
                 )
             else:
                 st.raw.append(raw)
+                st.raw_aborted.append(
+                    [(a.producer_id, a.first_offset) for a in result.aborted_transactions]
+                    if result.aborted_transactions
+                    else None
+                )
                 st.raw_bytes += len(raw)
                 st.fetch_offset = next_offset
             self.data_ready.set()

@@ -45,6 +45,8 @@ class PartitionState:
     #: Raised by the next poll (then cleared).
     error: StromError | None = None
     raw: deque[bytes] = field(default_factory=deque)
+    #: Beside each ``raw`` chunk: its aborted transactions (pid, first offset), or None.
+    raw_aborted: deque[list[tuple[int, int]] | None] = field(default_factory=deque)
     raw_bytes: int = 0
     records: list[ConsumerRecord] = field(default_factory=list)
     index: int = 0
@@ -65,6 +67,7 @@ class PartitionState:
 
     def clear_buffer(self) -> None:
         self.raw.clear()
+        self.raw_aborted.clear()
         self.raw_bytes = 0
         self.records = []
         self.index = 0

@@ -40,6 +40,7 @@ from strom.consumer._fetcher import Fetcher, decode_records
 from strom.consumer._group_options import group_options
 from strom.consumer._subscription import PartitionState, SubscriptionState
 from strom.consumer.config import ConsumerConfig, ConsumerOptions
+from strom.consumer.group_metadata import ConsumerGroupMetadata
 from strom.errors import (
     ConfigurationError,
     InvalidGroupIdError,
@@ -100,6 +101,7 @@ class Consumer:
             gateway_only=config.gateway_only,
         )
         self._subs = SubscriptionState(config.auto_offset_reset)
+        self._read_committed = config.isolation_level == "read_committed"
         self._fetcher = Fetcher(
             self._cluster,
             self._subs,
@@ -370,13 +372,19 @@ class Consumer:
                 if not st.raw:
                     break
                 raw = st.raw.popleft()
+                aborted = st.raw_aborted.popleft() if st.raw_aborted else None
                 st.raw_bytes -= len(raw)
                 self._fetcher.wake()
                 position = st.position
                 assert position is not None
                 try:
                     st.records, st.records_next = decode_records(
-                        raw, tp, position, self._key_deserializer, self._value_deserializer
+                        raw,
+                        tp,
+                        position,
+                        self._key_deserializer,
+                        self._value_deserializer,
+                        aborted,
                     )
                 except Exception:
                     # Nothing of the chunk was delivered: fetch it again from the position,
@@ -443,6 +451,28 @@ class Consumer:
         """The partition's high watermark as of the last fetch (None before one)."""
         hw = self._subs.state(tp).high_watermark
         return None if hw < 0 else hw
+
+    def lag(self, tp: TopicPartition) -> int | None:
+        """How far ``position`` is behind the end of ``tp`` as of the last fetch (Kafka's
+        ``currentLag``): to the last stable offset under read_committed, to the high
+        watermark under read_uncommitted. None before a fetch answered or without a
+        position."""
+        st = self._subs.state(tp)
+        end = st.last_stable_offset if self._read_committed else st.high_watermark
+        if end < 0 or st.position is None:
+            return None
+        return max(end - st.position, 0)
+
+    def group_metadata(self) -> ConsumerGroupMetadata:
+        """The group membership to pass to ``Producer.send_offsets_to_transaction`` (group
+        id, generation, member id, static instance id), as of now. Needs a ``group_id``."""
+        coordinator = self._group("group_metadata()")
+        return ConsumerGroupMetadata(
+            group_id=coordinator.group_id,
+            generation_id=coordinator.generation,
+            member_id=coordinator.member_id,
+            group_instance_id=coordinator.options.group_instance_id or None,
+        )
 
     def seek(self, tp: TopicPartition, offset: int) -> None:
         """Make the next ``poll`` return ``tp``'s records from ``offset``."""

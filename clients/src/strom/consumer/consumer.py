@@ -30,6 +30,7 @@ from strom.cluster import BackgroundLoop
 from strom.consumer.aio import CommitCallback
 from strom.consumer.aio import Consumer as AioConsumer
 from strom.consumer.config import ConsumerOptions
+from strom.consumer.group_metadata import ConsumerGroupMetadata
 from strom.errors import StromError
 from strom.types import ConsumerRecord, OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
 
@@ -200,6 +201,15 @@ class Consumer:
 
     def highwater(self, tp: TopicPartition) -> int | None:
         return self._call(self._aio.highwater, tp)
+
+    def lag(self, tp: TopicPartition) -> int | None:
+        """Records between the position and the end (the last stable offset under
+        read_committed) as of the last fetch; None when unknown."""
+        return self._call(self._aio.lag, tp)
+
+    def group_metadata(self) -> ConsumerGroupMetadata:
+        """For ``Producer.send_offsets_to_transaction`` (see ``strom.aio.Consumer``)."""
+        return self._call(self._aio.group_metadata)
 
     def seek(self, tp: TopicPartition, offset: int) -> None:
         self._call(self._aio.seek, tp, offset)
