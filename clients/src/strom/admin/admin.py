@@ -22,6 +22,12 @@ from typing import Any, TypeVar, Unpack
 
 from strom.admin.aio import Admin as AioAdmin
 from strom.admin.config import AdminOptions
+from strom.admin.transactions import (
+    HangingTransaction,
+    ProducerState,
+    TransactionDescription,
+    TransactionListing,
+)
 from strom.cluster import DEFAULT_BOOTSTRAP_SERVERS, BackgroundLoop
 from strom.errors import BrokerResponseError
 from strom.types import (
@@ -186,6 +192,50 @@ class Admin:
         self._run(self._aio.delete_consumer_group_offsets(group_id, partitions))
 
     # -- life cycle ---------------------------------------------------------------------------
+
+    # -- transactions (see strom.aio.Admin) --------------------------------------------------
+
+    def list_transactions(
+        self,
+        *,
+        states: Sequence[str] | None = None,
+        producer_ids: Sequence[int] | None = None,
+        duration_ms: int = 0,
+    ) -> list[TransactionListing]:
+        return self._run(
+            self._aio.list_transactions(
+                states=states, producer_ids=producer_ids, duration_ms=duration_ms
+            )
+        )
+
+    def describe_transactions(
+        self, transactional_ids: Sequence[str]
+    ) -> dict[str, TransactionDescription]:
+        return self._run(self._aio.describe_transactions(transactional_ids))
+
+    def describe_producers(
+        self, partitions: Sequence[TopicPartition]
+    ) -> dict[TopicPartition, list[ProducerState]]:
+        return self._run(self._aio.describe_producers(partitions))
+
+    def find_hanging_transactions(
+        self,
+        partitions: Sequence[TopicPartition] | None = None,
+        *,
+        max_transaction_timeout_ms: int = 15 * 60 * 1000,
+    ) -> list[HangingTransaction]:
+        return self._run(
+            self._aio.find_hanging_transactions(
+                partitions, max_transaction_timeout_ms=max_transaction_timeout_ms
+            )
+        )
+
+    def abort_transaction(
+        self, transactional_id: str, *, wait_timeout_ms: int | None = None
+    ) -> TransactionDescription:
+        return self._run(
+            self._aio.abort_transaction(transactional_id, wait_timeout_ms=wait_timeout_ms)
+        )
 
     def close(self) -> None:
         self._run(self._aio.close())

@@ -24,7 +24,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Unpack
 
+from strom.admin import transactions as txn
 from strom.admin.config import AdminConfig, AdminOptions
+from strom.admin.transactions import (
+    HangingTransaction,
+    ProducerState,
+    TransactionDescription,
+    TransactionListing,
+)
 from strom.cluster import (
     DEFAULT_BOOTSTRAP_SERVERS,
     METADATA_ERRORS,
@@ -37,6 +44,7 @@ from strom.cluster import (
 from strom.errors import (
     BrokerResponseError,
     ConfigurationError,
+    CoordinatorNotAvailableError,
     InconsistentGroupProtocolError,
     StromError,
     StromTimeoutError,
@@ -44,7 +52,13 @@ from strom.errors import (
     is_retriable,
 )
 from strom.group.protocol import PROTOCOL_TYPE, decode_assignment
-from strom.protocol.v1 import common_pb2, controller_pb2, coordinator_pb2, storage_pb2
+from strom.protocol.v1 import (
+    common_pb2,
+    controller_pb2,
+    coordinator_pb2,
+    storage_pb2,
+    transaction_pb2,
+)
 from strom.types import (
     ClusterDescription,
     ConfigValue,
@@ -565,6 +579,146 @@ class Admin:
             if p.error_code:
                 tp = TopicPartition(p.topic, p.partition)
                 raise _group_error(group_id, p.error_code, where(tp, p.error_message))
+
+    # -- transactions -------------------------------------------------------------------------
+
+    async def list_transactions(
+        self,
+        *,
+        states: Sequence[str] | None = None,
+        producer_ids: Sequence[int] | None = None,
+        duration_ms: int = 0,
+    ) -> list[TransactionListing]:
+        """Every transactional id the coordinators know, optionally only those in ``states``
+        (Empty, Ongoing, PrepareCommit, PrepareAbort, CompleteCommit, CompleteAbort, Dead),
+        of ``producer_ids``, or open for longer than ``duration_ms``; sorted by id. Raises
+        ``CoordinatorNotAvailableError`` when a coordinator did not answer (the list would
+        be incomplete) after retrying within ``request_timeout_ms``."""
+        for state in states or ():
+            if state not in txn.STATES:
+                raise ConfigurationError(
+                    f"unknown transaction state {state!r}; one of {', '.join(txn.STATES)}"
+                )
+        request = transaction_pb2.ListTransactionsRequest(
+            state_filters=list(states or ()),
+            producer_id_filters=list(producer_ids or ()),
+            duration_filter_ms=duration_ms,
+        )
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._timeout
+        while True:
+            response = await self._group_call("ListTransactions", request)
+            if response.error_code:
+                message = response.error_message or common_pb2.ErrorCode.Name(response.error_code)
+                raise for_code(response.error_code, f"list transactions: {message}")
+            if not response.unreachable_coordinators:
+                break
+            if loop.time() + _RETRY_BACKOFF_S > deadline:
+                missing = ", ".join(str(c) for c in response.unreachable_coordinators)
+                raise CoordinatorNotAvailableError(
+                    f"list transactions: coordinator(s) {missing} did not answer; the listing "
+                    "would be incomplete"
+                )
+            await asyncio.sleep(_RETRY_BACKOFF_S)
+        return sorted(
+            (txn.listing(t) for t in response.transactions), key=lambda t: t.transactional_id
+        )
+
+    async def describe_transactions(
+        self, transactional_ids: Sequence[str]
+    ) -> dict[str, TransactionDescription]:
+        """State, producer id and epoch, timeout, start time, partitions and groups of each
+        transactional id, from its coordinator (``TransactionalIdNotFoundError`` for an
+        unknown id)."""
+        request = transaction_pb2.DescribeTransactionsRequest(
+            transactional_ids=list(transactional_ids)
+        )
+        response = await self._group_call("DescribeTransactions", request)
+        found = {}
+        for t in response.transactions:
+            if t.error_code:
+                message = t.error_message or common_pb2.ErrorCode.Name(t.error_code)
+                raise for_code(t.error_code, f"transactional id {t.transactional_id}: {message}")
+            found[t.transactional_id] = txn.description(t)
+        return found
+
+    async def describe_producers(
+        self, partitions: Sequence[TopicPartition]
+    ) -> dict[TopicPartition, list[ProducerState]]:
+        """The producers each partition's leader knows (id, epoch, last sequence and write
+        time, coordinator epoch, the start offset of an open transaction)."""
+        request = transaction_pb2.DescribeProducersRequest(
+            partitions=[
+                common_pb2.TopicPartition(topic=tp.topic, partition=tp.partition)
+                for tp in partitions
+            ]
+        )
+        response = await self._group_call("DescribeProducers", request)
+        _check(response.partitions, "partition")
+        return {
+            TopicPartition(r.topic, r.partition): [
+                txn.producer_state(p) for p in r.active_producers
+            ]
+            for r in response.partitions
+        }
+
+    async def find_hanging_transactions(
+        self,
+        partitions: Sequence[TopicPartition] | None = None,
+        *,
+        max_transaction_timeout_ms: int = 15 * 60 * 1000,
+    ) -> list[HangingTransaction]:
+        """Open transactions on ``partitions`` (default: every partition of every topic but
+        the internal ones) whose producer wrote nothing for longer than
+        ``max_transaction_timeout_ms`` and that no coordinator lists as Ongoing with that
+        partition: nobody will end them, and they hold the last stable offset back."""
+        if partitions is None:
+            topics = await self.describe_topics(await self.list_topics())
+            partitions = [TopicPartition(t.name, p.partition) for t in topics for p in t.partitions]
+        candidates = txn.open_transactions(
+            await self.describe_producers(partitions), max_transaction_timeout_ms
+        )
+        if not candidates:
+            return []
+        listed = await self.list_transactions(
+            producer_ids=sorted({p.producer_id for _, p in candidates})
+        )
+        ongoing = [t.transactional_id for t in listed if t.state == "Ongoing"]
+        described = await self.describe_transactions(ongoing) if ongoing else {}
+        return txn.hanging(candidates, listed, described)
+
+    async def abort_transaction(
+        self, transactional_id: str, *, wait_timeout_ms: int | None = None
+    ) -> TransactionDescription:
+        """Abort the open transaction of ``transactional_id`` by fencing its producer:
+        InitProducerId for the id (as a new producer with the id would) makes the
+        coordinator abort the transaction and bump the epoch. The producer that left it
+        open gets ``ProducerFencedError`` at its next call. Waits until the abort completed
+        (up to ``wait_timeout_ms``, default ``request_timeout_ms``) and returns the id's new
+        description."""
+        current = (await self.describe_transactions([transactional_id]))[transactional_id]
+        request = controller_pb2.InitProducerIdRequest(
+            transactional_id=transactional_id,
+            transaction_timeout_ms=current.transaction_timeout_ms or 60000,
+            producer_id=-1,
+            producer_epoch=-1,
+        )
+        response = await self._group_call("InitProducerId", request)
+        if response.error_code:
+            message = response.error_message or common_pb2.ErrorCode.Name(response.error_code)
+            raise for_code(response.error_code, f"transactional id {transactional_id}: {message}")
+        loop = asyncio.get_running_loop()
+        wait = self._timeout if wait_timeout_ms is None else wait_timeout_ms / 1000
+        deadline = loop.time() + wait
+        while True:
+            now = (await self.describe_transactions([transactional_id]))[transactional_id]
+            if now.state not in ("Ongoing", "PrepareAbort", "PrepareCommit"):
+                return now
+            if loop.time() + _RETRY_BACKOFF_S > deadline:
+                raise StromTimeoutError(
+                    f"transactional id {transactional_id}: still {now.state} after {wait} s"
+                )
+            await asyncio.sleep(_RETRY_BACKOFF_S)
 
     # -- life cycle ---------------------------------------------------------------------------
 
