@@ -4,7 +4,9 @@ lease, the ``__consumer_offsets`` topic, and the group settings (``GroupConfig``
 Kafka names are used where Kafka has the setting (``offsets.topic.num.partitions``,
 ``offsets.topic.replication.factor``, ``offsets.topic.segment.bytes``,
 ``offsets.commit.timeout.ms``, ``offsets.retention.check.interval.ms``, ``group.*``,
-``offsets.retention.minutes``, ``offset.metadata.max.bytes``);
+``offsets.retention.minutes``, ``offset.metadata.max.bytes``, ``transaction.state.log.*``,
+``transaction.max.timeout.ms``, ``transaction.abort.timed.out.transaction.cleanup.interval.ms``,
+``transactional.id.expiration.ms``, ``transaction.remove.expired.transaction.cleanup.interval.ms``);
 ``coordinator.session.timeout.ms`` is the TTL of the registration lease (docs/coordinator.md).
 """
 
@@ -17,7 +19,10 @@ from strom_coordinator.group.records import OFFSETS_TOPIC
 from strom_server.runtime.config import ServerConfig, override, setting
 from strom_server.runtime.values import ByteSize, HostPort, MiB, check_optional_host_port
 
-__all__ = ["DEFAULT_LISTEN", "OFFSETS_TOPIC", "CoordinatorConfig"]
+__all__ = ["DEFAULT_LISTEN", "OFFSETS_TOPIC", "TRANSACTION_STATE_TOPIC", "CoordinatorConfig"]
+
+#: The compacted internal topic of the transaction coordinator's state.
+TRANSACTION_STATE_TOPIC = "__transaction_state"
 
 #: Clear of the local cluster's gateway (9092), storage nodes (9093-9095) and controllers
 #: (9096-9097): the first coordinator of ``strom cluster up`` listens here.
@@ -102,6 +107,36 @@ class CoordinatorConfig(ServerConfig):
     offset_metadata_max_bytes: int = setting(
         _DEFAULTS.offset_metadata_max_bytes, name="offset.metadata.max.bytes",
         help="largest metadata string of a committed offset", min=0, max=_INT_MAX,
+    )  # fmt: skip
+
+    transaction_state_log_num_partitions: int = setting(
+        50, name="transaction.state.log.num.partitions", help="partitions of "
+        "__transaction_state (set once, at creation)", min=1, max=10_000,
+    )  # fmt: skip
+    transaction_state_log_replication_factor: int = setting(
+        3, name="transaction.state.log.replication.factor", help="replication factor of "
+        "__transaction_state, capped by the live storage nodes at creation", min=1, max=32767,
+    )  # fmt: skip
+    transaction_state_log_segment_bytes: ByteSize = setting(
+        ByteSize(100 * MiB), name="transaction.state.log.segment.bytes",
+        help="segment.bytes of __transaction_state", min=14, max=_INT_MAX,
+    )  # fmt: skip
+    transaction_max_timeout_ms: int = setting(
+        900_000, name="transaction.max.timeout.ms", help="largest transaction timeout a "
+        "producer may ask for", min=1, max=_INT_MAX,
+    )  # fmt: skip
+    transaction_abort_timed_out_transaction_cleanup_interval_ms: int = setting(
+        10_000, name="transaction.abort.timed.out.transaction.cleanup.interval.ms",
+        help="how often transactions past their timeout are looked for and aborted", min=1,
+        max=_INT_MAX,
+    )  # fmt: skip
+    transactional_id_expiration_ms: int = setting(
+        604_800_000, name="transactional.id.expiration.ms", help="how long a transactional id "
+        "without an open transaction is kept after its last update", min=1, max=_INT_MAX,
+    )  # fmt: skip
+    transaction_remove_expired_transaction_cleanup_interval_ms: int = setting(
+        3_600_000, name="transaction.remove.expired.transaction.cleanup.interval.ms",
+        help="how often expired transactional ids are removed", min=1, max=_INT_MAX,
     )  # fmt: skip
 
     @property

@@ -7,6 +7,10 @@ consumer lag (high watermark minus committed offset) and lead (committed offset 
 offset: how close retention is to deleting unread records). Lag and lead come from a snapshot
 of ListOffsets answers refreshed at most every ``LAG_REFRESH_S`` (a scrape that finds it older
 starts a refresh on the event loop and reports the previous one).
+
+The transaction coordinator adds a counter of acknowledged transaction markers (``on_markers``,
+the manager's ``TxnStatsListener``) and gauges of transactional ids by state and of owned
+``__transaction_state`` partitions (``watch_transactions``).
 """
 
 from __future__ import annotations
@@ -54,6 +58,10 @@ class CoordinatorStats:
             "strom.coordinator.committed_partitions",
             description="partition offsets written by acknowledged commits, per group",
         )
+        self._markers = self._meter.create_counter(
+            "strom.coordinator.txn_markers",
+            description="transaction markers acknowledged (partitions and groups), by result",
+        )
 
     # --- GroupStatsListener --------------------------------------------------------------
 
@@ -65,7 +73,37 @@ class CoordinatorStats:
         self._commits.add(1, {"group": group_id})
         self._committed_partitions.add(partitions, {"group": group_id})
 
+    # --- TxnStatsListener ----------------------------------------------------------------
+
+    def on_markers(self, committed: bool, count: int) -> None:
+        self._markers.add(count, {"result": "commit" if committed else "abort"})
+
     # --- gauges --------------------------------------------------------------------------
+
+    def watch_transactions(
+        self,
+        transactions_by_state: Callable[[], Mapping[str, int]],
+        owned_partitions: Callable[[], int],
+    ) -> None:
+        """Register the transaction coordinator's gauges (values read at each scrape)."""
+
+        def states(_options: CallbackOptions) -> list[Observation]:
+            counts = transactions_by_state()
+            return [Observation(n, {"state": s}) for s, n in sorted(counts.items())]
+
+        def owned(_options: CallbackOptions) -> list[Observation]:
+            return [Observation(owned_partitions())]
+
+        self._meter.create_observable_gauge(
+            "strom.coordinator.transactions",
+            description="transactional ids this coordinator serves, by state",
+            callbacks=[states],
+        )
+        self._meter.create_observable_gauge(
+            "strom.coordinator.owned_transaction_partitions",
+            description="__transaction_state partitions this coordinator serves",
+            callbacks=[owned],
+        )
 
     def watch(
         self,

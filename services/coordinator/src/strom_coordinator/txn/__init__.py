@@ -1,0 +1,7 @@
+"""The transaction coordinator: transactional ids, their producer ids and epochs, and the
+two-phase commit of transactions over partition leaders and group coordinators.
+
+``state`` is the pure state machine, ``records`` the ``__transaction_state`` codec, ``manager``
+the API the servicer and the process use, ``markers`` sends WriteTxnMarkers, ``servicer`` is
+the gRPC TransactionCoordinator service (docs/coordinator.md).
+"""

@@ -1,0 +1,228 @@
+"""The gRPC TransactionCoordinator service: decode, one call on ``TransactionManager``, encode.
+
+Every failure is answered in the response's error fields (repeated per partition for
+AddPartitionsToTxn, per id for DescribeTransactions); an unexpected exception becomes
+UNKNOWN_SERVER_ERROR and is logged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+from strom.errors import (
+    BrokerResponseError,
+    CoordinatorNotAvailableError,
+    StromError,
+    UnknownServerError,
+)
+from strom.protocol.v1 import common_pb2, controller_pb2
+from strom.protocol.v1 import transaction_pb2 as pb
+from strom.protocol.v1.transaction_pb2_grpc import TransactionCoordinatorServicer as _Base
+from strom_coordinator.txn.manager import TransactionManager
+from strom_server.rpc.errors import error_fields
+from strom_server.rpc.server import ServicerContext as Ctx
+from strom_server.runtime.logs import get_logger
+
+__all__ = ["TransactionCoordinatorServicer"]
+
+log = get_logger(__name__)
+
+R = TypeVar("R")
+
+
+def _as_broker_error(error: StromError) -> BrokerResponseError:
+    if isinstance(error, BrokerResponseError):
+        return error
+    if error.retriable:
+        return CoordinatorNotAvailableError(str(error))
+    return UnknownServerError(str(error))
+
+
+class TransactionCoordinatorServicer(_Base):
+    def __init__(self, manager: TransactionManager, coordinator_id: int) -> None:
+        self._m = manager
+        self._coordinator_id = coordinator_id
+
+    async def _answer(
+        self,
+        rpc: str,
+        work: Callable[[], Awaitable[R]],
+        fail: Callable[[BrokerResponseError], R],
+    ) -> R:
+        try:
+            return await work()
+        except StromError as e:
+            return fail(_as_broker_error(e))
+        except Exception as e:
+            log.exception("txn_rpc_failed", rpc=rpc)
+            return fail(UnknownServerError(f"{rpc} failed: {type(e).__name__}: {e}"))
+
+    async def InitProducerId(
+        self, request: controller_pb2.InitProducerIdRequest, context: Ctx
+    ) -> controller_pb2.InitProducerIdResponse:
+        async def work() -> controller_pb2.InitProducerIdResponse:
+            producer_id, epoch = await self._m.init_producer_id(
+                request.transactional_id,
+                request.transaction_timeout_ms,
+                request.producer_id,
+                request.producer_epoch,
+            )
+            return controller_pb2.InitProducerIdResponse(
+                producer_id=producer_id, producer_epoch=epoch
+            )
+
+        def fail(e: BrokerResponseError) -> controller_pb2.InitProducerIdResponse:
+            code, message = error_fields(e)
+            return controller_pb2.InitProducerIdResponse(
+                error_code=code, error_message=message, producer_id=-1, producer_epoch=-1
+            )
+
+        return await self._answer("InitProducerId", work, fail)
+
+    async def AddPartitionsToTxn(
+        self, request: pb.AddPartitionsToTxnRequest, context: Ctx
+    ) -> pb.AddPartitionsToTxnResponse:
+        partitions = [(tp.topic, tp.partition) for tp in request.partitions]
+
+        async def work() -> pb.AddPartitionsToTxnResponse:
+            args = (request.transactional_id, request.producer_id, request.producer_epoch)
+            if request.verify_only:
+                results = await self._m.verify_partitions(*args, partitions)
+                return pb.AddPartitionsToTxnResponse(
+                    results=[_result(r.topic, r.partition, r.error) for r in results]
+                )
+            await self._m.add_partitions(*args, partitions)
+            return pb.AddPartitionsToTxnResponse(
+                results=[_result(t, p, None) for t, p in partitions]
+            )
+
+        def fail(e: BrokerResponseError) -> pb.AddPartitionsToTxnResponse:
+            code, message = error_fields(e)
+            return pb.AddPartitionsToTxnResponse(
+                error_code=code,
+                error_message=message,
+                results=[_result(t, p, e) for t, p in partitions],
+            )
+
+        return await self._answer("AddPartitionsToTxn", work, fail)
+
+    async def AddOffsetsToTxn(
+        self, request: pb.AddOffsetsToTxnRequest, context: Ctx
+    ) -> pb.AddOffsetsToTxnResponse:
+        async def work() -> pb.AddOffsetsToTxnResponse:
+            await self._m.add_offsets(
+                request.transactional_id,
+                request.producer_id,
+                request.producer_epoch,
+                request.group_id,
+            )
+            return pb.AddOffsetsToTxnResponse()
+
+        return await self._answer("AddOffsetsToTxn", work, _top(pb.AddOffsetsToTxnResponse))
+
+    async def EndTxn(self, request: pb.EndTxnRequest, context: Ctx) -> pb.EndTxnResponse:
+        async def work() -> pb.EndTxnResponse:
+            producer_id, epoch = await self._m.end_txn(
+                request.transactional_id,
+                request.producer_id,
+                request.producer_epoch,
+                request.committed,
+            )
+            return pb.EndTxnResponse(producer_id=producer_id, producer_epoch=epoch)
+
+        def fail(e: BrokerResponseError) -> pb.EndTxnResponse:
+            code, message = error_fields(e)
+            return pb.EndTxnResponse(
+                error_code=code, error_message=message, producer_id=-1, producer_epoch=-1
+            )
+
+        return await self._answer("EndTxn", work, fail)
+
+    async def ListTransactions(
+        self, request: pb.ListTransactionsRequest, context: Ctx
+    ) -> pb.ListTransactionsResponse:
+        async def work() -> pb.ListTransactionsResponse:
+            listed = await self._m.list_transactions(
+                list(request.state_filters),
+                list(request.producer_id_filters),
+                request.duration_filter_ms,
+            )
+            return pb.ListTransactionsResponse(
+                transactions=[
+                    pb.ListedTransaction(
+                        transactional_id=t.transactional_id,
+                        producer_id=t.producer_id,
+                        state=t.state,
+                    )
+                    for t in listed
+                ]
+            )
+
+        return await self._answer("ListTransactions", work, _top(pb.ListTransactionsResponse))
+
+    async def DescribeTransactions(
+        self, request: pb.DescribeTransactionsRequest, context: Ctx
+    ) -> pb.DescribeTransactionsResponse:
+        async def work() -> pb.DescribeTransactionsResponse:
+            described = await self._m.describe_transactions(list(request.transactional_ids))
+            out = []
+            for d in described:
+                code, message = error_fields(d.error)
+                entry = pb.DescribedTransaction(
+                    error_code=code,
+                    error_message=message,
+                    transactional_id=d.transactional_id,
+                    coordinator_id=self._coordinator_id,
+                )
+                meta = d.metadata
+                if meta is not None:
+                    entry.state = meta.state.value
+                    entry.transaction_timeout_ms = meta.timeout_ms
+                    entry.transaction_start_time_ms = meta.start_ms
+                    entry.producer_id = meta.producer_id
+                    entry.producer_epoch = meta.producer_epoch
+                    entry.partitions.extend(
+                        common_pb2.TopicPartition(topic=t, partition=p)
+                        for t, p in sorted(meta.partitions)
+                    )
+                    entry.group_ids.extend(sorted(meta.groups))
+                else:
+                    entry.state = "Dead"
+                    entry.transaction_start_time_ms = -1
+                    entry.producer_id = -1
+                    entry.producer_epoch = -1
+                out.append(entry)
+            return pb.DescribeTransactionsResponse(transactions=out)
+
+        def fail(e: BrokerResponseError) -> pb.DescribeTransactionsResponse:
+            code, message = error_fields(e)
+            return pb.DescribeTransactionsResponse(
+                transactions=[
+                    pb.DescribedTransaction(
+                        error_code=code, error_message=message, transactional_id=tid
+                    )
+                    for tid in request.transactional_ids
+                ]
+            )
+
+        return await self._answer("DescribeTransactions", work, fail)
+
+
+def _result(
+    topic: str, partition: int, error: BrokerResponseError | None
+) -> pb.AddPartitionsToTxnResult:
+    code, message = error_fields(error)
+    return pb.AddPartitionsToTxnResult(
+        topic=topic, partition=partition, error_code=code, error_message=message
+    )
+
+
+def _top(response_type: Callable[..., R]) -> Callable[[BrokerResponseError], R]:
+    """A response carrying only the top-level error fields."""
+
+    def fail(e: BrokerResponseError) -> R:
+        code, message = error_fields(e)
+        return response_type(error_code=code, error_message=message)
+
+    return fail
