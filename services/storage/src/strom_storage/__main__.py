@@ -28,6 +28,7 @@ from strom_storage.replication import (
 )
 from strom_storage.servicer import StorageServicer, add_to_server
 from strom_storage.stats import NodeStats
+from strom_storage.txn import CoordinatorTxnVerifier
 
 log = get_logger(__name__)
 
@@ -66,6 +67,7 @@ def open_replica_manager(config: StorageConfig) -> ReplicaManager:
     if cleaner is not None:
         stats.watch_cleaner(cleaner, partition_logs)
     stats.watch_replication(replicas.partitions)
+    stats.watch_transactions(replicas.partitions)
     log.info("logs open", node_id=config.node_id, recovered=len(found),
              partitions=len(replicas.partitions()))  # fmt: skip
     return replicas
@@ -82,6 +84,7 @@ async def build(config: StorageConfig, server: GrpcServer) -> None:
     fetchers: ReplicaFetcherManager | None = None
     isr_updates: AlterPartitionClient | None = None
     isr_checks: asyncio.Task[None] | None = None
+    verifier: CoordinatorTxnVerifier | None = None
     if not config.standalone:
         host, port = config.advertised()
         link = ClusterLink(
@@ -116,6 +119,10 @@ async def build(config: StorageConfig, server: GrpcServer) -> None:
             broker_epoch=lambda: link_.broker_epoch,
         )
         replicas.followers, replicas.isr_updates = fetchers, isr_updates
+        verifier = CoordinatorTxnVerifier(
+            lambda: link_.coordinator_addresses, max_message_size=int(config.max_message_size)
+        )
+        replicas.txn_verifier = verifier
         isr_updates.start()
         try:
             await link.start()
@@ -141,6 +148,8 @@ async def build(config: StorageConfig, server: GrpcServer) -> None:
     async def close() -> None:
         if isr_updates is not None:
             await isr_updates.close()
+        if verifier is not None:
+            await verifier.close()
         if link is not None:
             await link.close()
         await replicas.logs.stop()

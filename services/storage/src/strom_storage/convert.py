@@ -8,7 +8,7 @@ from typing import Any
 from google.protobuf.message import DecodeError
 
 from strom.errors import InvalidRequestError
-from strom.protocol.v1 import common_pb2, storage_pb2
+from strom.protocol.v1 import common_pb2, storage_pb2, transaction_pb2
 from strom_server.rpc.errors import error_fields
 from strom_server.rpc.produce_request import ProduceCall, read_produce_request
 from strom_storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP
@@ -17,12 +17,21 @@ from strom_storage.node import (
     FetchPartitionResult,
     ListOffsetsResult,
     ProducePartitionResult,
+    ProducersResult,
+    TxnMarker,
+    TxnMarkerResult,
 )
 
 #: Kafka's fetch.max.bytes default, used when a request leaves max_bytes at 0.
 DEFAULT_FETCH_MAX_BYTES = 52428800
 #: Kafka's max.partition.fetch.bytes default, used when a partition leaves its limit at 0.
 DEFAULT_PARTITION_MAX_BYTES = 1048576
+
+#: WriteTxnMarkers limits: markers per request and partitions over all its markers.
+MAX_TXN_MARKERS = 10000
+MAX_TXN_MARKER_PARTITIONS = 100000
+#: Producer epochs are Kafka's int16.
+MAX_PRODUCER_EPOCH = 32767
 
 _SPEC_TIMESTAMPS = {
     common_pb2.EARLIEST: EARLIEST_TIMESTAMP,
@@ -42,6 +51,7 @@ def produce_call(request: storage_pb2.ProduceRequest) -> ProduceCall:
         request.timeout_ms,
         request.correlation_id,
         [(p.topic, p.partition, p.records) for p in request.partitions],
+        request.transactional_id,
     )
 
 
@@ -104,10 +114,14 @@ def fetch_response(
             error_code=code,  # type: ignore[arg-type]
             error_message=message,
             high_watermark=r.high_watermark,
-            last_stable_offset=r.high_watermark,
+            last_stable_offset=r.last_stable_offset,
             log_start_offset=r.log_start_offset,
             records=bytes(r.records),
             preferred_read_replica=-1,
+            aborted_transactions=[
+                storage_pb2.AbortedTransaction(producer_id=pid, first_offset=first)
+                for pid, first in r.aborted_transactions
+            ],
         )
     return response
 
@@ -144,11 +158,15 @@ def encode_fetch_response(correlation_id: int, results: Sequence[FetchPartitionR
             _int_field(0x18, code),
             *_len_field(0x22, message.encode()),
             _int_field(0x28, r.high_watermark),
-            _int_field(0x30, r.high_watermark),  # last_stable_offset: no transactions yet
+            _int_field(0x30, r.last_stable_offset),
             _int_field(0x38, r.log_start_offset),
             *_len_field(0x42, r.records),
             _int_field(0x50, -1),  # preferred_read_replica: none
         ]
+        for pid, first in r.aborted_transactions:
+            body += _len_field(0x5A, _int_field(0x08, pid) + _int_field(0x10, first)) or [
+                b"\x5a\x00"  # an empty AbortedTransaction (producer 0 at offset 0)
+            ]
         size = sum(map(len, body))
         parts += [b"\x12", _varint(size), *body]
     return b"".join(parts)
@@ -181,4 +199,94 @@ def list_offsets_partition(result: ListOffsetsResult) -> storage_pb2.ListOffsets
         timestamp_ms=result.timestamp_ms,
         offset=result.offset,
         leader_epoch=result.leader_epoch,
+    )
+
+
+def txn_markers(request: transaction_pb2.WriteTxnMarkersRequest) -> list[TxnMarker]:
+    """The markers of a WriteTxnMarkers request. Raises ``InvalidRequestError`` naming the
+    first problem of a malformed one (too many markers or partitions, negative ids, an epoch
+    outside int16, a negative timeout)."""
+    if request.timeout_ms < 0:
+        raise InvalidRequestError(
+            f"WriteTxnMarkers timeout_ms must be >= 0, got {request.timeout_ms}"
+        )
+    if len(request.markers) > MAX_TXN_MARKERS:
+        raise InvalidRequestError(
+            f"WriteTxnMarkers carries {len(request.markers)} markers, at most "
+            f"{MAX_TXN_MARKERS} are accepted"
+        )
+    total = sum(len(m.partitions) for m in request.markers)
+    if total > MAX_TXN_MARKER_PARTITIONS:
+        raise InvalidRequestError(
+            f"WriteTxnMarkers names {total} partitions, at most {MAX_TXN_MARKER_PARTITIONS} "
+            "are accepted"
+        )
+    markers = []
+    for i, m in enumerate(request.markers):
+        what = f"WriteTxnMarkers marker {i} (producer id {m.producer_id})"
+        if m.producer_id < 0:
+            raise InvalidRequestError(f"{what}: producer_id must be >= 0")
+        if not 0 <= m.producer_epoch <= MAX_PRODUCER_EPOCH:
+            raise InvalidRequestError(
+                f"{what}: producer_epoch must be in [0, {MAX_PRODUCER_EPOCH}], got "
+                f"{m.producer_epoch}"
+            )
+        if m.coordinator_epoch < 0:
+            raise InvalidRequestError(
+                f"{what}: coordinator_epoch must be >= 0, got {m.coordinator_epoch}"
+            )
+        if not m.partitions:
+            raise InvalidRequestError(f"{what}: names no partition")
+        for tp in m.partitions:
+            if not tp.topic or tp.partition < 0:
+                raise InvalidRequestError(
+                    f"{what}: partition {tp.topic!r}-{tp.partition} is not a valid partition"
+                )
+        markers.append(
+            TxnMarker(
+                producer_id=m.producer_id,
+                producer_epoch=m.producer_epoch,
+                committed=m.committed,
+                coordinator_epoch=m.coordinator_epoch,
+                partitions=tuple((tp.topic, tp.partition) for tp in m.partitions),
+            )
+        )
+    return markers
+
+
+def txn_markers_response(
+    results: Sequence[TxnMarkerResult],
+) -> transaction_pb2.WriteTxnMarkersResponse:
+    response = transaction_pb2.WriteTxnMarkersResponse()
+    for result in results:
+        marker = response.markers.add(producer_id=result.producer_id)
+        for topic, index, error in result.partitions:
+            code, message = error_fields(error)
+            marker.partitions.add(
+                topic=topic,
+                partition=index,
+                error_code=code,  # type: ignore[arg-type]
+                error_message=message,
+            )
+    return response
+
+
+def describe_producers_result(result: ProducersResult) -> transaction_pb2.DescribeProducersResult:
+    code, message = error_fields(result.error)
+    return transaction_pb2.DescribeProducersResult(
+        topic=result.topic,
+        partition=result.partition,
+        error_code=code,  # type: ignore[arg-type]
+        error_message=message,
+        active_producers=[
+            transaction_pb2.ActiveProducer(
+                producer_id=p.producer_id,
+                producer_epoch=p.producer_epoch,
+                last_sequence=p.last_sequence,
+                last_timestamp_ms=p.last_timestamp,
+                coordinator_epoch=p.coordinator_epoch,
+                current_txn_start_offset=p.current_txn_start_offset,
+            )
+            for p in result.producers
+        ],
     )

@@ -9,7 +9,7 @@ from typing import Any
 import grpc
 
 from strom.errors import InvalidRequestError
-from strom.protocol.v1 import storage_pb2, storage_pb2_grpc
+from strom.protocol.v1 import common_pb2, storage_pb2, storage_pb2_grpc, transaction_pb2
 from strom_server.rpc.errors import error_fields
 from strom_server.rpc.raw_methods import add_with_raw_methods
 from strom_storage import convert
@@ -77,7 +77,9 @@ class StorageServicer(storage_pb2_grpc.StorageNodeServicer):
         return await self._produce(convert.produce_call_from_bytes(raw))
 
     async def _produce(self, call: convert.ProduceCall) -> storage_pb2.ProduceResponse:
-        results = await self.replicas.append(call.acks, call.timeout_ms, call.entries)
+        results = await self.replicas.append(
+            call.acks, call.timeout_ms, call.entries, call.transactional_id
+        )
         return convert.produce_response(call.correlation_id, results)
 
     async def ProduceStream(
@@ -122,6 +124,7 @@ class StorageServicer(storage_pb2_grpc.StorageNodeServicer):
             max_wait_ms=request.max_wait_ms,
             min_bytes=request.min_bytes,
             max_bytes=convert.fetch_max_bytes(request),
+            read_committed=request.isolation_level == common_pb2.READ_COMMITTED,
         )
         return convert.encode_fetch_response(request.correlation_id, results)
 
@@ -137,6 +140,7 @@ class StorageServicer(storage_pb2_grpc.StorageNodeServicer):
         self, request: storage_pb2.ListOffsetsRequest, context: grpc.aio.ServicerContext
     ) -> storage_pb2.ListOffsetsResponse:
         response = storage_pb2.ListOffsetsResponse()
+        read_committed = request.isolation_level == common_pb2.READ_COMMITTED
         for p in request.partitions:
             try:
                 timestamp = convert.list_offsets_timestamp(p)
@@ -149,6 +153,7 @@ class StorageServicer(storage_pb2_grpc.StorageNodeServicer):
                     timestamp,
                     replica_id=request.replica_id,
                     current_leader_epoch=convert.requested_epoch(p),
+                    read_committed=read_committed,
                 )
             response.partitions.append(convert.list_offsets_partition(result))
         return response
@@ -187,3 +192,24 @@ class StorageServicer(storage_pb2_grpc.StorageNodeServicer):
                 low_watermark=low,
             )
         return response
+
+    async def WriteTxnMarkers(
+        self, request: transaction_pb2.WriteTxnMarkersRequest, context: grpc.aio.ServicerContext
+    ) -> transaction_pb2.WriteTxnMarkersResponse:
+        """From a transaction coordinator: a malformed request fails whole (INVALID_ARGUMENT);
+        otherwise each partition answers in its marker's result."""
+        markers = convert.txn_markers(request)
+        results = await self.replicas.write_txn_markers(markers, request.timeout_ms)
+        return convert.txn_markers_response(results)
+
+    async def DescribeProducers(
+        self, request: transaction_pb2.DescribeProducersRequest, context: grpc.aio.ServicerContext
+    ) -> transaction_pb2.DescribeProducersResponse:
+        return transaction_pb2.DescribeProducersResponse(
+            partitions=[
+                convert.describe_producers_result(
+                    self.replicas.describe_producers(p.topic, p.partition)
+                )
+                for p in request.partitions
+            ]
+        )

@@ -1,10 +1,12 @@
 """Storage-node metrics through OpenTelemetry (exported on the Prometheus endpoint).
 
 Counters: bytes and records in and out per topic; ISR shrinks and expands; the log cleaner's
-passes, bytes read and written and records removed. Gauges, read when scraped: log size and
-segment count per partition; under-replicated and under-min-ISR partitions and follower lag
-(records the slowest follower misses) over the partitions this node leads; each compacted
-partition's dirty ratio and the logs the cleaner gave up on. Request latency histograms come
+passes, bytes read and written and records removed; transaction markers written (per topic and
+result) and transaction verifications with the coordinator (ok or refused, per partition).
+Gauges, read when scraped: log size and segment count per partition; under-replicated and
+under-min-ISR partitions and follower lag (records the slowest follower misses) over the
+partitions this node leads, and their open transactions; each compacted partition's dirty
+ratio and the logs the cleaner gave up on. Request latency histograms come
 from strom_server's RPC observer.
 """
 
@@ -63,6 +65,44 @@ class NodeStats:
             "strom.storage.replication_bytes_in", unit="By",
             description="batch bytes appended by this node's replica fetchers",
         )  # fmt: skip
+
+        self._markers = self._meter.create_counter(
+            "strom.storage.txn.markers_written",
+            description="transaction markers (COMMIT/ABORT control batches) appended as leader",
+        )
+        self._verifications = self._meter.create_counter(
+            "strom.storage.txn.verifications",
+            description="partitions of transactions' first writes verified with their "
+            "coordinator, by result (ok, refused)",
+        )
+
+    def marker_written(self, topic: str, *, committed: bool) -> None:
+        self._markers.add(1, {"topic": topic, "result": "commit" if committed else "abort"})
+
+    def txn_verified(self, *, ok: int, refused: int) -> None:
+        if ok:
+            self._verifications.add(ok, {"result": "ok"})
+        if refused:
+            self._verifications.add(refused, {"result": "refused"})
+
+    def watch_transactions(self, partitions: Callable[[], Iterable[Partition]]) -> None:
+        """Register the gauge of open transactions over the partitions this node leads."""
+
+        def open_transactions(_options: CallbackOptions) -> list[Observation]:
+            count = 0
+            for p in partitions():
+                if p.is_leader and not p.log.closed:
+                    count += sum(
+                        1 for a in p.log.active_producers() if a.current_txn_start_offset >= 0
+                    )
+            return [Observation(count)]
+
+        self._meter.create_observable_gauge(
+            "strom.storage.txn.open_transactions",
+            description="transactions open (data written, no marker yet) on partitions this "
+            "node leads, one per producer and partition",
+            callbacks=[open_transactions],
+        )
 
     def isr_changed(self, topic: str, *, expanded: int, shrunk: int) -> None:
         if expanded:

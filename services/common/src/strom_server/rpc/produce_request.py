@@ -23,12 +23,15 @@ class ProduceCall:
     timeout_ms: int
     correlation_id: int
     entries: list[tuple[str, int, bytes | memoryview]]
+    #: Set by transactional producers (empty otherwise).
+    transactional_id: str = ""
 
 
 def read_produce_request(raw: bytes) -> ProduceCall:
     """The fields of a serialized ProduceRequest. Raises ``ValueError`` when the bytes cannot be
     read this way (callers then parse them, which names the problem)."""
     acks = timeout_ms = correlation_id = 0
+    transactional_id = ""
     entries: list[tuple[str, int, bytes | memoryview]] = []
     for number, kind, value in fields(memoryview(raw)):
         if kind == VARINT:
@@ -50,4 +53,6 @@ def read_produce_request(raw: bytes) -> ProduceCall:
             entries.append((topic, partition, records))
         elif number == 5 and kind == LEN:
             bytes(value).decode()  # client_id: unused, but a parser would refuse bad UTF-8
-    return ProduceCall(acks, timeout_ms, correlation_id, entries)
+        elif number == 6 and kind == LEN:
+            transactional_id = bytes(value).decode()
+    return ProduceCall(acks, timeout_ms, correlation_id, entries, transactional_id)

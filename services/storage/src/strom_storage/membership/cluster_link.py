@@ -11,7 +11,9 @@ unreachable is replaced by a new registration.
 
 The same watch keeps what replication needs: every broker's address (followers fetch from
 leaders), the active controller's address (leaders send ISR changes), this node's broker epoch
-(the create revision of its registration) and the throttle of reassignments in progress.
+(the create revision of its registration) and the throttle of reassignments in progress; and
+what transactions need: the live coordinators' addresses (``P/coordinators/ids/``), which
+leaders ask to verify a transaction's first write to a partition.
 
 Thread-safety: runs on the node's event loop.
 """
@@ -76,6 +78,8 @@ class ClusterLink:
         self._states: dict[tuple[str, int], dict[str, object]] = {}
         self._broker_defaults: dict[str, str] = {}
         self.broker_addresses: dict[int, str] = {}
+        #: coordinator id -> host:port of every live coordinator
+        self.coordinator_addresses: dict[int, str] = {}
         self.controller_address: str | None = None
         self.broker_epoch = 0
         self._throttles: dict[tuple[str, int], int] = {}
@@ -174,6 +178,7 @@ class ClusterLink:
         """Mirror topics, states and defaults at one revision."""
         self._topics, self._states, self._broker_defaults = {}, {}, {}
         self.broker_addresses, self.controller_address, self._throttles = {}, None, {}
+        self.coordinator_addresses = {}
         for kv in kvs:
             self._absorb(kv.key, kv.value)
         self._dirty.set()
@@ -211,6 +216,15 @@ class ClusterLink:
                     broker_value = decode_value(value)
                     self.broker_addresses[broker] = (
                         f"{broker_value['host']}:{int(broker_value['port'])}"
+                    )
+                return False
+            if (coordinator := self.keys.parse_coordinator_key(key)) is not None:
+                if value is None:
+                    self.coordinator_addresses.pop(coordinator, None)
+                else:
+                    found = decode_value(value)
+                    self.coordinator_addresses[coordinator] = (
+                        f"{found['host']}:{int(found['port'])}"
                     )
                 return False
             if key == self.keys.controller_leader:

@@ -1,6 +1,7 @@
 """The storage node's request-level domain: the partitions it hosts (leader or follower),
-produce, fetch and offsets, and the replication decisions (``Partition``: ISR, high
-watermark, acks=all waits; ``follower``: truncation, applying fetched data).
+produce, fetch and offsets, transaction markers and verification (``txn``), and the
+replication decisions (``Partition``: ISR, high watermark, acks=all waits; ``follower``:
+truncation, applying fetched data).
 
 ``ReplicaManager`` is what the gRPC servicer calls; it never sees protobuf. The network side of
 replication is ``strom_storage.replication``.
@@ -13,8 +14,10 @@ from strom_storage.node.replica_manager import (
     ListOffsetsResult,
     PartitionOutcome,
     ProducePartitionResult,
+    ProducersResult,
     ReplicaManager,
 )
+from strom_storage.node.txn import TxnMarker, TxnMarkerResult, TxnVerifier
 
 __all__ = [
     "FetchPartitionRequest",
@@ -23,5 +26,9 @@ __all__ = [
     "Partition",
     "PartitionOutcome",
     "ProducePartitionResult",
+    "ProducersResult",
     "ReplicaManager",
+    "TxnMarker",
+    "TxnMarkerResult",
+    "TxnVerifier",
 ]

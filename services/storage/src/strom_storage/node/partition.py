@@ -296,9 +296,42 @@ class Partition:
         return True
 
     def append_as_leader(
-        self, data: bytes | bytearray | memoryview, *, acks: int = 1
+        self,
+        data: bytes | bytearray | memoryview,
+        *,
+        acks: int = 1,
+        verified: set[tuple[int, int]] | None = None,
     ) -> AppendInfo:
-        """Append a producer's batches; acks=all is refused while the ISR is too small."""
+        """Append a producer's batches; acks=all is refused while the ISR is too small.
+
+        ``verified``: the (producer id, epoch) pairs whose transaction the coordinator
+        confirmed holds this partition (``Log.append_as_leader`` refuses to open any other)."""
+        self._check_leader_for_write(acks)
+        if verified is None:
+            info = self.log.append_as_leader(data, self.leader_epoch)
+        else:
+            info = self.log.append_as_leader(data, self.leader_epoch, verified=verified)
+        self.maybe_advance_high_watermark()
+        return info
+
+    def append_txn_marker(
+        self, producer_id: int, producer_epoch: int, *, committed: bool, coordinator_epoch: int
+    ) -> AppendInfo | None:
+        """Append the COMMIT/ABORT marker ending ``producer_id``'s transaction at
+        ``producer_epoch``, at the current leader epoch (always acks=all: refused while the ISR
+        is too small). None: the log already ended that epoch, nothing written."""
+        self._check_leader_for_write(-1)
+        info = self.log.append_txn_marker(
+            producer_id,
+            producer_epoch,
+            committed=committed,
+            coordinator_epoch=coordinator_epoch,
+            leader_epoch=self.leader_epoch,
+        )
+        self.maybe_advance_high_watermark()
+        return info
+
+    def _check_leader_for_write(self, acks: int) -> None:
         if not self.is_leader:
             raise NotLeaderOrFollowerError(
                 f"node {self.node_id} does not lead {self.topic}-{self.index} "
@@ -309,9 +342,6 @@ class Partition:
                 f"{self.topic}-{self.index}: the ISR {list(self.isr)} is smaller than "
                 f"min.insync.replicas={self.log.config.min_insync_replicas}"
             )
-        info = self.log.append_as_leader(data, self.leader_epoch)
-        self.maybe_advance_high_watermark()
-        return info
 
     def wait_for_high_watermark(self, required_offset: int) -> asyncio.Future[None]:
         """A future done when the high watermark reaches ``required_offset`` (acks=all).

@@ -17,7 +17,14 @@ followers' own fetching is ``Followers``' job (``replica_fetcher``). Both are ab
 standalone node, whose partitions are their own ISR.
 
 Ordering: ``append`` does all its work before its first ``await``, so requests handled in
-arrival order append in that order (what pipelined ProduceStream relies on).
+arrival order append in that order (what pipelined ProduceStream relies on). The one exception
+is a transaction's first write to a partition, which waits for the transaction coordinator's
+verification (``node.txn``); later appends of that partition queue behind it, so per partition
+the order still holds.
+
+Transactions: ``write_txn_markers`` appends COMMIT/ABORT markers and answers once the high
+watermark passes them; consumers' fetches and ListOffsets under read_committed stop at the last
+stable offset; ``describe_producers`` lists a led partition's active producers.
 
 Thread-safety: one event loop drives a ReplicaManager.
 """
@@ -28,7 +35,7 @@ import asyncio
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import structlog
 
@@ -37,6 +44,7 @@ from strom.errors import (
     ConfigurationError,
     InvalidRequestError,
     InvalidRequiredAcksError,
+    InvalidTxnStateError,
     NotLeaderOrFollowerError,
     OffsetOutOfRangeError,
     RequestTimedOutError,
@@ -55,7 +63,18 @@ from strom_storage.log.log_manager import LogManager
 from strom_storage.membership.assignment import PartitionAssignment
 from strom_storage.node.notifier import AppendNotifier
 from strom_storage.node.partition import IsrChange, Partition
+from strom_storage.node.txn import (
+    DeferredAppend,
+    TxnMarker,
+    TxnMarkerResult,
+    TxnVerifier,
+    VerificationQueue,
+    verification_requests,
+)
 from strom_storage.stats import NodeStats
+
+if TYPE_CHECKING:
+    from strom_storage.log.producer_state import ActiveProducer
 
 log = structlog.get_logger(__name__)
 
@@ -67,6 +86,7 @@ __all__ = [
     "ListOffsetsResult",
     "PartitionOutcome",
     "ProducePartitionResult",
+    "ProducersResult",
     "ReplicaManager",
 ]
 
@@ -116,6 +136,10 @@ class FetchPartitionResult:
     high_watermark: int = -1
     log_start_offset: int = -1
     records: bytes | memoryview = b""
+    last_stable_offset: int = -1
+    #: read_committed only: (producer id, first offset) of the aborted transactions overlapping
+    #: the returned batches
+    aborted_transactions: tuple[tuple[int, int], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,6 +150,16 @@ class ListOffsetsResult:
     offset: int = -1
     timestamp_ms: int = -1
     leader_epoch: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class ProducersResult:
+    """DescribeProducers for one partition: its leader's active producers, or the error."""
+
+    topic: str
+    partition: int
+    error: BrokerResponseError | None = None
+    producers: tuple[ActiveProducer, ...] = ()
 
 
 class Followers(Protocol):
@@ -170,6 +204,9 @@ class ReplicaManager:
         self.replica_lag_time_max_ms = replica_lag_time_max_ms
         self.followers: Followers | None = None
         self.isr_updates: IsrUpdates | None = None
+        #: asks transaction coordinators (absent on a standalone node: nothing to ask)
+        self.txn_verifier: TxnVerifier | None = None
+        self._verifications = VerificationQueue()
         self._partitions: dict[tuple[str, int], Partition] = {}
         self._notifier: AppendNotifier | None = None
         # What apply_assignments last applied, to skip partitions that did not change.
@@ -317,19 +354,40 @@ class ReplicaManager:
     # -- produce ------------------------------------------------------------------------------
 
     async def append(
-        self, acks: int, timeout_ms: int, entries: Sequence[tuple[str, int, bytes | memoryview]]
+        self,
+        acks: int,
+        timeout_ms: int,
+        entries: Sequence[tuple[str, int, bytes | memoryview]],
+        transactional_id: str = "",
     ) -> list[ProducePartitionResult]:
-        """Append each (topic, partition, batches) entry; results in the same order."""
+        """Append each (topic, partition, batches) entry; results in the same order.
+
+        ``transactional_id`` (the request's) is what a transaction's first write to a
+        partition is verified under (see ``node.txn``)."""
         if acks not in VALID_ACKS:
             invalid = InvalidRequiredAcksError(f"acks must be 0, 1 or -1 (all), got {acks}")
             return [ProducePartitionResult(t, p, invalid) for t, p, _ in entries]
         notifier = self.notifier
         results = []
         waits: list[tuple[int, Partition, int]] = []  # (result index, partition, offset)
+        deferred: list[DeferredAppend] | None = None
+        queued = self._verifications.tails
         for topic, index, data in entries:
             try:
                 partition = self._partition(topic, index)
+                if queued and partition.key in queued:  # behind an append being verified
+                    deferred = deferred or []
+                    deferred.append(DeferredAppend(len(results), partition.key, data))
+                    results.append(ProducePartitionResult(topic, index))
+                    continue
                 info = partition.append_as_leader(data, acks=acks)
+            except InvalidTxnStateError as exc:
+                entry = self._to_verify(len(results), topic, index, data, exc)
+                if entry.needs:
+                    deferred = deferred or []
+                    deferred.append(entry)
+                results.append(ProducePartitionResult(topic, index, entry.error))
+                continue
             except Exception as exc:  # per-partition outcome; the others proceed
                 error = _as_broker_error(exc)
                 if not isinstance(exc, BrokerResponseError):
@@ -350,9 +408,149 @@ class ReplicaManager:
                     log_start_offset=info.log_start_offset,
                 )
             )
+        if deferred is not None:
+            await self._append_deferred(deferred, results, waits, acks, transactional_id)
         if waits:
             await self._await_replication(results, waits, timeout_ms)
         return results
+
+    def _to_verify(
+        self, result_index: int, topic: str, index: int, data: bytes | memoryview,
+        refusal: InvalidTxnStateError,
+    ) -> DeferredAppend:  # fmt: skip
+        """A leader refused ``data`` with INVALID_TXN_STATE: the transactions to verify before
+        appending it (``needs``), or, when none, the refusal stands (``error``)."""
+        entry = DeferredAppend(result_index, (topic, index), data)
+        try:
+            entry.needs = self._partition(topic, index).log.transactions_to_verify(data)
+        except Exception as exc:
+            entry.error = _as_broker_error(exc)
+            return entry
+        if not entry.needs:
+            entry.error = refusal
+        return entry
+
+    async def _append_deferred(
+        self,
+        deferred: list[DeferredAppend],
+        results: list[ProducePartitionResult],
+        waits: list[tuple[int, Partition, int]],
+        acks: int,
+        transactional_id: str,
+    ) -> None:
+        """Verify and append the entries ``append`` could not append at once, in order after
+        the earlier deferred appends of their partitions."""
+        keys = [entry.key for entry in deferred]
+        queue = self._verifications
+        turn = queue.enter(keys)
+        try:
+            await queue.wait(turn)
+            for entry in deferred:
+                if entry.needs is None:  # queued only: its predecessor may have opened it
+                    self._try_append(entry, results, waits, acks)
+            await self._verify(transactional_id, deferred)
+            for entry in deferred:
+                if entry.needs and entry.error is None:
+                    self._try_append(entry, results, waits, acks, verified=entry.needs)
+                if entry.error is not None:
+                    r = results[entry.result_index]
+                    results[entry.result_index] = ProducePartitionResult(
+                        r.topic, r.partition, entry.error
+                    )
+        finally:
+            queue.leave(turn, keys)
+
+    def _try_append(
+        self,
+        entry: DeferredAppend,
+        results: list[ProducePartitionResult],
+        waits: list[tuple[int, Partition, int]],
+        acks: int,
+        verified: set[tuple[int, int]] | None = None,
+    ) -> None:
+        """Append a deferred entry: its result, or ``entry.needs`` set when it must be
+        verified first, or ``entry.error``."""
+        topic, index = entry.key
+        try:
+            partition = self._partition(topic, index)
+            info = partition.append_as_leader(entry.data, acks=acks, verified=verified)
+        except InvalidTxnStateError as exc:
+            if verified is None:
+                found = self._to_verify(entry.result_index, topic, index, entry.data, exc)
+                entry.needs, entry.error = found.needs, found.error
+            else:
+                entry.error = exc
+            return
+        except Exception as exc:
+            entry.error = _as_broker_error(exc)
+            if not isinstance(exc, BrokerResponseError):
+                log.exception("append failed", topic=topic, partition=index)
+            return
+        entry.needs = None
+        if not info.duplicate:
+            self.notifier.notify(partition.key)
+            self.stats.record_in(topic, info.size_bytes, info.record_count)
+        if acks == -1 and partition.log.high_watermark <= info.last_offset:
+            waits.append((entry.result_index, partition, info.last_offset + 1))
+        results[entry.result_index] = ProducePartitionResult(
+            topic,
+            index,
+            base_offset=info.first_offset,
+            log_append_time_ms=info.log_append_time,
+            log_start_offset=info.log_start_offset,
+        )
+
+    async def _verify(self, transactional_id: str, deferred: list[DeferredAppend]) -> None:
+        """Ask the coordinators about every (producer id, epoch) the entries need (one call
+        each, concurrently); a refused entry gets the coordinator's error."""
+        requests = verification_requests(transactional_id, deferred)
+        if not requests:
+            return
+        verifier = self.txn_verifier
+        if verifier is None:
+            refusal = InvalidTxnStateError(
+                f"node {self.node_id} runs without a cluster: it has no transaction coordinator "
+                "to verify a transaction with"
+            )
+            for entry in deferred:
+                if entry.needs and entry.error is None:
+                    entry.error = refusal
+            return
+        producers = list(requests)
+        answers = await asyncio.gather(
+            *(
+                verifier.verify(transactional_id, pid, epoch, requests[(pid, epoch)])
+                for pid, epoch in producers
+            ),
+            return_exceptions=True,
+        )
+        verdicts: dict[tuple[int, int], Mapping[tuple[str, int], BrokerResponseError | None]] = {}
+        for producer, outcome in zip(producers, answers, strict=True):
+            if isinstance(outcome, BaseException):
+                log.error("transaction verification failed", producer_id=producer[0],
+                          error=repr(outcome))  # fmt: skip
+                failure = UnknownServerError(f"verification failed: {outcome!r}")
+                answer: Mapping[tuple[str, int], BrokerResponseError | None] = dict.fromkeys(
+                    requests[producer], failure
+                )
+            else:
+                answer = outcome
+            verdicts[producer] = answer
+            refused = sum(1 for error in answer.values() if error is not None)
+            self.stats.txn_verified(ok=len(answer) - refused, refused=refused)
+        for entry in deferred:
+            if not entry.needs or entry.error is not None:
+                continue
+            for producer in entry.needs:
+                answer = verdicts[producer]
+                error = (
+                    answer[entry.key]
+                    if entry.key in answer
+                    else UnknownServerError(f"the transaction coordinator left {entry.key} out")
+                )
+                if error is not None:
+                    entry.error = error
+                    break
 
     async def _await_replication(
         self,
@@ -362,12 +560,24 @@ class ReplicaManager:
     ) -> None:
         """acks=all: the delayed produce, completed by the high watermark reaching each
         partition's last offset (futures resolved by ``Partition``, no polling)."""
-        futures = [partition.wait_for_high_watermark(offset) for _, partition, offset in waits]
+        errors = await self._await_high_watermarks([(p, o) for _, p, o in waits], timeout_ms)
+        for (i, _, _), error in zip(waits, errors, strict=True):
+            if error is not None:
+                r = results[i]
+                results[i] = ProducePartitionResult(r.topic, r.partition, error)
+
+    async def _await_high_watermarks(
+        self, waits: Sequence[tuple[Partition, int]], timeout_ms: int
+    ) -> list[BrokerResponseError | None]:
+        """Per (partition, offset): None once the high watermark reached the offset, else why
+        not (REQUEST_TIMED_OUT after ``timeout_ms``, 0: the default)."""
+        futures = [partition.wait_for_high_watermark(offset) for partition, offset in waits]
         pending: set[asyncio.Future[None]] = {f for f in futures if not f.done()}
         if pending:
             timeout_ms = timeout_ms if timeout_ms > 0 else DEFAULT_PRODUCE_TIMEOUT_MS
             _, pending = await asyncio.wait(pending, timeout=timeout_ms / 1000)
-        for (i, partition, offset), future in zip(waits, futures, strict=True):
+        errors: list[BrokerResponseError | None] = []
+        for (partition, offset), future in zip(waits, futures, strict=True):
             error: BrokerResponseError | None
             if future in pending:
                 future.cancel()
@@ -379,9 +589,72 @@ class ReplicaManager:
             else:
                 exc = future.exception()
                 error = None if exc is None else _as_broker_error(exc)  # type: ignore[arg-type]
-            if error is not None:
-                r = results[i]
-                results[i] = ProducePartitionResult(r.topic, r.partition, error)
+            errors.append(error)
+        return errors
+
+    # -- transactions -------------------------------------------------------------------------
+
+    async def write_txn_markers(
+        self, markers: Sequence[TxnMarker], timeout_ms: int
+    ) -> list[TxnMarkerResult]:
+        """WriteTxnMarkers: per marker and partition, append the COMMIT/ABORT control batch on
+        this leader at its current leader epoch, then answer once the high watermark passed
+        it (acks=all; REQUEST_TIMED_OUT after ``timeout_ms``). A marker the partition already
+        has (its epoch already ended) writes nothing and waits only for what the log holds to
+        be committed."""
+        notifier = self.notifier
+        rows: list[list[tuple[str, int, BrokerResponseError | None]]] = []
+        waits: list[tuple[int, int, Partition, int]] = []  # (marker, partition, p, offset)
+        for marker in markers:
+            row: list[tuple[str, int, BrokerResponseError | None]] = []
+            for topic, index in marker.partitions:
+                try:
+                    partition = self._partition(topic, index)
+                    info = partition.append_txn_marker(
+                        marker.producer_id,
+                        marker.producer_epoch,
+                        committed=marker.committed,
+                        coordinator_epoch=marker.coordinator_epoch,
+                    )
+                except Exception as exc:
+                    if not isinstance(exc, BrokerResponseError):
+                        log.exception("marker append failed", topic=topic, partition=index)
+                    row.append((topic, index, _as_broker_error(exc)))
+                    continue
+                if info is not None:
+                    notifier.notify(partition.key)  # read_committed fetches: the LSO may move
+                    self.stats.marker_written(topic, committed=marker.committed)
+                    required = info.last_offset + 1
+                else:
+                    required = partition.log.log_end_offset
+                if partition.log.high_watermark < required:
+                    waits.append((len(rows), len(row), partition, required))
+                row.append((topic, index, None))
+            rows.append(row)
+        if waits:
+            errors = await self._await_high_watermarks(
+                [(p, offset) for _, _, p, offset in waits], timeout_ms
+            )
+            for (m, i, _, _), error in zip(waits, errors, strict=True):
+                if error is not None:
+                    topic, index, _ = rows[m][i]
+                    rows[m][i] = (topic, index, error)
+        return [
+            TxnMarkerResult(marker.producer_id, tuple(row))
+            for marker, row in zip(markers, rows, strict=True)
+        ]
+
+    def describe_producers(self, topic: str, index: int) -> ProducersResult:
+        """The active producers of a partition this node leads (NOT_LEADER_OR_FOLLOWER when it
+        does not)."""
+        try:
+            partition = self._partition(topic, index)
+            if not partition.is_leader:
+                raise NotLeaderOrFollowerError(f"node {self.node_id} does not lead {topic}-{index}")
+            producers = tuple(partition.log.active_producers())
+        except Exception as exc:
+            return ProducersResult(topic, index, _as_broker_error(exc))
+        return ProducersResult(topic, index, producers=producers)
 
     # -- fetch --------------------------------------------------------------------------------
 
@@ -393,13 +666,23 @@ class ReplicaManager:
         max_wait_ms: int = 0,
         min_bytes: int = 1,
         max_bytes: int = 50 * 1024 * 1024,
+        read_committed: bool = False,
     ) -> list[FetchPartitionResult]:
-        """Whole batches per partition; waits up to ``max_wait_ms`` for ``min_bytes``."""
+        """Whole batches per partition; waits up to ``max_wait_ms`` for ``min_bytes``.
+
+        ``read_committed`` (consumers only; replicas always read to the log end): batches up to
+        the last stable offset, with the aborted transactions among them; ``min_bytes`` then
+        counts only those bytes, and a marker moving the LSO wakes the wait."""
         if max_bytes < 0 or min_bytes < 0 or max_wait_ms < 0:
             raise InvalidRequestError("fetch max_bytes, min_bytes and max_wait_ms must be >= 0")
         if any(r.partition_max_bytes < 0 for r in requests):
             raise InvalidRequestError("fetch partition_max_bytes must be >= 0")
-        isolation = FetchIsolation.HIGH_WATERMARK if replica_id < 0 else FetchIsolation.LOG_END
+        if replica_id >= 0:
+            isolation = FetchIsolation.LOG_END
+        elif read_committed:
+            isolation = FetchIsolation.TXN_COMMITTED
+        else:
+            isolation = FetchIsolation.HIGH_WATERMARK
         loop = asyncio.get_running_loop()
         deadline = loop.time() + max_wait_ms / 1000
 
@@ -506,9 +789,11 @@ class ReplicaManager:
                 error = _as_broker_error(exc)
                 if not isinstance(exc, BrokerResponseError):
                     log.exception("read failed", topic=request.topic, partition=request.partition)
-                hw, start = self._offsets_or_unknown(request.topic, request.partition)
+                hw, start, lso = self._offsets_or_unknown(request.topic, request.partition)
                 results.append(
-                    FetchPartitionResult(request.topic, request.partition, error, hw, start)
+                    FetchPartitionResult(
+                        request.topic, request.partition, error, hw, start, last_stable_offset=lso
+                    )
                 )
                 continue
             if data.records:
@@ -521,15 +806,23 @@ class ReplicaManager:
                     high_watermark=data.high_watermark,
                     log_start_offset=data.log_start_offset,
                     records=data.records,
+                    last_stable_offset=data.last_stable_offset,
+                    aborted_transactions=(
+                        data.aborted_transactions
+                        if isolation is FetchIsolation.TXN_COMMITTED
+                        else ()
+                    ),
                 )
             )
         return results
 
-    def _offsets_or_unknown(self, topic: str, index: int) -> tuple[int, int]:
+    def _offsets_or_unknown(self, topic: str, index: int) -> tuple[int, int, int]:
+        """(high watermark, log start, last stable offset), -1 each when not hosted."""
         partition = self._partitions.get((topic, index))
         if partition is None:
-            return -1, -1
-        return partition.log.high_watermark, partition.log.log_start_offset
+            return -1, -1, -1
+        log_ = partition.log
+        return log_.high_watermark, log_.log_start_offset, log_.last_stable_offset
 
     # -- offsets ------------------------------------------------------------------------------
 
@@ -541,9 +834,12 @@ class ReplicaManager:
         *,
         replica_id: int = CONSUMER_REPLICA_ID,
         current_leader_epoch: int = -1,
+        read_committed: bool = False,
     ) -> ListOffsetsResult:
         """Kafka's ListOffsets for one partition: ``timestamp`` may be EARLIEST_TIMESTAMP (-2),
-        LATEST_TIMESTAMP (-1), MAX_TIMESTAMP (-3) or a time in ms."""
+        LATEST_TIMESTAMP (-1), MAX_TIMESTAMP (-3) or a time in ms. A consumer's
+        ``read_committed`` lookup sees only offsets below the last stable offset (LATEST: the
+        LSO)."""
         try:
             partition = self._partition(topic, index)
             partition.check_epoch(current_leader_epoch)
@@ -553,11 +849,12 @@ class ReplicaManager:
                 MAX_TIMESTAMP,
             ):
                 raise InvalidRequestError(f"ListOffsets timestamp {timestamp} is not valid")
-            isolation = (
-                FetchIsolation.HIGH_WATERMARK
-                if replica_id == CONSUMER_REPLICA_ID
-                else FetchIsolation.LOG_END
-            )
+            if replica_id != CONSUMER_REPLICA_ID:
+                isolation = FetchIsolation.LOG_END
+            elif read_committed:
+                isolation = FetchIsolation.TXN_COMMITTED
+            else:
+                isolation = FetchIsolation.HIGH_WATERMARK
             found = partition.log.offset_for_timestamp(timestamp, isolation=isolation)
         except Exception as exc:
             return ListOffsetsResult(topic, index, _as_broker_error(exc))
