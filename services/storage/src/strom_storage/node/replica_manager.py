@@ -789,11 +789,9 @@ class ReplicaManager:
                 error = _as_broker_error(exc)
                 if not isinstance(exc, BrokerResponseError):
                     log.exception("read failed", topic=request.topic, partition=request.partition)
-                hw, start, lso = self._offsets_or_unknown(request.topic, request.partition)
+                hw, start = self._offsets_or_unknown(request.topic, request.partition)
                 results.append(
-                    FetchPartitionResult(
-                        request.topic, request.partition, error, hw, start, last_stable_offset=lso
-                    )
+                    FetchPartitionResult(request.topic, request.partition, error, hw, start)
                 )
                 continue
             if data.records:
@@ -816,13 +814,11 @@ class ReplicaManager:
             )
         return results
 
-    def _offsets_or_unknown(self, topic: str, index: int) -> tuple[int, int, int]:
-        """(high watermark, log start, last stable offset), -1 each when not hosted."""
+    def _offsets_or_unknown(self, topic: str, index: int) -> tuple[int, int]:
         partition = self._partitions.get((topic, index))
         if partition is None:
-            return -1, -1, -1
-        log_ = partition.log
-        return log_.high_watermark, log_.log_start_offset, log_.last_stable_offset
+            return -1, -1
+        return partition.log.high_watermark, partition.log.log_start_offset
 
     # -- offsets ------------------------------------------------------------------------------
 
