@@ -690,13 +690,16 @@ class Admin:
     async def abort_transaction(
         self, transactional_id: str, *, wait_timeout_ms: int | None = None
     ) -> TransactionDescription:
-        """Abort the open transaction of ``transactional_id`` by fencing its producer:
+        """Abort the open transaction of ``transactional_id`` by fencing its producer (when
+        none is open, nothing is done and the current description is returned):
         InitProducerId for the id (as a new producer with the id would) makes the
         coordinator abort the transaction and bump the epoch. The producer that left it
         open gets ``ProducerFencedError`` at its next call. Waits until the abort completed
         (up to ``wait_timeout_ms``, default ``request_timeout_ms``) and returns the id's new
         description."""
         current = (await self.describe_transactions([transactional_id]))[transactional_id]
+        if current.state not in ("Ongoing", "PrepareAbort", "PrepareCommit"):
+            return current  # nothing open: its producer is left alone
         request = controller_pb2.InitProducerIdRequest(
             transactional_id=transactional_id,
             transaction_timeout_ms=current.transaction_timeout_ms or 60000,

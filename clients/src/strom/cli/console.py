@@ -114,6 +114,13 @@ def add_parsers(commands: Any) -> None:
         help="exit when no record arrived for this long (with --group: counted from the "
         "group's assignment, again after each rebalance; joining is not idle)",
     )
+    consume.add_argument(
+        "--isolation-level",
+        choices=["read_uncommitted", "read_committed"],
+        default="read_uncommitted",
+        help="read_committed: only committed transactions' records, up to the last stable "
+        "offset (default: %(default)s); transaction markers are never printed",
+    )
     consume.add_argument("--format", choices=["text", "json", "hex"], default="text")
     consume.add_argument("--print-key", action="store_true")
     consume.add_argument("--print-headers", action="store_true")
@@ -428,6 +435,7 @@ def consume_command(args: argparse.Namespace) -> int:
         auto_offset_reset=reset,
         request_timeout_ms=args.timeout_ms,
         enable_auto_commit=args.group is not None,
+        isolation_level=args.isolation_level,
     )
     try:
         with _Interrupts() as interrupts:

@@ -12,7 +12,7 @@ import os
 import sys
 
 from strom import __version__
-from strom.cli import admin_commands, cluster, console, dump_log, groups, perf
+from strom.cli import admin_commands, cluster, console, dump_log, groups, perf, transactions
 from strom.errors import StromError
 
 EXIT_ERROR = 1
@@ -34,6 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
     admin_commands.add_parsers(commands)
     console.add_parsers(commands)
     groups.add_parsers(commands)
+    transactions.add_parsers(commands)
     perf.add_parser(commands)
     dump_log.add_parser(commands)
     return parser
