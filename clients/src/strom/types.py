@@ -11,6 +11,7 @@ __all__ = [
     "ConfigValue",
     "ConsumerGroupDescription",
     "ConsumerGroupListing",
+    "ConsumerGroupMetadata",
     "ConsumerRecord",
     "MemberAssignment",
     "MemberDescription",
@@ -172,3 +173,16 @@ class ConsumerGroupDescription:
     coordinator: NodeInfo | None
     protocol_type: str = ""
     generation_id: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupMetadata:
+    """A consumer's group membership as ``Consumer.group_metadata()`` returns it, for
+    ``Producer.send_offsets_to_transaction`` (Kafka's class, KIP-447): the group coordinator
+    refuses transactional offsets from a member the group has moved on without.
+    ``generation_id=-1`` and an empty ``member_id`` skip that check, as in Kafka."""
+
+    group_id: str
+    generation_id: int = -1
+    member_id: str = ""
+    group_instance_id: str | None = None

@@ -157,8 +157,8 @@ def hanging(
     by_pid: dict[int, TransactionListing] = {t.producer_id: t for t in listed}
     found = []
     for tp, p in candidates:
-        listed = by_pid.get(p.producer_id)
-        desc = described.get(listed.transactional_id) if listed is not None else None
+        entry = by_pid.get(p.producer_id)
+        desc = described.get(entry.transactional_id) if entry is not None else None
         if (
             desc is not None
             and desc.state == "Ongoing"
@@ -175,7 +175,7 @@ def hanging(
                 coordinator_epoch=p.coordinator_epoch,
                 start_offset=p.current_txn_start_offset,
                 last_timestamp_ms=p.last_timestamp_ms,
-                transactional_id=listed.transactional_id if listed is not None else None,
+                transactional_id=entry.transactional_id if entry is not None else None,
             )
         )
     return found

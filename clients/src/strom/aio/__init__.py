@@ -2,7 +2,7 @@
 
 from strom.admin.aio import Admin
 from strom.consumer.aio import Consumer
-from strom.consumer.group_metadata import ConsumerGroupMetadata
 from strom.producer.aio import Producer
+from strom.types import ConsumerGroupMetadata
 
 __all__ = ["Admin", "Consumer", "ConsumerGroupMetadata", "Producer"]

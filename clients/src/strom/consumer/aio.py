@@ -40,7 +40,6 @@ from strom.consumer._fetcher import Fetcher, decode_records
 from strom.consumer._group_options import group_options
 from strom.consumer._subscription import PartitionState, SubscriptionState
 from strom.consumer.config import ConsumerConfig, ConsumerOptions
-from strom.consumer.group_metadata import ConsumerGroupMetadata
 from strom.errors import (
     ConfigurationError,
     InvalidGroupIdError,
@@ -50,7 +49,13 @@ from strom.errors import (
     UnknownTopicOrPartitionError,
 )
 from strom.protocol.v1 import common_pb2
-from strom.types import ConsumerRecord, OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
+from strom.types import (
+    ConsumerGroupMetadata,
+    ConsumerRecord,
+    OffsetAndMetadata,
+    OffsetAndTimestamp,
+    TopicPartition,
+)
 
 __all__ = ["Consumer"]
 

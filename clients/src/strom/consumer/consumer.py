@@ -30,9 +30,14 @@ from strom.cluster import BackgroundLoop
 from strom.consumer.aio import CommitCallback
 from strom.consumer.aio import Consumer as AioConsumer
 from strom.consumer.config import ConsumerOptions
-from strom.consumer.group_metadata import ConsumerGroupMetadata
 from strom.errors import StromError
-from strom.types import ConsumerRecord, OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
+from strom.types import (
+    ConsumerGroupMetadata,
+    ConsumerRecord,
+    OffsetAndMetadata,
+    OffsetAndTimestamp,
+    TopicPartition,
+)
 
 __all__ = ["Consumer"]
 

@@ -50,6 +50,7 @@ from strom.errors import (
 from strom.producer._accumulator import PartitionKey
 from strom.producer._idempotence import ProducerIdState
 from strom.protocol.v1 import common_pb2, controller_pb2, coordinator_pb2, transaction_pb2
+from strom.types import ConsumerGroupMetadata
 
 __all__ = [
     "FATAL_ERRORS",
@@ -297,7 +298,7 @@ class TransactionManager:
             await asyncio.gather(task, return_exceptions=True)
 
     async def add_offsets(
-        self, offsets: Mapping[tuple[str, int], tuple[int, str, int]], group: GroupMetadataLike
+        self, offsets: Mapping[tuple[str, int], tuple[int, str, int]], group: ConsumerGroupMetadata
     ) -> None:
         """``send_offsets_to_transaction``: AddOffsetsToTxn for the group, then
         TxnOffsetCommit of ``offsets`` ({(topic, partition): (offset, metadata, leader
@@ -441,15 +442,6 @@ class TransactionManager:
             log.debug("%s: %s; retrying", what, error)
             await asyncio.sleep(min(backoff, max(deadline - time.monotonic(), 0)))
             backoff = min(backoff * 2, 1.0)
-
-
-class GroupMetadataLike:
-    """What ``send_offsets_to_transaction`` needs of ``Consumer.group_metadata()``."""
-
-    group_id: str
-    generation_id: int
-    member_id: str
-    group_instance_id: str | None
 
 
 def _top_error(response: Any) -> StromError | None:

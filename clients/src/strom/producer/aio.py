@@ -33,7 +33,6 @@ from types import TracebackType
 from typing import Any, Unpack
 
 from strom.cluster import DEFAULT_BOOTSTRAP_SERVERS, ClusterClient
-from strom.consumer.group_metadata import ConsumerGroupMetadata
 from strom.errors import (
     ConfigurationError,
     InvalidTxnStateError,
@@ -50,7 +49,7 @@ from strom.producer._transactions import TransactionAbortedError, TransactionMan
 from strom.producer._waits import NeedMetadata, NeedRoom, blocked_too_long
 from strom.producer.config import ProducerConfig, ProducerOptions
 from strom.producer.partitioner import StickyPartitioner, murmur2_partition
-from strom.types import OffsetAndMetadata, TopicPartition
+from strom.types import ConsumerGroupMetadata, OffsetAndMetadata, TopicPartition
 
 __all__ = ["Producer", "RecordFuture", "RecordMetadata"]
 

@@ -50,7 +50,7 @@ from strom.producer.config import ProducerOptions
 from strom.types import OffsetAndMetadata, TopicPartition
 
 if TYPE_CHECKING:
-    from strom.consumer.group_metadata import ConsumerGroupMetadata
+    from strom.types import ConsumerGroupMetadata
 
 __all__ = ["Producer", "RecordFuture", "RecordMetadata"]
 

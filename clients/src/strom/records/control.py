@@ -11,9 +11,10 @@ For ABORT and COMMIT the value is the end-transaction marker::
          0    2 version            0
          2    4 coordinator_epoch
 
-Strom writes no control batches (storage nodes refuse transactional and control batches); this
-module lets readers and tools name them when a log holds one. Bytes after the fields are
-ignored, as Kafka ignores fields of newer versions.
+Partition leaders write ABORT/COMMIT markers when a transaction ends (``end_txn_marker``
+builds the record, a control batch carries it); readers and tools name them with
+``decode_control_record``. Bytes after the fields are ignored, as Kafka ignores fields of newer
+versions.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from typing import NamedTuple
 
 from strom.errors import InvalidRecordLayoutError
 
-__all__ = ["ControlRecord", "ControlRecordType", "decode_control_record"]
+__all__ = ["ControlRecord", "ControlRecordType", "decode_control_record", "end_txn_marker"]
 
 _KEY = struct.Struct(">hh")
 _END_TXN_MARKER = struct.Struct(">hi")
@@ -76,3 +77,9 @@ def decode_control_record(key: bytes | None, value: bytes | None) -> ControlReco
             )
         _, epoch = _END_TXN_MARKER.unpack_from(value)
     return ControlRecord(version, kind, epoch)
+
+
+def end_txn_marker(committed: bool, coordinator_epoch: int) -> tuple[bytes, bytes]:
+    """The (key, value) of the control record ending a transaction (COMMIT or ABORT)."""
+    kind = ControlRecordType.COMMIT if committed else ControlRecordType.ABORT
+    return _KEY.pack(0, kind), _END_TXN_MARKER.pack(0, coordinator_epoch)
