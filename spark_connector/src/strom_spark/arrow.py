@@ -10,9 +10,11 @@ from __future__ import annotations
 import gc
 from array import array
 from bisect import bisect_left
+from collections.abc import Sequence
 
 import pyarrow as pa
 
+from strom.consumer.aborted import AbortedTransaction, AbortedTransactionFilter
 from strom.records import decode_columns
 from strom.records.header import ATTR_CONTROL, ATTR_TIMESTAMP_TYPE
 from strom.records.kernel import Kernel
@@ -55,15 +57,18 @@ def records_to_arrow(
     *,
     include_headers: bool = False,
     kernel: Kernel | None = None,
+    aborted: Sequence[AbortedTransaction] | None = None,
 ) -> pa.RecordBatch | None:
     """The records of ``raw`` (whole batches of one partition, as a Fetch returns them) with
     offsets in ``[start, end)``, control batches skipped; None when there is none.
+    ``aborted``: the fetch's aborted transactions (read_committed), whose batches are dropped.
     ``kernel``: the record kernel to decode with (default: the C one when built)."""
     paused = gc.isenabled()
     if paused:
         gc.disable()  # lists of bytes cannot form cycles; collections here cost as much as decoding
     try:
-        return _convert(raw, tp, start, end, include_headers, kernel)
+        drop = AbortedTransactionFilter(aborted) if aborted else None
+        return _convert(raw, tp, start, end, include_headers, kernel, drop)
     finally:
         if paused:
             gc.enable()
@@ -76,6 +81,7 @@ def _convert(  # noqa: PLR0917 - private, called once
     end: int,
     include_headers: bool,
     kernel: Kernel | None,
+    drop: AbortedTransactionFilter | None,
 ) -> pa.RecordBatch | None:
     offsets = array("q")
     timestamps = array("q")
@@ -85,7 +91,12 @@ def _convert(  # noqa: PLR0917 - private, called once
     types: list[tuple[int, int]] = []  # (timestamp type, records) per batch
     for columns in decode_columns(raw, allow_truncated_tail=True, kernel=kernel):
         header = columns.header
-        if header.attributes & ATTR_CONTROL or not columns.offsets:
+        if drop is not None:
+            if drop.drops(header, columns.keys, columns.values):
+                continue
+        elif header.attributes & ATTR_CONTROL:
+            continue
+        if not columns.offsets:
             continue
         if header.base_offset + header.last_offset_delta < start or header.base_offset >= end:
             continue

@@ -53,10 +53,16 @@ def next_offset(raw: bytes, position: int) -> int:
     return position
 
 
-async def fetch_partition(
-    cluster: ClusterClient, tp: TopicPartition, offset: int, max_bytes: int, timeout_s: float
+async def fetch_partition(  # noqa: PLR0917 - the connector's own helper
+    cluster: ClusterClient,
+    tp: TopicPartition,
+    offset: int,
+    max_bytes: int,
+    timeout_s: float,
+    read_committed: bool = False,
 ) -> storage_pb2.FetchPartitionResult:
-    """One Fetch from the leader, retried across leader changes until ``timeout_s``."""
+    """One Fetch from the leader, retried across leader changes until ``timeout_s``
+    (``read_committed``: up to the last stable offset, with the aborted transactions)."""
     deadline = time.monotonic() + timeout_s
     last: StromError | None = None
     while True:
@@ -66,7 +72,9 @@ async def fetch_partition(
             max_wait_ms=_MAX_WAIT_MS,
             min_bytes=1,
             max_bytes=max_bytes,
-            isolation_level=common_pb2.READ_UNCOMMITTED,
+            isolation_level=(
+                common_pb2.READ_COMMITTED if read_committed else common_pb2.READ_UNCOMMITTED
+            ),
             client_id=cluster.client_id,
         )
         request.partitions.add(
@@ -114,7 +122,11 @@ def read_range(options: SourceOptions, r: OffsetRange) -> Iterator[pa.RecordBatc
     )
 
     def fetch(offset: int) -> concurrent.futures.Future[storage_pb2.FetchPartitionResult]:
-        return bg.submit(fetch_partition(cluster, tp, offset, options.fetch_max_bytes, timeout_s))
+        return bg.submit(
+            fetch_partition(
+                cluster, tp, offset, options.fetch_max_bytes, timeout_s, options.read_committed
+            )
+        )
 
     pending: concurrent.futures.Future[storage_pb2.FetchPartitionResult] | None = fetch(r.start)
     position = r.start
@@ -149,8 +161,14 @@ def read_range(options: SourceOptions, r: OffsetRange) -> Iterator[pa.RecordBatc
                 continue
             if after < r.end:
                 pending = fetch(after)
+            aborted = [(a.producer_id, a.first_offset) for a in result.aborted_transactions]
             batch = records_to_arrow(
-                raw, tp, position, r.end, include_headers=options.include_headers
+                raw,
+                tp,
+                position,
+                r.end,
+                include_headers=options.include_headers,
+                aborted=aborted if options.read_committed else None,
             )
             position = after
             if batch is not None:

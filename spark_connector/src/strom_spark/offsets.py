@@ -103,7 +103,16 @@ class ClusterView:
         if not specs:
             return {}
         found = self._run(
-            list_offsets(self._cluster, specs, timeout_s=self._options.request_timeout_ms / 1000)
+            list_offsets(
+                self._cluster,
+                specs,
+                isolation_level=(
+                    common_pb2.READ_COMMITTED
+                    if self._options.read_committed
+                    else common_pb2.READ_UNCOMMITTED
+                ),
+                timeout_s=self._options.request_timeout_ms / 1000,
+            )
         )
         return {tp: offset for tp, (offset, _) in found.items()}
 

@@ -60,6 +60,12 @@ class SourceOptions:
     max_offsets_per_trigger: int | None
     fetch_max_bytes: int
     request_timeout_ms: int
+    #: "read_uncommitted" (default) or "read_committed" (``kafka.isolation.level``).
+    isolation_level: str = "read_uncommitted"
+
+    @property
+    def read_committed(self) -> bool:
+        return self.isolation_level == "read_committed"
 
 
 @dataclass(frozen=True, slots=True)
@@ -223,7 +229,32 @@ def parse_source_options(raw: Mapping[str, str], *, streaming: bool) -> SourceOp
         max_offsets_per_trigger=_int(options, "maxOffsetsPerTrigger", 1),
         fetch_max_bytes=_int(options, "strom.fetch.max.bytes", 1024) or 8 << 20,
         request_timeout_ms=_int(options, "strom.request.timeout.ms", 1) or 30000,
+        isolation_level=_isolation_level(options),
     )
+
+
+#: The isolation level's option names: Spark's Kafka source passes ``kafka.isolation.level``
+#: to its consumer; ``isolationLevel`` is the camelCase alias of this reader's other options.
+_ISOLATION_OPTIONS = ("kafka.isolation.level", "isolationLevel")
+
+
+def _isolation_level(options: dict[str, str]) -> str:
+    given = {
+        name: options[name.lower()].strip().lower()
+        for name in _ISOLATION_OPTIONS
+        if name.lower() in options
+    }
+    for name, value in given.items():
+        if value not in ("read_uncommitted", "read_committed"):
+            raise ValueError(
+                f"option {name} must be read_uncommitted or read_committed, got {value!r}"
+            )
+    if len(set(given.values())) > 1:
+        raise ValueError(
+            "options kafka.isolation.level and isolationLevel disagree: "
+            + ", ".join(f"{k}={v}" for k, v in given.items())
+        )
+    return next(iter(given.values()), "read_uncommitted")
 
 
 #: Producer settings a writer may pass as ``strom.<name>`` (acks and idempotence are fixed).

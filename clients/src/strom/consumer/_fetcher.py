@@ -15,7 +15,7 @@ metadata stale; the manager refreshes it and routes the next fetch to the new le
 Under ``isolation_level="read_committed"`` fetches ask for READ_COMMITTED: the leader returns
 data up to the last stable offset and, with each chunk, the aborted transactions overlapping
 it (producer id, first offset); ``decode_records`` drops those transactions' batches with
-Kafka's algorithm (``_AbortedFilter``). Control batches (COMMIT/ABORT markers) are never
+Kafka's algorithm (``strom.consumer.aborted``). Control batches (COMMIT/ABORT markers) are never
 returned under either level; positions step over them.
 """
 
@@ -24,7 +24,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
-import heapq
 import logging
 from bisect import bisect_left
 from collections import defaultdict
@@ -35,6 +34,7 @@ from typing import Any
 
 from strom.cluster import METADATA_ERRORS, ClusterClient, list_offsets, storage_call, where
 from strom.consumer._subscription import PartitionState, SubscriptionState
+from strom.consumer.aborted import AbortedTransaction, AbortedTransactionFilter
 from strom.consumer.config import Deserializer
 from strom.errors import (
     CorruptRecordError,
@@ -44,9 +44,8 @@ from strom.errors import (
     for_code,
 )
 from strom.protocol.v1 import common_pb2, storage_pb2
-from strom.records import decode_columns, decode_control_record, read_header
-from strom.records.control import ControlRecordType
-from strom.records.header import ATTR_CONTROL, ATTR_TIMESTAMP_TYPE, ATTR_TRANSACTIONAL
+from strom.records import decode_columns, read_header
+from strom.records.header import ATTR_CONTROL, ATTR_TIMESTAMP_TYPE
 from strom.types import ConsumerRecord, TopicPartition
 
 __all__ = ["Fetcher", "decode_records", "next_fetch_offset"]
@@ -69,48 +68,6 @@ def _sizes(items: list[bytes | None]) -> list[int]:
 
 def _deserialize(fn: Callable[[bytes], Any], items: list[bytes | None]) -> list[Any]:
     return [None if item is None else fn(item) for item in items]
-
-
-#: (producer id, first offset) of an aborted transaction, as FetchPartitionResult lists them.
-AbortedTransaction = tuple[int, int]
-
-
-class _AbortedFilter:
-    """Kafka's read_committed filter over one fetched chunk (``CompletedFetch``): an aborted
-    transaction's producer id becomes active at the transaction's first offset, its
-    transactional batches are dropped while it is active, and its ABORT marker ends it."""
-
-    __slots__ = ("_active", "_pending")
-
-    def __init__(self, aborted: Sequence[AbortedTransaction]) -> None:
-        self._pending = [(first, pid) for pid, first in aborted]
-        heapq.heapify(self._pending)
-        self._active: set[int] = set()
-
-    def drops(self, header: Any, keys: list[bytes | None], values: list[bytes | None]) -> bool:
-        """Whether the batch is dropped: a control batch (always; an ABORT marker also ends
-        its producer's aborted transaction), or a batch of an aborted transaction."""
-        pid = header.producer_id
-        attributes = header.attributes
-        if pid >= 0:
-            last = header.base_offset + header.last_offset_delta
-            pending = self._pending
-            while pending and pending[0][0] <= last:
-                self._active.add(heapq.heappop(pending)[1])
-            if attributes & ATTR_CONTROL:
-                if pid in self._active and keys and _is_abort_marker(keys[0], values[0]):
-                    self._active.discard(pid)
-                return True
-            if attributes & ATTR_TRANSACTIONAL and pid in self._active:
-                return True
-        return bool(attributes & ATTR_CONTROL)
-
-
-def _is_abort_marker(key: bytes | None, value: bytes | None) -> bool:
-    try:
-        return decode_control_record(key, value).type == ControlRecordType.ABORT
-    except CorruptRecordError:
-        return False
 
 
 def decode_records(  # noqa: PLR0917 - positional, the hot path
@@ -140,7 +97,7 @@ def decode_records(  # noqa: PLR0917 - positional, the hot path
             position,
             key_deserializer,
             value_deserializer,
-            _AbortedFilter(aborted) if aborted else None,
+            AbortedTransactionFilter(aborted) if aborted else None,
         )
     finally:
         if paused_gc:
@@ -153,7 +110,7 @@ def _decode(  # noqa: PLR0917 - positional, the hot path
     position: int,
     key_deserializer: Deserializer | None,
     value_deserializer: Deserializer | None,
-    aborted: _AbortedFilter | None,
+    aborted: AbortedTransactionFilter | None,
 ) -> tuple[list[ConsumerRecord], int]:
     out: list[ConsumerRecord] = []
     next_offset = position
