@@ -2,5 +2,6 @@
 
 from cluster_testkit import cluster
 from coordsvc_testkit import coordinated
+from txn_rpc_testkit import gateway
 
-__all__ = ["cluster", "coordinated"]
+__all__ = ["cluster", "coordinated", "gateway"]

@@ -6,16 +6,12 @@ coordinator does, commits or drops it; a restarted coordinator rebuilds what is 
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Iterator
-from typing import TypeVar
-
 import grpc
 import pytest
 from cluster_testkit import LocalCluster
+from txn_rpc_testkit import RETRY, init_producer, settled
 
-from strom.cluster import channel_options
-from strom.protocol.v1 import common_pb2, controller_pb2, gateway_pb2_grpc
+from strom.protocol.v1 import common_pb2, gateway_pb2_grpc
 from strom.protocol.v1 import coordinator_pb2 as pb
 from strom.protocol.v1 import transaction_pb2 as txn
 from strom.protocol.v1.coordinator_pb2_grpc import GroupCoordinatorStub
@@ -25,47 +21,10 @@ pytestmark = pytest.mark.timeout(240)
 E = common_pb2
 GROUP = "txn-offsets-group"
 TID = "txn-offsets-app"
-#: Answers to ask again after (coordinators loading, topics being created, a move).
-RETRY = {
-    E.COORDINATOR_NOT_AVAILABLE,
-    E.COORDINATOR_LOAD_IN_PROGRESS,
-    E.NOT_COORDINATOR,
-    E.CONCURRENT_TRANSACTIONS,
-    E.UNKNOWN_TOPIC_OR_PARTITION,
-    E.NOT_ENOUGH_REPLICAS,
-    E.REQUEST_TIMED_OUT,
-}
-R = TypeVar("R")
 
 
-def settled(call: Callable[[], R], codes: Callable[[R], set[int]], timeout_s: float = 60) -> R:
-    """``call()`` again while its answer carries only retriable errors (then the last answer)."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        answer = call()
-        if not codes(answer) & RETRY or time.monotonic() > deadline:
-            return answer
-        time.sleep(0.2)
-
-
-@pytest.fixture(scope="module")
-def gateway(cluster: LocalCluster) -> Iterator[gateway_pb2_grpc.GatewayStub]:
-    with grpc.insecure_channel(cluster.gateway, options=channel_options()) as channel:
-        yield gateway_pb2_grpc.GatewayStub(channel)
-
-
-def init_producer(gateway: gateway_pb2_grpc.GatewayStub, tid: str) -> tuple[int, int]:
-    request = controller_pb2.InitProducerIdRequest(
-        transactional_id=tid, transaction_timeout_ms=600_000, producer_id=-1, producer_epoch=-1
-    )
-    try:
-        answer = settled(
-            lambda: gateway.InitProducerId(request, timeout=30), lambda a: {a.error_code}
-        )
-    except grpc.RpcError as exc:
-        if exc.code() == grpc.StatusCode.UNIMPLEMENTED:  # type: ignore[attr-defined]
-            pytest.xfail("the transaction coordinator (strom_coordinator.txn) is not served yet")
-        raise
+def init(gateway: gateway_pb2_grpc.GatewayStub, tid: str) -> tuple[int, int]:
+    answer = init_producer(gateway, tid)
     assert answer.error_code == E.NONE, answer
     return answer.producer_id, answer.producer_epoch
 
@@ -147,7 +106,7 @@ def test_txn_offsets_pending_until_the_marker_and_rebuilt_after_a_restart(
     )
     assert [p.error_code for p in committed.partitions] == [E.NONE]
 
-    pid, epoch = init_producer(gateway, TID)
+    pid, epoch = init(gateway, TID)
     add = txn.AddOffsetsToTxnRequest(
         transactional_id=TID, producer_id=pid, producer_epoch=epoch, group_id=GROUP
     )
@@ -181,7 +140,7 @@ def test_a_producer_whose_transaction_does_not_hold_the_group_is_refused(
     cluster: LocalCluster, gateway: gateway_pb2_grpc.GatewayStub
 ) -> None:
     other = "txn-offsets-stranger"
-    pid, epoch = init_producer(gateway, other)  # AddOffsetsToTxn never called
+    pid, epoch = init(gateway, other)  # AddOffsetsToTxn never called
     codes = txn_commit(gateway, other, pid, epoch, p1=99)
     assert codes["p1"] not in (E.NONE, *RETRY), codes
     assert fetch(gateway, stable=True)["p1"] != 99

@@ -72,10 +72,10 @@ class FakeCoordinator(coordinator_pb2_grpc.GroupCoordinatorServicer):
         self.calls.append(("Heartbeat", request.group_id))
         return pb.HeartbeatResponse(error_code=self._refusal(request.group_id))
 
-    async def OffsetCommit(self, request: Any, context: Any) -> Any:
-        self.calls.append(("OffsetCommit", request.group_id))
+    def _commit(self, method: str, request: Any) -> Any:
+        self.calls.append((method, request.group_id))
         code = self._refusal(request.group_id)
-        return pb.OffsetCommitResponse(
+        return getattr(pb, f"{method}Response")(
             partitions=[
                 pb.OffsetCommitPartitionResult(
                     topic=p.topic, partition=p.partition, error_code=code
@@ -84,17 +84,11 @@ class FakeCoordinator(coordinator_pb2_grpc.GroupCoordinatorServicer):
             ]
         )
 
+    async def OffsetCommit(self, request: Any, context: Any) -> Any:
+        return self._commit("OffsetCommit", request)
+
     async def TxnOffsetCommit(self, request: Any, context: Any) -> Any:
-        self.calls.append(("TxnOffsetCommit", request.group_id))
-        code = self._refusal(request.group_id)
-        return pb.TxnOffsetCommitResponse(
-            partitions=[
-                pb.OffsetCommitPartitionResult(
-                    topic=p.topic, partition=p.partition, error_code=code
-                )
-                for p in request.partitions
-            ]
-        )
+        return self._commit("TxnOffsetCommit", request)
 
     async def ListGroups(self, request: Any, context: Any) -> Any:
         self.calls.append(("ListGroups", None))

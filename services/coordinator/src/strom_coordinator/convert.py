@@ -156,13 +156,17 @@ def commit_response(results: Sequence[PartitionResult]) -> pb.OffsetCommitRespon
     return pb.OffsetCommitResponse(partitions=_partition_results(results))
 
 
+def _on_every_partition(
+    request: pb.OffsetCommitRequest | pb.TxnOffsetCommitRequest, error: BrokerResponseError
+) -> list[PartitionResult]:
+    return [PartitionResult(p.topic, p.partition, error) for p in request.partitions]
+
+
 def commit_error(
     request: pb.OffsetCommitRequest, error: BrokerResponseError
 ) -> pb.OffsetCommitResponse:
     """A whole-request error, reported on every partition (the response has no top-level one)."""
-    return commit_response(
-        [PartitionResult(p.topic, p.partition, error) for p in request.partitions]
-    )
+    return commit_response(_on_every_partition(request, error))
 
 
 def txn_commit_request(request: pb.TxnOffsetCommitRequest) -> TxnCommitRequest:
@@ -186,9 +190,7 @@ def txn_commit_error(
     request: pb.TxnOffsetCommitRequest, error: BrokerResponseError
 ) -> pb.TxnOffsetCommitResponse:
     """A whole-request error, reported on every partition (the response has no top-level one)."""
-    return txn_commit_response(
-        [PartitionResult(p.topic, p.partition, error) for p in request.partitions]
-    )
+    return txn_commit_response(_on_every_partition(request, error))
 
 
 def txn_marker_result(
