@@ -179,7 +179,7 @@ def test_producer_snapshot_shows_the_producer_state(tmp_path: Path) -> None:
     assert int(snapshot.name.split(".")[0]) == BATCHES * RECORDS_PER_BATCH  # taken at close
     status, text = _dump(snapshot)
     assert status == 0
-    assert "version: 1 crc: " in text and "isvalid: true producerCount: 1" in text
+    assert "version: 2 crc: " in text and "isvalid: true producerCount: 1" in text
     producer = _fields(next(x for x in text.splitlines() if x.startswith("producerId")))
     assert producer["producerId"] == str(PRODUCER_ID) and producer["producerEpoch"] == "3"
     assert producer["lastSequence"] == str(expected.last_seq) == "89"
@@ -435,7 +435,7 @@ def test_a_torn_or_corrupt_snapshot(partition: Path) -> None:
     problems = _problems(text)
     assert len(problems) == 2
     assert "byte 2: CRC-32C is" in problems[0]
-    assert "byte 29: producer 0 (id 4242): its 5 batches are cut off" in problems[1]
+    assert "byte 43: producer 0 (id 4242): its 5 batches are cut off" in problems[1]
     snapshot.write_bytes(data[:6])
     status, text = _dump(snapshot)
     assert _problems(text) == [

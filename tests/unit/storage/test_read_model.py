@@ -34,7 +34,8 @@ def test_random_reads_match_the_model(open_log: Callable[..., Log], seed: int) -
         offset = rng.randint(0, log.log_end_offset)
         max_bytes = rng.choice([0, 50, 200, 1000, 100_000])
         isolation = rng.choice(list(FetchIsolation))
-        limit = hw if isolation is FetchIsolation.HIGH_WATERMARK else log.log_end_offset
+        # No transactions here: the last stable offset is the high watermark.
+        limit = log.log_end_offset if isolation is FetchIsolation.LOG_END else hw
         data = log.read(offset, max_bytes, isolation=isolation).records
         if offset >= limit:
             assert data == b""

@@ -6,6 +6,8 @@
         00000000000000000000.log          segment data: concatenated v2 record batches
         00000000000000000000.index        sparse offset index (offset_index.py)
         00000000000000000000.timeindex    sparse time index (time_index.py)
+        00000000000000000000.txnindex     aborted transactions, only once there is one
+                                          (txn_index.py)
         00000000000000001234.snapshot     producer state as of offset 1234 (producer_state.py)
         recovery-point-offset-checkpoint  offset below which everything is fsynced
         log-start-offset-checkpoint       first offset readers may see
@@ -36,6 +38,7 @@ __all__ = [
     "SWAP_SUFFIX",
     "TIME_INDEX_SUFFIX",
     "TMP_SUFFIX",
+    "TXN_INDEX_SUFFIX",
     "file_path",
     "filename_prefix",
     "offset_from_name",
@@ -46,6 +49,7 @@ __all__ = [
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
+TXN_INDEX_SUFFIX = ".txnindex"
 SNAPSHOT_SUFFIX = ".snapshot"
 DELETED_SUFFIX = ".deleted"
 CLEANED_SUFFIX = ".cleaned"

@@ -17,8 +17,10 @@ Steps, in order:
    tail truncated); a segment with a corrupt batch loses everything after it, including later
    segments. Older segments whose index files are missing or fail a sanity check get their
    indexes rebuilt. The recovered range is fsynced and the recovery point moved to the end.
-   The producer state is the newest snapshot at or below the end, replayed forward from the
-   batch headers of the tail.
+   The producer state is the newest snapshot at or below the base of the first recovered
+   segment, replayed forward from the batch headers of the tail; the transaction indexes are
+   rebuilt for the replayed range (their entries need the producer state, and the ones written
+   since the last flush may be lost).
 
 Thread-safety: runs before the log is shared; not thread-safe.
 """
@@ -43,14 +45,17 @@ from strom_storage.log.files import (
     SWAP_SUFFIX,
     TIME_INDEX_SUFFIX,
     TMP_SUFFIX,
+    TXN_INDEX_SUFFIX,
     file_path,
     offset_from_name,
 )
-from strom_storage.log.producer_state import ProducerStateManager
+from strom_storage.log.producer_state import CompletedTxn, ProducerStateManager
 from strom_storage.log.segment import LogSegment
 from strom_storage.log.segments import LogSegments
+from strom_storage.log.txn_index import AbortedTxn
+from strom_storage.log.txn_markers import read_marker
 
-__all__ = ["LoadedLog", "load_log", "rebuild_producer_state"]
+__all__ = ["LoadedLog", "append_aborted", "load_log", "rebuild_producer_state"]
 
 
 @dataclass
@@ -66,6 +71,9 @@ class LoadedLog:
     had_clean_shutdown: bool
     recovered_segments: int
     truncated_bytes: int
+
+
+_SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
 
 
 def _open_segment(
@@ -101,9 +109,9 @@ def _clean_transient_files(directory: Path, config: LogConfig, now_ms: int) -> N
         for other in os.listdir(directory):
             if other.endswith(LOG_SUFFIX) and base <= offset_from_name(other) <= last:
                 other_base = offset_from_name(other)
-                for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+                for suffix in _SEGMENT_SUFFIXES:
                     file_path(directory, other_base, suffix).unlink(missing_ok=True)
-        for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+        for suffix in _SEGMENT_SUFFIXES:
             swapped = file_path(directory, base, suffix + SWAP_SUFFIX)
             if swapped.exists():
                 os.replace(swapped, file_path(directory, base, suffix))
@@ -141,6 +149,7 @@ def load_log(directory: Path, config: LogConfig, *, now_ms: int) -> LoadedLog:
     log_start = max(log_start or 0, first.base_offset)
 
     recovered, truncated = 0, 0
+    snapshot_limit: int | None = None
     if clean:
         for segment in segments.values():
             if not _indexes_present(segment):
@@ -156,6 +165,7 @@ def load_log(directory: Path, config: LogConfig, *, now_ms: int) -> LoadedLog:
     else:
         recovery_point = checkpointed_recovery
         floor = segments.floor(recovery_point)
+        snapshot_limit = floor.base_offset if floor is not None else 0
         older = segments.values(end=floor.base_offset) if floor is not None else []
         for segment in older:
             if not _indexes_present(segment) or not (
@@ -196,7 +206,14 @@ def load_log(directory: Path, config: LogConfig, *, now_ms: int) -> LoadedLog:
     producers = ProducerStateManager(
         directory, producer_id_expiration_ms=config.producer_id_expiration_ms
     )
-    rebuild_producer_state(producers, segments, log_start, next_offset)
+    rebuild_producer_state(
+        producers,
+        segments,
+        log_start,
+        next_offset,
+        high_watermark=high_watermark,
+        snapshot_limit=snapshot_limit,
+    )
 
     if clean:
         marker.unlink(missing_ok=True)
@@ -223,22 +240,48 @@ def rebuild_producer_state(
     segments: LogSegments,
     log_start_offset: int,
     log_end_offset: int,
+    *,
+    high_watermark: int,
+    snapshot_limit: int | None = None,
 ) -> None:
-    """Load the newest snapshot at or below the log end and replay batch headers after it."""
+    """Load the newest snapshot at or below the log end (and ``snapshot_limit``) and replay
+    batch headers after it; the transaction index entries of the replayed range are rebuilt
+    (dropped, then appended again for every ABORT marker replayed)."""
     producers.delete_snapshots_above(log_end_offset)
-    loaded = producers.load_latest_snapshot(log_end_offset)
+    limit = log_end_offset if snapshot_limit is None else min(snapshot_limit, log_end_offset)
+    loaded = producers.load_latest_snapshot(limit)
     start = loaded if loaded is not None else log_start_offset
     if loaded is None:
         producers.reset(log_start_offset)
+    producers.high_watermark = high_watermark
     if start >= log_end_offset:
         producers.map_end_offset = log_end_offset
+        producers.on_high_watermark(high_watermark)
         return
-    for segment in segments.from_floor(start):
+    replayed = segments.from_floor(start)
+    for segment in replayed:
+        segment.txn_index.truncate_to(start)
+    for segment in replayed:
         position = (
             segment.offset_index.lookup(start).position if segment.base_offset <= start else 0
         )
         for location in segment.batches(position):
             header = location.header
-            if header.base_offset >= start and header.base_offset < log_end_offset:
+            if header.base_offset < start or header.base_offset >= log_end_offset:
+                continue
+            if not header.is_control:
                 producers.update([header])
+                continue
+            marker = read_marker(segment.read_batch(location))
+            for txn in producers.update([header], lambda _h, m=marker: m):
+                append_aborted(segment, txn)
     producers.map_end_offset = log_end_offset
+    producers.on_high_watermark(high_watermark)
+
+
+def append_aborted(segment: LogSegment, txn: CompletedTxn) -> None:
+    """Add ``txn`` to ``segment``'s transaction index if it was aborted."""
+    if txn.aborted:
+        segment.txn_index.append(
+            AbortedTxn(txn.producer_id, txn.first_offset, txn.last_offset, txn.last_stable_offset)
+        )

@@ -9,6 +9,11 @@
 * leader appends: validation on headers and CRC, idempotent-producer checks, offsets and leader
   epoch patched into the request's own bytes, which then become the segment's bytes;
 * follower appends that keep the leader's offsets;
+* transactions: transactional batches (verified by the caller with the transaction
+  coordinator when they start a transaction), the COMMIT/ABORT markers
+  (``append_txn_marker``), the last stable offset (LSO: nothing of an open transaction below
+  it) that ``TXN_COMMITTED`` reads stop at, and the aborted transactions such a read reports
+  (from the segments' ``.txnindex`` files);
 * roll, retention (``apply_retention``), flush policy (``flush.messages``, ``flush.ms``),
   checkpoints (recovery point, log start offset, high watermark), the producer-state snapshot
   and the clean-shutdown marker written by ``close``.
@@ -28,14 +33,19 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import struct
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from strom.errors import OffsetOutOfRangeError, StorageError
-from strom.records.header import BatchHeader
+from strom.errors import (
+    OffsetOutOfRangeError,
+    StorageError,
+    TransactionCoordinatorFencedError,
+)
+from strom.records.header import LOG_OVERHEAD, BatchHeader, read_header, walk_batches
 from strom_storage.log.checkpoints import OffsetCheckpointFile, fsync_dir, write_atomically
 from strom_storage.log.config import LogConfig
 from strom_storage.log.files import (
@@ -47,9 +57,14 @@ from strom_storage.log.files import (
     SWAP_SUFFIX,
 )
 from strom_storage.log.leader_epochs import LeaderEpochCache
-from strom_storage.log.loader import LoadedLog, load_log, rebuild_producer_state
+from strom_storage.log.loader import LoadedLog, append_aborted, load_log, rebuild_producer_state
 from strom_storage.log.local_log import LocalLog
-from strom_storage.log.producer_state import ProducerStateManager
+from strom_storage.log.producer_state import (
+    ActiveProducer,
+    CompletedTxn,
+    EndTxnMarker,
+    ProducerStateManager,
+)
 from strom_storage.log.retention import deletable_segments
 from strom_storage.log.scattered import ScatteredBatches
 from strom_storage.log.segment import LogSegment
@@ -58,6 +73,8 @@ from strom_storage.log.timestamp_lookup import (
     find_max_timestamp,
     find_offset_for_timestamp,
 )
+from strom_storage.log.txn_index import AbortedTxn
+from strom_storage.log.txn_markers import build_marker_batch, read_marker
 from strom_storage.log.validator import (
     assign_offsets,
     offsets_by_prefix,
@@ -74,6 +91,7 @@ __all__ = [
     "EARLIEST_TIMESTAMP",
     "LATEST_TIMESTAMP",
     "MAX_TIMESTAMP",
+    "ActiveProducer",
     "AppendInfo",
     "FetchData",
     "FetchIsolation",
@@ -88,7 +106,8 @@ MAX_TIMESTAMP = -3
 
 
 class FetchIsolation(enum.Enum):
-    """How far a reader may read: consumers to the high watermark, followers to the log end."""
+    """How far a reader may read: consumers to the high watermark (read_committed ones to the
+    last stable offset), followers to the log end."""
 
     HIGH_WATERMARK = "high_watermark"
     LOG_END = "log_end"
@@ -122,6 +141,7 @@ class FetchData:
     high_watermark: int
     log_start_offset: int
     log_end_offset: int
+    #: min(high watermark, first offset of every open transaction).
     last_stable_offset: int = -1
     #: (producer id, first offset) of the aborted transactions overlapping ``records``
     #: (``TXN_COMMITTED`` reads only).
@@ -129,6 +149,8 @@ class FetchData:
 
 
 AppendListener = Callable[["Log", AppendInfo], None]
+MarkerOf = Callable[[BatchHeader], EndTxnMarker | None]
+_OFFSET_AND_LENGTH = struct.Struct(">qi")
 
 
 class Log:
@@ -211,6 +233,14 @@ class Log:
         return self._high_watermark
 
     @property
+    def last_stable_offset(self) -> int:
+        """min(high watermark, first offset of every open transaction, and of every ended one
+        whose marker the high watermark has not passed yet). Lock-free."""
+        hw = self._high_watermark  # read first: an append publishes its open transaction first
+        first_unstable = self._producers.first_unstable_offset
+        return hw if first_unstable is None else min(hw, first_unstable)
+
+    @property
     def recovery_point(self) -> int:
         return self._local.recovery_point
 
@@ -262,6 +292,11 @@ class Log:
     def producer_state(self) -> ProducerStateManager:
         return self._producers
 
+    def active_producers(self) -> list[ActiveProducer]:
+        """The producers this partition remembers (DescribeProducers)."""
+        with self._lock:
+            return self._producers.active_producers()
+
     @property
     def closed(self) -> bool:
         return self._closed
@@ -276,16 +311,37 @@ class Log:
 
     # -- appends ------------------------------------------------------------------------------
 
+    def transactions_to_verify(self, data: bytes | bytearray | memoryview) -> set[tuple[int, int]]:
+        """(producer id, epoch) of the transactional batches in ``data`` that would start a
+        transaction here: the caller verifies them with the transaction coordinator and passes
+        the confirmed ones to ``append_as_leader(verified=...)``.
+
+        A header walk, no lock. Raises ``InvalidProducerEpochError`` for an epoch a marker
+        already ended here, ``InvalidRecordError`` for a control batch, ``CorruptRecordError``
+        for bytes that are not whole batches.
+        """
+        headers = (h for _, h in walk_batches(data, check_crc=False))
+        return self._producers.transactions_to_verify(headers)
+
     def append_as_leader(
-        self, data: bytes | bytearray | memoryview, leader_epoch: int = 0
+        self,
+        data: bytes | bytearray | memoryview,
+        leader_epoch: int = 0,
+        *,
+        verified: Collection[tuple[int, int]] = (),
     ) -> AppendInfo:
         """Validate, assign offsets and append a producer's batches.
 
-        Raises ``CorruptRecordError`` (CRC, header), ``MessageTooLargeError``,
-        ``RecordListTooLargeError``, ``InvalidTimestampError``, ``InvalidRecordError``,
-        ``OutOfOrderSequenceNumberError``, ``InvalidProducerEpochError`` or ``StorageError``;
-        a rejected append writes nothing. An idempotent retry returns the original offsets
-        with ``duplicate=True``. The records are never copied: a ``bytearray`` argument is
+        A transactional batch that starts a transaction here must have its (producer id,
+        epoch) in ``verified`` (see ``transactions_to_verify``). Raises
+        ``CorruptRecordError`` (CRC, header), ``MessageTooLargeError``,
+        ``RecordListTooLargeError``, ``InvalidTimestampError``, ``InvalidRecordError`` (also
+        for control batches), ``OutOfOrderSequenceNumberError``, ``InvalidProducerEpochError``
+        (also for a transactional batch of an epoch a marker ended), ``InvalidTxnStateError``
+        (an unverified transaction, or a non-transactional batch from a producer with an open
+        transaction) or ``StorageError``; a rejected append writes nothing. An idempotent
+        retry returns the original offsets with ``duplicate=True``. The records are never
+        copied: a ``bytearray`` argument is
         patched in place, other buffers are written with new header prefixes beside them
         (except for LogAppendTime, which rewrites fields under the CRC on a copy).
         """
@@ -293,7 +349,7 @@ class Log:
             self._check_open()
             now = self._clock.time_ms()
             batches = validate_leader_batches(data, self._config, now)
-            duplicate = self._producers.check_leader_append(h for _, h in batches)
+            duplicate = self._producers.check_leader_append((h for _, h in batches), verified)
             if duplicate is not None:
                 return AppendInfo(
                     first_offset=duplicate.first_offset,
@@ -333,7 +389,8 @@ class Log:
             infos = []
             # Split so that every chunk fits one segment (the leader's segments may be larger).
             for start, end, chunk in split_by_size(batches, self._config.segment_bytes):
-                infos.append(self._append(view[start:end], chunk, now, None))
+                part = view[start:end]
+                infos.append(self._append(part, chunk, now, None, _markers_in(part, chunk)))
             if len(infos) == 1:
                 return infos[0]
             return dataclasses.replace(
@@ -344,12 +401,57 @@ class Log:
                 max_timestamp=max(i.max_timestamp for i in infos),
             )
 
+    def append_txn_marker(
+        self,
+        producer_id: int,
+        producer_epoch: int,
+        *,
+        committed: bool,
+        coordinator_epoch: int,
+        leader_epoch: int,
+    ) -> AppendInfo | None:
+        """Write the COMMIT or ABORT marker ending ``producer_id``'s transaction at
+        ``producer_epoch`` (also when it wrote nothing here: the epoch ends all the same).
+
+        Returns None, writing nothing, for a duplicate or stale marker (``producer_epoch`` at
+        or below the epoch a marker already ended). Raises
+        ``TransactionCoordinatorFencedError`` when ``coordinator_epoch`` is below one a marker
+        of this producer carried.
+        """
+        with self._lock:
+            self._check_open()
+            entry = self._producers.last_entry(producer_id)
+            if entry is not None and coordinator_epoch < entry.coordinator_epoch:
+                raise TransactionCoordinatorFencedError(
+                    f"producer {producer_id}: coordinator epoch {coordinator_epoch} is older "
+                    f"than {entry.coordinator_epoch}, seen in an earlier marker"
+                )
+            if entry is not None and producer_epoch <= entry.ended_epoch:
+                return None
+            now = self._clock.time_ms()
+            batch = build_marker_batch(
+                producer_id=producer_id,
+                producer_epoch=producer_epoch,
+                committed=committed,
+                coordinator_epoch=coordinator_epoch,
+                base_offset=self._local.log_end_offset,
+                leader_epoch=leader_epoch,
+                timestamp_ms=now,
+                log_append_time=self._config.log_append_time,
+            )
+            marker = EndTxnMarker(committed, coordinator_epoch)
+            append_time = now if self._config.log_append_time else None
+            return self._append(
+                batch, [(0, read_header(batch))], now, append_time, lambda _h: marker
+            )
+
     def _append(
         self,
         data: bytes | bytearray | memoryview | ScatteredBatches,
         batches: list[tuple[int, BatchHeader]],
         now: int,
         append_time: int | None,
+        marker_of: MarkerOf | None = None,
     ) -> AppendInfo:
         summary = summarize(batches)
         rolled = self._local.maybe_roll(
@@ -358,7 +460,9 @@ class Log:
         if rolled is not None:
             self._on_roll(rolled)
         self._local.append(data, batches)
-        self._producers.update(h for _, h in batches)
+        completed = self._producers.update((h for _, h in batches), marker_of)
+        if completed:
+            self._index_aborted(completed)
         for _, header in batches:
             if header.partition_leader_epoch > self._epochs.latest_epoch:
                 self._epochs.assign(header.partition_leader_epoch, header.base_offset)
@@ -378,6 +482,12 @@ class Log:
             listener(self, info)
         return info
 
+    def _index_aborted(self, completed: list[CompletedTxn]) -> None:
+        # The markers were just written to the active segment: their entries go to its index.
+        segment = self._local.active_segment
+        for txn in completed:
+            append_aborted(segment, txn)
+
     # -- reads --------------------------------------------------------------------------------
 
     def read(
@@ -391,19 +501,28 @@ class Log:
     ) -> FetchData:
         """Raw whole batches from the one holding ``fetch_offset``, up to ``max_bytes``.
 
-        Consumers (``HIGH_WATERMARK``) stop at the high watermark, followers (``LOG_END``) at
-        the log end; ``max_offset`` caps further. With ``min_one_batch`` the first batch is
-        returned even when larger than ``max_bytes``. Raises ``OffsetOutOfRangeError`` below
+        Consumers (``HIGH_WATERMARK``) stop at the high watermark, read_committed consumers
+        (``TXN_COMMITTED``) at the last stable offset, followers (``LOG_END``) at the log end;
+        ``max_offset`` caps further. With ``min_one_batch`` the first batch is returned even
+        when larger than ``max_bytes``. A ``TXN_COMMITTED`` read also reports the aborted
+        transactions overlapping the returned batches. Raises ``OffsetOutOfRangeError`` below
         the log start or above the log end.
         """
         end = self._local.end
         start = self._log_start_offset
         hw = self._high_watermark
+        first_unstable = self._producers.first_unstable_offset
+        lso = hw if first_unstable is None else min(hw, first_unstable)
         if fetch_offset < start or fetch_offset > end.offset:
             raise OffsetOutOfRangeError(
                 f"offset {fetch_offset} is outside [{start}, {end.offset}] of {self.directory.name}"
             )
-        limit = hw if isolation is FetchIsolation.HIGH_WATERMARK else end.offset
+        if isolation is FetchIsolation.HIGH_WATERMARK:
+            limit = hw
+        elif isolation is FetchIsolation.LOG_END:
+            limit = end.offset
+        else:
+            limit = lso
         if max_offset is not None:
             limit = min(limit, max_offset)
         records: bytes | memoryview = b""
@@ -411,7 +530,28 @@ class Log:
             records = self._local.read(
                 fetch_offset, max_bytes, max_offset=limit, min_one_batch=min_one_batch, end=end
             )
-        return FetchData(records, fetch_offset, hw, start, end.offset)
+        aborted: tuple[tuple[int, int], ...] = ()
+        if isolation is FetchIsolation.TXN_COMMITTED and records:
+            aborted = self._aborted_transactions(fetch_offset, records)
+        return FetchData(records, fetch_offset, hw, start, end.offset, lso, aborted)
+
+    def _aborted_transactions(
+        self, fetch_offset: int, records: bytes | memoryview
+    ) -> tuple[tuple[int, int], ...]:
+        """(producer id, first offset) of the aborted transactions overlapping ``records``
+        (whole batches read from ``fetch_offset``), from the transaction indexes."""
+        segments = self._local.segments.from_floor(fetch_offset)
+        if all(s.txn_index.is_empty for s in segments):
+            return ()
+        upper = _next_offset_after(records)
+        found: list[AbortedTxn] = []
+        # The marker of a transaction overlapping the batches may lie in any later segment.
+        for segment in segments:
+            txns, complete = segment.txn_index.collect(fetch_offset, upper)
+            found.extend(txns)
+            if complete:
+                break
+        return tuple((t.producer_id, t.first_offset) for t in found)
 
     def offset_for_timestamp(
         self, timestamp: int, *, isolation: FetchIsolation = FetchIsolation.HIGH_WATERMARK
@@ -419,15 +559,17 @@ class Log:
         """ListOffsets: the earliest offset whose record timestamp is >= ``timestamp``.
 
         ``EARLIEST_TIMESTAMP`` gives the log start, ``LATEST_TIMESTAMP`` the high watermark
-        (or log end), ``MAX_TIMESTAMP`` the batch with the largest timestamp. None when no
-        record that readers may see qualifies.
+        (the last stable offset for ``TXN_COMMITTED``, the log end for ``LOG_END``),
+        ``MAX_TIMESTAMP`` the batch with the largest timestamp. None when no record that
+        readers may see qualifies.
         """
         start = self._log_start_offset
-        limit = (
-            self._high_watermark
-            if isolation is FetchIsolation.HIGH_WATERMARK
-            else self._local.log_end_offset
-        )
+        if isolation is FetchIsolation.HIGH_WATERMARK:
+            limit = self._high_watermark
+        elif isolation is FetchIsolation.LOG_END:
+            limit = self._local.log_end_offset
+        else:
+            limit = self.last_stable_offset
         if timestamp == EARLIEST_TIMESTAMP:
             return OffsetAndTimestamp(start, -1)
         if timestamp == LATEST_TIMESTAMP:
@@ -446,6 +588,8 @@ class Log:
         with self._lock:
             value = min(max(offset, self._log_start_offset), self._local.log_end_offset)
             self._high_watermark = value
+            if self._producers.unreplicated:
+                self._producers.on_high_watermark(value)
             return value
 
     def delete_records(self, offset: int) -> int:
@@ -487,7 +631,11 @@ class Log:
             self._epochs.truncate_from_end(end)
             self._high_watermark = min(self._high_watermark, end)
             rebuild_producer_state(
-                self._producers, self._local.segments, self._log_start_offset, end
+                self._producers,
+                self._local.segments,
+                self._log_start_offset,
+                end,
+                high_watermark=self._high_watermark,
             )
             self.checkpoint()
             return True
@@ -720,3 +868,32 @@ class Log:
             f"Log({self.directory.name}, start={self._log_start_offset}, "
             f"end={self.log_end_offset}, hw={self._high_watermark})"
         )
+
+
+def _markers_in(
+    data: bytes | bytearray | memoryview, batches: list[tuple[int, BatchHeader]]
+) -> MarkerOf:
+    """What each control batch among ``batches`` (positions in ``data``) says, decoded only
+    when asked (replicated appends rarely hold one)."""
+    by_offset: dict[int, int] | None = None
+
+    def marker_of(header: BatchHeader) -> EndTxnMarker | None:
+        nonlocal by_offset
+        if by_offset is None:
+            by_offset = {h.base_offset: pos for pos, h in batches if h.is_control}
+        pos = by_offset[header.base_offset]
+        return read_marker(data[pos : pos + header.size])
+
+    return marker_of
+
+
+def _next_offset_after(records: bytes | memoryview) -> int:
+    """The offset after the last of the whole batches in ``records``."""
+    position, end, last = 0, len(records), -1
+    while position + LOG_OVERHEAD <= end:
+        _, length = _OFFSET_AND_LENGTH.unpack_from(records, position)
+        if position + length + LOG_OVERHEAD > end:
+            break
+        last = position
+        position += length + LOG_OVERHEAD
+    return read_header(records, last).next_offset if last >= 0 else 0

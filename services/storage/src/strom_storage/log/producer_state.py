@@ -12,22 +12,42 @@ idempotent batch (``producer_id >= 0``) against it:
   (wrapping at 2**31), otherwise ``OutOfOrderSequenceNumberError``. A producer the partition
   has no state for (new, expired, or removed by retention) may start at any sequence.
 
-Only batch *headers* are needed: producer id, epoch, base sequence and last offset delta. The
-state is therefore rebuilt after a restart by scanning headers of the log tail after the latest
-snapshot, never by decoding records.
+Transactions (``docs/transactions.md``). Per producer the state also holds its *open
+transaction* (the first offset of its transactional batches not yet followed by a marker), the
+highest epoch *ended* by a marker (COMMIT or ABORT) and the highest *coordinator epoch* seen in
+a marker. On a leader append a transactional batch
+
+* at an epoch at or below the ended epoch is a zombie's: ``InvalidProducerEpochError``;
+* continuing the open transaction of its epoch is appended;
+* starting a transaction must have been verified with the transaction coordinator (the caller
+  passes the verified (producer id, epoch) pairs), else ``InvalidTxnStateError``;
+
+and a non-transactional idempotent batch from a producer with an open transaction is refused
+(``InvalidTxnStateError``). A marker (``complete_txn``) closes the open transaction and returns
+it as a ``CompletedTxn``; the first offsets of the open transactions, and of the completed ones
+whose marker the high watermark has not passed yet, bound the last stable offset
+(``first_unstable_offset``).
+
+Only batch *headers* are needed: producer id, epoch, base sequence and last offset delta, plus
+the type of a marker's one control record. The state is therefore rebuilt after a restart by
+scanning headers of the log tail after the latest snapshot, never by decoding data records.
 
 Snapshot file ``<20-digit offset>.snapshot``: the state after every batch below ``offset``.
 Taken at segment roll and at close; written atomically (temp, fsync, rename). Byte layout,
 big-endian::
 
     offset size field
-         0    2 version                 1
+         0    2 version                 2 (version 1 files, without the three transaction
+                                        fields, still load)
          2    4 crc                     CRC-32C of every byte after this field
          6    4 producer_count
         10    - producers, each:
                 8 producer_id
                 2 producer_epoch
                 8 last_timestamp        max timestamp of its last batch (ms; expiration)
+                2 ended_epoch           v2: highest epoch ended by a marker, -1 none
+                4 coordinator_epoch     v2: highest coordinator epoch of a marker, -1 none
+                8 txn_first_offset      v2: first offset of its open transaction, -1 none
                 1 batch_count           0..5, oldest first, each 28 bytes:
                   4 first_sequence
                   4 last_sequence
@@ -43,7 +63,7 @@ from __future__ import annotations
 import os
 import struct
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
@@ -51,6 +71,8 @@ from typing import NamedTuple
 from strom.errors import (
     DuplicateSequenceNumberError,
     InvalidProducerEpochError,
+    InvalidRecordError,
+    InvalidTxnStateError,
     OutOfOrderSequenceNumberError,
 )
 from strom.records.crc import crc32c
@@ -60,7 +82,11 @@ from strom_storage.log.files import SNAPSHOT_SUFFIX, file_path, offset_from_name
 
 __all__ = [
     "SNAPSHOT_VERSION",
+    "SNAPSHOT_VERSIONS",
+    "ActiveProducer",
     "BatchMetadata",
+    "CompletedTxn",
+    "EndTxnMarker",
     "ProducerStateEntry",
     "ProducerStateManager",
     "SnapshotFormatError",
@@ -74,10 +100,13 @@ __all__ = [
 
 #: How many batches per producer are remembered for duplicate detection (Kafka's 5).
 NUM_BATCHES_TO_RETAIN = 5
-#: The version field this code writes and reads.
-SNAPSHOT_VERSION = 1
+#: The version field this code writes.
+SNAPSHOT_VERSION = 2
+#: The versions it reads.
+SNAPSHOT_VERSIONS = (1, 2)
 _PREFIX = struct.Struct(">hIi")
-_PRODUCER = struct.Struct(">qhqB")
+_PRODUCER_V1 = struct.Struct(">qhqB")
+_PRODUCER = struct.Struct(">qhqhiqB")
 _BATCH = struct.Struct(">iiqiq")
 _INT31 = 1 << 31
 #: How many snapshot files to keep (the newest ones).
@@ -98,9 +127,44 @@ class BatchMetadata(NamedTuple):
         return self.first_offset + self.offset_delta
 
 
+class EndTxnMarker(NamedTuple):
+    """What a transaction marker (the record of a control batch) says."""
+
+    committed: bool
+    coordinator_epoch: int
+
+
+class CompletedTxn(NamedTuple):
+    """A transaction ended by a marker at ``last_offset``.
+
+    ``first_offset`` is the marker's own offset when the producer wrote nothing here;
+    ``last_stable_offset`` is the LSO right after it ended (ignoring the high watermark): the
+    first offset of the earliest other open transaction, else ``last_offset + 1``.
+    """
+
+    producer_id: int
+    first_offset: int
+    last_offset: int
+    last_stable_offset: int
+    aborted: bool
+
+
+@dataclass(frozen=True, slots=True)
+class ActiveProducer:
+    """A producer the partition knows (DescribeProducers)."""
+
+    producer_id: int
+    producer_epoch: int
+    last_sequence: int
+    last_timestamp: int
+    coordinator_epoch: int
+    #: First offset of its open transaction, -1 when none.
+    current_txn_start_offset: int
+
+
 @dataclass
 class ProducerStateEntry:
-    """One producer's epoch and its last batches (oldest first)."""
+    """One producer's epoch, its last batches (oldest first) and its transaction state."""
 
     producer_id: int
     producer_epoch: int = -1
@@ -108,6 +172,12 @@ class ProducerStateEntry:
         default_factory=lambda: deque(maxlen=NUM_BATCHES_TO_RETAIN)
     )
     last_timestamp: int = -1
+    #: Highest epoch ended by a transaction marker (-1: none).
+    ended_epoch: int = -1
+    #: Highest coordinator epoch seen in a marker (-1: none).
+    coordinator_epoch: int = -1
+    #: First offset of the open transaction (at ``producer_epoch``), -1 when none is open.
+    txn_first_offset: int = -1
 
     @property
     def last_seq(self) -> int:
@@ -119,6 +189,9 @@ class ProducerStateEntry:
             self.producer_epoch,
             deque(self.batches, maxlen=NUM_BATCHES_TO_RETAIN),
             self.last_timestamp,
+            self.ended_epoch,
+            self.coordinator_epoch,
+            self.txn_first_offset,
         )
 
     def find_duplicate(self, header: BatchHeader) -> BatchMetadata | None:
@@ -144,6 +217,8 @@ class ProducerStateEntry:
             )
         )
         self.last_timestamp = max(self.last_timestamp, header.max_timestamp)
+        if self.txn_first_offset < 0 and header.is_transactional:
+            self.txn_first_offset = header.base_offset
 
 
 def _in_sequence(last_seq: int, next_seq: int) -> bool:
@@ -153,7 +228,8 @@ def _in_sequence(last_seq: int, next_seq: int) -> bool:
 class ProducerStateManager:
     """Producer id -> state, validation of leader appends, snapshots (see module docstring).
 
-    Thread-safety: not thread-safe; the owning ``Log`` calls it under its lock.
+    Thread-safety: not thread-safe; the owning ``Log`` calls it under its lock. The log's
+    lock-free readers only read ``first_unstable_offset`` (one attribute, replaced whole).
     """
 
     def __init__(self, directory: Path, *, producer_id_expiration_ms: int) -> None:
@@ -162,15 +238,31 @@ class ProducerStateManager:
         self.producers: dict[int, ProducerStateEntry] = {}
         #: The state reflects every batch below this offset.
         self.map_end_offset = 0
+        #: producer id -> first offset of its open transaction.
+        self._ongoing: dict[int, int] = {}
+        #: Completed transactions whose marker is at or above the high watermark, as
+        #: (first offset, marker offset): they hold the last stable offset back until then.
+        self.unreplicated: list[tuple[int, int]] = []
+        #: The high watermark the log last told (``on_high_watermark``).
+        self.high_watermark = 0
+        #: The smallest first offset of ``_ongoing`` and ``unreplicated``; None when both are
+        #: empty. The last stable offset is min(high watermark, this).
+        self.first_unstable_offset: int | None = None
 
     # -- validation and update ----------------------------------------------------------------
 
-    def check_leader_append(self, headers: Iterable[BatchHeader]) -> BatchMetadata | None:
+    def check_leader_append(
+        self,
+        headers: Iterable[BatchHeader],
+        verified: Collection[tuple[int, int]] = (),
+    ) -> BatchMetadata | None:
         """Validate the idempotent batches of a leader append, without changing the state.
 
         Returns the original metadata (spanning all of them) when the batches are a retry of
         ones already written (the append must then write nothing); raises
-        ``InvalidProducerEpochError``, ``OutOfOrderSequenceNumberError``, or
+        ``InvalidProducerEpochError``, ``OutOfOrderSequenceNumberError``,
+        ``InvalidTxnStateError`` (a transaction not in ``verified`` starts, or a
+        non-transactional batch from a producer with an open transaction), or
         ``DuplicateSequenceNumberError`` for an append mixing written and new batches (which
         could neither be skipped whole nor written whole).
         """
@@ -178,12 +270,14 @@ class ProducerStateManager:
         duplicates: list[BatchMetadata] = []
         for header in headers:
             pid = header.producer_id
-            if pid < 0 or header.is_control:
+            if pid < 0:
                 continue
             current = self.producers.get(pid)
             entry = pending.get(pid)
             if entry is None:
                 if current is not None:
+                    if header.is_transactional and header.producer_epoch <= current.ended_epoch:
+                        raise _ended_epoch_error(current, header.producer_epoch)
                     duplicate = current.find_duplicate(header)
                     if duplicate is not None:
                         duplicates.append(duplicate)
@@ -191,6 +285,13 @@ class ProducerStateManager:
                 entry = current.copy() if current is not None else ProducerStateEntry(pid)
                 pending[pid] = entry
             self._check(entry, header, known=current is not None)
+            if header.is_transactional:
+                _check_txn(entry, header, verified)
+            elif entry.txn_first_offset >= 0:
+                raise InvalidTxnStateError(
+                    f"producer {pid} has an open transaction here: a non-transactional batch "
+                    "cannot be written before it ends"
+                )
             entry.apply(header)
         if not duplicates:
             return None
@@ -235,25 +336,127 @@ class ProducerStateManager:
                 f"{(entry.last_seq + 1) % _INT31}, got {seq}"
             )
 
-    def update(self, headers: Iterable[BatchHeader]) -> None:
-        """Record appended batches (with their assigned offsets); no validation."""
+    def transactions_to_verify(self, headers: Iterable[BatchHeader]) -> set[tuple[int, int]]:
+        """(producer id, epoch) of the transactional batches in ``headers`` that would start a
+        transaction here. Raises ``InvalidProducerEpochError`` for an ended epoch and
+        ``InvalidRecordError`` for a control batch or a transactional batch without a producer
+        id. Reads the state without changing it (a hint: the append checks again)."""
+        out: set[tuple[int, int]] = set()
         for header in headers:
-            if header.producer_id >= 0 and not header.is_control:
-                entry = self.producers.get(header.producer_id)
-                if entry is None:
-                    entry = self.producers[header.producer_id] = ProducerStateEntry(
-                        header.producer_id
-                    )
-                entry.apply(header)
+            if header.is_control:
+                raise InvalidRecordError("producers may not write control batches")
+            if not header.is_transactional:
+                continue
+            pid, epoch = header.producer_id, header.producer_epoch
+            if pid < 0:
+                raise InvalidRecordError("a transactional batch without a producer id")
+            entry = self.producers.get(pid)
+            if entry is not None:
+                if epoch <= entry.ended_epoch:
+                    raise _ended_epoch_error(entry, epoch)
+                if entry.txn_first_offset >= 0 and entry.producer_epoch == epoch:
+                    continue
+            out.add((pid, epoch))
+        return out
+
+    def update(
+        self,
+        headers: Iterable[BatchHeader],
+        marker_of: Callable[[BatchHeader], EndTxnMarker | None] | None = None,
+    ) -> list[CompletedTxn]:
+        """Record appended batches (with their assigned offsets); no validation.
+
+        Control batches need ``marker_of`` (what the marker says; None for a control record
+        that is not a transaction marker). Returns the transactions the markers ended.
+        """
+        completed: list[CompletedTxn] = []
+        for header in headers:
+            if header.producer_id >= 0:
+                if header.is_control:
+                    marker = marker_of(header) if marker_of is not None else None
+                    if marker is not None:
+                        completed.append(self.complete_txn(header, marker))
+                else:
+                    entry = self.producers.get(header.producer_id)
+                    if entry is None:
+                        entry = self.producers[header.producer_id] = ProducerStateEntry(
+                            header.producer_id
+                        )
+                    opened = entry.txn_first_offset
+                    entry.apply(header)
+                    if opened != entry.txn_first_offset:
+                        self._ongoing[header.producer_id] = entry.txn_first_offset
+                        self._update_first_unstable()
             self.map_end_offset = max(self.map_end_offset, header.next_offset)
+        return completed
+
+    def complete_txn(self, header: BatchHeader, marker: EndTxnMarker) -> CompletedTxn:
+        """Apply the marker batch ``header`` (offsets final): end the producer's transaction."""
+        pid, epoch, offset = header.producer_id, header.producer_epoch, header.base_offset
+        entry = self.producers.get(pid)
+        if entry is None:
+            entry = self.producers[pid] = ProducerStateEntry(pid)
+        first = offset
+        # An open transaction of a newer epoch is not this marker's (it ends an older one).
+        if entry.txn_first_offset >= 0 and epoch >= entry.producer_epoch:
+            first = entry.txn_first_offset
+            entry.txn_first_offset = -1
+            self._ongoing.pop(pid, None)
+        if epoch > entry.producer_epoch:
+            entry.producer_epoch = epoch
+            entry.batches.clear()
+        entry.ended_epoch = max(entry.ended_epoch, epoch)
+        entry.coordinator_epoch = max(entry.coordinator_epoch, marker.coordinator_epoch)
+        entry.last_timestamp = max(entry.last_timestamp, header.max_timestamp)
+        others = [o for p, o in self._ongoing.items() if p != pid]
+        lso = min(others) if others else offset + 1
+        if first < offset and offset >= self.high_watermark:
+            self.unreplicated.append((first, offset))
+        self._update_first_unstable()
+        return CompletedTxn(pid, first, offset, lso, aborted=not marker.committed)
+
+    def on_high_watermark(self, high_watermark: int) -> None:
+        """The high watermark moved: completed transactions below it stop holding the LSO."""
+        self.high_watermark = high_watermark
+        if self.unreplicated:
+            self.unreplicated = [t for t in self.unreplicated if t[1] >= high_watermark]
+            self._update_first_unstable()
+
+    def _update_first_unstable(self) -> None:
+        firsts = list(self._ongoing.values())
+        firsts.extend(first for first, _ in self.unreplicated)
+        self.first_unstable_offset = min(firsts) if firsts else None
+
+    def open_transaction(self, producer_id: int) -> int | None:
+        """First offset of ``producer_id``'s open transaction, None when none is open."""
+        return self._ongoing.get(producer_id)
+
+    def active_producers(self) -> list[ActiveProducer]:
+        """Every producer the partition remembers, by producer id."""
+        return [
+            ActiveProducer(
+                e.producer_id,
+                e.producer_epoch,
+                e.last_seq,
+                e.last_timestamp,
+                e.coordinator_epoch,
+                e.txn_first_offset,
+            )
+            for _, e in sorted(self.producers.items())
+        ]
 
     def last_entry(self, producer_id: int) -> ProducerStateEntry | None:
         return self.producers.get(producer_id)
 
     def remove_expired(self, now_ms: int) -> int:
-        """Forget producers idle for ``producer.id.expiration.ms``; returns how many."""
+        """Forget producers idle for ``producer.id.expiration.ms`` (never one with an open
+        transaction); returns how many."""
         horizon = now_ms - self.producer_id_expiration_ms
-        expired = [pid for pid, e in self.producers.items() if e.last_timestamp < horizon]
+        expired = [
+            pid
+            for pid, e in self.producers.items()
+            if e.last_timestamp < horizon and e.txn_first_offset < 0
+        ]
         for pid in expired:
             del self.producers[pid]
         return len(expired)
@@ -300,8 +503,7 @@ class ProducerStateManager:
 
         Unreadable snapshots are deleted. With none, the state is empty and None returned.
         """
-        self.producers = {}
-        self.map_end_offset = 0
+        self.reset(0)
         for offset in reversed(self.snapshot_offsets()):
             if offset > max_offset:
                 continue
@@ -312,6 +514,10 @@ class ProducerStateManager:
                 path.unlink(missing_ok=True)
                 continue
             self.producers = {p.producer_id: p for p in producers}
+            self._ongoing = {
+                p.producer_id: p.txn_first_offset for p in producers if p.txn_first_offset >= 0
+            }
+            self._update_first_unstable()
             self.map_end_offset = offset
             return offset
         return None
@@ -319,24 +525,63 @@ class ProducerStateManager:
     def reset(self, offset: int) -> None:
         """Forget everything; the state now reflects an empty log ending at ``offset``."""
         self.producers = {}
+        self._ongoing = {}
+        self.unreplicated = []
+        self.first_unstable_offset = None
         self.map_end_offset = offset
 
 
-def encode_snapshot(entries: Iterable[ProducerStateEntry]) -> bytes:
-    """The snapshot bytes for ``entries`` (layout in the module docstring)."""
+def _ended_epoch_error(entry: ProducerStateEntry, epoch: int) -> InvalidProducerEpochError:
+    return InvalidProducerEpochError(
+        f"producer {entry.producer_id}: epoch {epoch} is at or below epoch {entry.ended_epoch}, "
+        "whose transaction a marker already ended here (a zombie or late write)"
+    )
+
+
+def _check_txn(
+    entry: ProducerStateEntry, header: BatchHeader, verified: Collection[tuple[int, int]]
+) -> None:
+    epoch = header.producer_epoch
+    if epoch <= entry.ended_epoch:
+        raise _ended_epoch_error(entry, epoch)
+    if entry.txn_first_offset >= 0 and entry.producer_epoch == epoch:
+        return  # continues the open transaction
+    if (entry.producer_id, epoch) not in verified:
+        raise InvalidTxnStateError(
+            f"producer {entry.producer_id} epoch {epoch}: the transaction coordinator has not "
+            "confirmed that this partition is part of the transaction"
+        )
+
+
+def encode_snapshot(
+    entries: Iterable[ProducerStateEntry], *, version: int = SNAPSHOT_VERSION
+) -> bytes:
+    """The snapshot bytes for ``entries`` (layout in the module docstring); ``version`` 1
+    (without the transaction fields) only for tests of old files."""
     body = bytearray()
     count = 0
     for entry in entries:
         count += 1
-        body += _PRODUCER.pack(
-            entry.producer_id, entry.producer_epoch, entry.last_timestamp, len(entry.batches)
-        )
+        if version == 1:
+            body += _PRODUCER_V1.pack(
+                entry.producer_id, entry.producer_epoch, entry.last_timestamp, len(entry.batches)
+            )
+        else:
+            body += _PRODUCER.pack(
+                entry.producer_id,
+                entry.producer_epoch,
+                entry.last_timestamp,
+                entry.ended_epoch,
+                entry.coordinator_epoch,
+                entry.txn_first_offset,
+                len(entry.batches),
+            )
         for b in entry.batches:
             body += _BATCH.pack(b.first_seq, b.last_seq, b.first_offset, b.offset_delta,
                                 b.max_timestamp)  # fmt: skip
     count_bytes = struct.pack(">i", count)
     crc = crc32c(count_bytes + body)
-    return struct.pack(">hI", SNAPSHOT_VERSION, crc) + count_bytes + bytes(body)
+    return struct.pack(">hI", version, crc) + count_bytes + bytes(body)
 
 
 class SnapshotFormatError(ValueError):
@@ -370,24 +615,36 @@ def snapshot_crc(data: bytes) -> int:
 
 
 def iter_snapshot_entries(
-    data: bytes, producer_count: int
+    data: bytes, producer_count: int, version: int = SNAPSHOT_VERSION
 ) -> Iterator[tuple[int, ProducerStateEntry]]:
-    """(byte position, entry) of each producer in snapshot bytes, in file order.
+    """(byte position, entry) of each producer in snapshot bytes of ``version``, in file order.
 
     Raises ``SnapshotFormatError`` where an entry is cut off, or for bytes after the last one.
     """
+    layout = _PRODUCER_V1 if version == 1 else _PRODUCER
     pos = _PREFIX.size
     for index in range(producer_count):
         start = pos
-        if pos + _PRODUCER.size > len(data):
+        if pos + layout.size > len(data):
             raise SnapshotFormatError(pos, f"producer {index} of {producer_count} is cut off")
-        pid, epoch, last_ts, n = _PRODUCER.unpack_from(data, pos)
-        pos += _PRODUCER.size
+        if version == 1:
+            pid, epoch, last_ts, n = _PRODUCER_V1.unpack_from(data, pos)
+            ended, coordinator, txn_first = -1, -1, -1
+        else:
+            pid, epoch, last_ts, ended, coordinator, txn_first, n = _PRODUCER.unpack_from(data, pos)
+        pos += layout.size
         if pos + n * _BATCH.size > len(data):
             raise SnapshotFormatError(
                 pos, f"producer {index} (id {pid}): its {n} batches are cut off"
             )
-        entry = ProducerStateEntry(pid, epoch, last_timestamp=last_ts)
+        entry = ProducerStateEntry(
+            pid,
+            epoch,
+            last_timestamp=last_ts,
+            ended_epoch=ended,
+            coordinator_epoch=coordinator,
+            txn_first_offset=txn_first,
+        )
         for _ in range(n):
             entry.batches.append(BatchMetadata(*_BATCH.unpack_from(data, pos)))
             pos += _BATCH.size
@@ -399,8 +656,10 @@ def iter_snapshot_entries(
 def decode_snapshot(data: bytes) -> list[ProducerStateEntry]:
     """Parse snapshot bytes; raises ``SnapshotFormatError`` (a ValueError) when they are bad."""
     header = read_snapshot_header(data)
-    if header.version != SNAPSHOT_VERSION:
+    if header.version not in SNAPSHOT_VERSIONS:
         raise SnapshotFormatError(0, f"snapshot version {header.version}")
     if snapshot_crc(data) != header.crc:
         raise SnapshotFormatError(2, "snapshot CRC mismatch")
-    return [entry for _, entry in iter_snapshot_entries(data, header.producer_count)]
+    return [
+        entry for _, entry in iter_snapshot_entries(data, header.producer_count, header.version)
+    ]

@@ -7,6 +7,9 @@ footer. Batches are in offset order, offsets increase strictly from the segment'
 segment has been recovered. Reads return raw byte ranges of whole batches through ``os.pread``:
 the segment never holds data in memory and never decodes records.
 
+Aborted transactions whose ABORT marker lies in the segment are listed in its ``.txnindex``
+(``TransactionIndex``, written by the log, which knows the transactions).
+
 Index entries (``OffsetIndex``, ``TimeIndex``) are added for the first batch after every
 ``index.interval.bytes`` of appended data; a lookup lands on an indexed batch and the segment
 scans the 61-byte headers forward from there.
@@ -42,11 +45,13 @@ from strom_storage.log.files import (
     INDEX_SUFFIX,
     LOG_SUFFIX,
     TIME_INDEX_SUFFIX,
+    TXN_INDEX_SUFFIX,
     file_path,
 )
 from strom_storage.log.offset_index import OffsetIndex
 from strom_storage.log.scattered import ScatteredBatches, write_all
 from strom_storage.log.time_index import TimeIndex
+from strom_storage.log.txn_index import TransactionIndex
 
 __all__ = ["BatchLocation", "LogSegment", "TimestampAndOffset"]
 
@@ -102,6 +107,9 @@ class LogSegment:
             base_offset,
             max_index_size=max_index_size,
             writable=writable,
+        )
+        self.txn_index = TransactionIndex(
+            file_path(directory, base_offset, TXN_INDEX_SUFFIX + file_suffix), base_offset
         )
         try:
             self._fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
@@ -254,6 +262,7 @@ class LogSegment:
             raise StorageError(f"fsync of {self.log_path} failed: {exc}") from exc
         self.offset_index.flush()
         self.time_index.flush()
+        self.txn_index.flush()
 
     # -- reading ------------------------------------------------------------------------------
 
@@ -424,6 +433,7 @@ class LogSegment:
         removed = self._size - position
         self.offset_index.truncate_to(cut)
         self.time_index.truncate_to(cut)
+        self.txn_index.truncate_to(cut)
         if removed:
             self._truncate_file(position)
         self._rolling_timestamp = None if position == 0 else self._rolling_timestamp
@@ -449,6 +459,8 @@ class LogSegment:
             self.on_become_inactive()
         self.offset_index.close()
         self.time_index.close()
+        self.txn_index.flush()
+        self.txn_index.close()
         os.close(self._fd)
         self._closed = True
 
@@ -458,15 +470,17 @@ class LogSegment:
             return
         self.offset_index.release()
         self.time_index.release()
+        self.txn_index.close()
         os.close(self._fd)
         self._closed = True
 
     def rename_suffix(self, old: str, new: str) -> None:
-        """Rename all three files from suffix ``old`` to ``new`` (e.g. "" -> ".deleted")."""
+        """Rename all the files from suffix ``old`` to ``new`` (e.g. "" -> ".deleted")."""
         for attr_path, setter in (
             (self.log_path, self._set_log_path),
             (self.offset_index.path, self.offset_index.rename),
             (self.time_index.path, self.time_index.rename),
+            (self.txn_index.path, self.txn_index.rename),
         ):
             name = attr_path.name
             base = name[: len(name) - len(old)] if old else name
@@ -483,6 +497,7 @@ class LogSegment:
         self.log_path.unlink(missing_ok=True)
         self.offset_index.delete()
         self.time_index.delete()
+        self.txn_index.delete()
 
     def __repr__(self) -> str:
         return f"LogSegment(base_offset={self.base_offset}, size={self._size})"

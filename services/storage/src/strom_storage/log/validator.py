@@ -25,6 +25,8 @@ from strom.errors import (
 )
 from strom.records.compression import check_codec
 from strom.records.header import (
+    ATTR_CONTROL,
+    ATTR_TRANSACTIONAL,
     BatchHeader,
     patch_base_offset,
     patch_leader_epoch,
@@ -45,6 +47,7 @@ __all__ = [
 ]
 
 NO_TIMESTAMP = -1
+_TXN_OR_CONTROL = ATTR_TRANSACTIONAL | ATTR_CONTROL
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,10 +90,15 @@ def validate_leader_batches(
     """Check a producer's batches (see module docstring); raises a ``strom.errors`` class."""
     batches = _common_checks(data, config)
     for pos, header in batches:
-        if header.is_control or header.is_transactional:
-            raise InvalidRecordError(
-                f"batch at byte {pos}: transactional and control batches are not supported"
-            )
+        if header.attributes & _TXN_OR_CONTROL:
+            if header.is_control:
+                raise InvalidRecordError(
+                    f"batch at byte {pos}: producers may not write control batches"
+                )
+            if header.producer_id < 0:
+                raise InvalidRecordError(
+                    f"batch at byte {pos}: a transactional batch needs a producer id"
+                )
         if header.record_count != header.last_offset_delta + 1 or header.record_count == 0:
             raise RecordCountMismatchError(
                 f"batch at byte {pos}: {header.record_count} records but last offset delta "

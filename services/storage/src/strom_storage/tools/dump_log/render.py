@@ -74,6 +74,9 @@ def _producer_fields(item: ProducerItem) -> dict[str, Any]:
         "lastSequence": e.last_seq,
         "lastOffset": e.batches[-1].last_offset if e.batches else -1,
         "lastTimestamp": e.last_timestamp,
+        "endedEpoch": e.ended_epoch,
+        "coordinatorEpoch": e.coordinator_epoch,
+        "currentTxnFirstOffset": e.txn_first_offset,
         "position": item.position,
         "batches": [
             {

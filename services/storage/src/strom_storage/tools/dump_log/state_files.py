@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from strom_storage.log.checkpoints import CheckpointFormatError, parse_offset_checkpoint
 from strom_storage.log.leader_epochs import parse_leader_epoch_checkpoint
 from strom_storage.log.producer_state import (
-    SNAPSHOT_VERSION,
+    SNAPSHOT_VERSIONS,
     SnapshotFormatError,
     iter_snapshot_entries,
     read_snapshot_header,
@@ -36,8 +36,9 @@ def snapshot_items(data: bytes) -> Iterator[Item]:
         return
     actual = snapshot_crc(data)
     yield SnapshotItem(header, actual == header.crc)
-    if header.version != SNAPSHOT_VERSION:
-        yield Problem(f"byte 0: version {header.version}, expected {SNAPSHOT_VERSION}", position=0)
+    if header.version not in SNAPSHOT_VERSIONS:
+        expected = " or ".join(map(str, SNAPSHOT_VERSIONS))
+        yield Problem(f"byte 0: version {header.version}, expected {expected}", position=0)
         return
     if actual != header.crc:
         yield Problem(
@@ -45,7 +46,7 @@ def snapshot_items(data: bytes) -> Iterator[Item]:
         )
     try:
         for index, (position, entry) in enumerate(
-            iter_snapshot_entries(data, header.producer_count)
+            iter_snapshot_entries(data, header.producer_count, header.version)
         ):
             yield ProducerItem(index, position, entry)
     except SnapshotFormatError as exc:
