@@ -299,3 +299,24 @@ def test_pending_records_round_trip_and_are_not_kafka_keys() -> None:
     assert key[:2] == b"\x7f\xf0"
     value = records.PendingValue(32766, 123, 9, "meta", 456)
     assert records.decode_pending_value(records.pending_value(value)) == value
+
+
+def test_a_partition_given_up_during_the_verification_writes_nothing() -> None:
+    async def scenario() -> None:
+        log = MemoryLog()
+        holder: list[GroupManager] = []
+
+        class UnloadingVerifier(FakeVerifier):
+            async def verify(
+                self, transactional_id: str, producer_id: int, epoch: int, tp: TopicPartition
+            ) -> BrokerResponseError | None:
+                holder[0].unload(0)  # another coordinator takes the partition meanwhile
+                return None
+
+        m = manager(log, UnloadingVerifier())
+        holder.append(m)
+        (result,) = await m.txn_commit_offsets(txn(("t", 0, 10)))
+        assert result.error is not None and result.error.code_name == "COORDINATOR_NOT_AVAILABLE"
+        assert log.batches == []
+
+    run(scenario)

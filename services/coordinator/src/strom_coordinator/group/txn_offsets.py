@@ -28,12 +28,17 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
-from strom.errors import BrokerResponseError, InvalidProducerEpochError, InvalidRequestError
+from strom.errors import (
+    BrokerResponseError,
+    CoordinatorNotAvailableError,
+    InvalidProducerEpochError,
+    InvalidRequestError,
+)
 from strom.types import TopicPartition
 from strom_coordinator.group import records
 from strom_coordinator.group.api import MarkerGroupResult, PartitionResult, TxnCommitRequest
 from strom_coordinator.group.errors import check_group_id, log_failure
-from strom_coordinator.group.model import CommittedOffset, Group, PendingTxnOffset
+from strom_coordinator.group.model import CommittedOffset, Group, GroupState, PendingTxnOffset
 from strom_coordinator.group.offsets import OffsetStore
 from strom_coordinator.group.stats import GroupStatsListener, NullStats
 from strom_coordinator.partitions.hosting import HostedPartitions
@@ -107,6 +112,10 @@ class TxnOffsetStore:
         )
         if refusal is not None:
             return _fail_accepted(results, refusal)
+        if self._groups.get(req.group_id) is not group or group.state is GroupState.DEAD:
+            # Unloaded or deleted while the transaction coordinator answered.
+            moved = CoordinatorNotAvailableError(f"group {req.group_id} changed; try again")
+            return _fail_accepted(results, moved)
         now = self._now_ms()
         seq = self._offsets.next_seq()
         staged: dict[tuple[str, int], PendingTxnOffset] = {}
