@@ -106,6 +106,15 @@ def run(
     asyncio.run(main())
 
 
+async def until(condition: Callable[[], object]) -> None:
+    """Let the loop run until ``condition()`` holds (a few hundred turns at most)."""
+    for _ in range(1000):
+        if condition():
+            return
+        await asyncio.sleep(0)
+    raise AssertionError("the condition never held")
+
+
 def headers(records: bytes | memoryview) -> list[BatchHeader]:
     return [header for _, header in walk_batches(records)]
 
@@ -212,8 +221,7 @@ def test_appends_queued_behind_a_verification_keep_arrival_order(tmp_path: Path)
         table.add(TID, PID, EPOCH, ("t", 0))
         table.gate = asyncio.Event()
         first = asyncio.ensure_future(replicas.append(1, 0, [("t", 0, txn_batch(2, seq=0))], TID))
-        await asyncio.sleep(0)
-        assert len(table.calls) == 1  # waiting for the coordinator
+        await until(lambda: table.calls)  # waiting for the coordinator
         # Pipelined behind it: the next batch of the transaction, and a plain write elsewhere.
         second = asyncio.ensure_future(
             replicas.append(1, 0, [("t", 0, txn_batch(1, seq=2)), ("t", 1, plain_batch(1))], TID)
@@ -238,7 +246,7 @@ def test_a_cancelled_verification_releases_the_partition(tmp_path: Path) -> None
         table.add(TID, PID, EPOCH, ("t", 0))
         table.gate = asyncio.Event()
         first = asyncio.ensure_future(replicas.append(1, 0, [("t", 0, txn_batch(1, seq=0))], TID))
-        await asyncio.sleep(0)
+        await until(lambda: table.calls)
         first.cancel()
         with pytest.raises(asyncio.CancelledError):
             await first
