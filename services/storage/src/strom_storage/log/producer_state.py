@@ -76,7 +76,7 @@ from strom.errors import (
     OutOfOrderSequenceNumberError,
 )
 from strom.records.crc import crc32c
-from strom.records.header import BatchHeader
+from strom.records.header import ATTR_CONTROL, ATTR_TRANSACTIONAL, BatchHeader
 from strom_storage.log.checkpoints import write_atomically
 from strom_storage.log.files import SNAPSHOT_SUFFIX, file_path, offset_from_name
 
@@ -109,6 +109,7 @@ _PRODUCER_V1 = struct.Struct(">qhqB")
 _PRODUCER = struct.Struct(">qhqhiqB")
 _BATCH = struct.Struct(">iiqiq")
 _INT31 = 1 << 31
+_NO_TXNS: list[CompletedTxn] = []  # shared, never appended to: most appends end no transaction
 #: How many snapshot files to keep (the newest ones).
 SNAPSHOTS_TO_KEEP = 2
 
@@ -217,7 +218,7 @@ class ProducerStateEntry:
             )
         )
         self.last_timestamp = max(self.last_timestamp, header.max_timestamp)
-        if self.txn_first_offset < 0 and header.is_transactional:
+        if header.attributes & ATTR_TRANSACTIONAL and self.txn_first_offset < 0:
             self.txn_first_offset = header.base_offset
 
 
@@ -272,11 +273,12 @@ class ProducerStateManager:
             pid = header.producer_id
             if pid < 0:
                 continue
+            transactional = header.attributes & ATTR_TRANSACTIONAL
             current = self.producers.get(pid)
             entry = pending.get(pid)
             if entry is None:
                 if current is not None:
-                    if header.is_transactional and header.producer_epoch <= current.ended_epoch:
+                    if transactional and header.producer_epoch <= current.ended_epoch:
                         raise _ended_epoch_error(current, header.producer_epoch)
                     duplicate = current.find_duplicate(header)
                     if duplicate is not None:
@@ -285,7 +287,7 @@ class ProducerStateManager:
                 entry = current.copy() if current is not None else ProducerStateEntry(pid)
                 pending[pid] = entry
             self._check(entry, header, known=current is not None)
-            if header.is_transactional:
+            if transactional:
                 _check_txn(entry, header, verified)
             elif entry.txn_first_offset >= 0:
                 raise InvalidTxnStateError(
@@ -369,23 +371,23 @@ class ProducerStateManager:
         Control batches need ``marker_of`` (what the marker says; None for a control record
         that is not a transaction marker). Returns the transactions the markers ended.
         """
-        completed: list[CompletedTxn] = []
+        completed: list[CompletedTxn] = _NO_TXNS
         for header in headers:
-            if header.producer_id >= 0:
-                if header.is_control:
+            pid = header.producer_id
+            if pid >= 0:
+                if header.attributes & ATTR_CONTROL:
                     marker = marker_of(header) if marker_of is not None else None
                     if marker is not None:
+                        if completed is _NO_TXNS:
+                            completed = []
                         completed.append(self.complete_txn(header, marker))
                 else:
-                    entry = self.producers.get(header.producer_id)
+                    entry = self.producers.get(pid)
                     if entry is None:
-                        entry = self.producers[header.producer_id] = ProducerStateEntry(
-                            header.producer_id
-                        )
-                    opened = entry.txn_first_offset
+                        entry = self.producers[pid] = ProducerStateEntry(pid)
                     entry.apply(header)
-                    if opened != entry.txn_first_offset:
-                        self._ongoing[header.producer_id] = entry.txn_first_offset
+                    if header.attributes & ATTR_TRANSACTIONAL and pid not in self._ongoing:
+                        self._ongoing[pid] = entry.txn_first_offset
                         self._update_first_unstable()
             self.map_end_offset = max(self.map_end_offset, header.next_offset)
         return completed

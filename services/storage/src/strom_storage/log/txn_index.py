@@ -75,6 +75,7 @@ class TxnIndexFormatError(ValueError):
     def __init__(self, position: int, message: str) -> None:
         super().__init__(f"byte {position}: {message}")
         self.position = position
+        self.detail = message
 
 
 def iter_entries(data: bytes, *, strict: bool = True) -> Iterator[tuple[int, AbortedTxn]]:

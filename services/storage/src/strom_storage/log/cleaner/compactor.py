@@ -2,8 +2,13 @@
 
 A log's inactive segments hold a *clean* section (already compacted: below the first dirty
 offset) followed by a *dirty* section; the active segment is never touched, and neither is
-anything at or above the first uncleanable offset (the active segment's base, the high
-watermark, or the first segment younger than ``min.compaction.lag.ms``).
+anything at or above the first uncleanable offset (the active segment's base, the last stable
+offset — never the data of an open transaction —, or the first segment younger than
+``min.compaction.lag.ms``).
+
+Transactions: the batches of aborted transactions (``AbortedRanges``, from the segments'
+``.txnindex`` files) take no part in the offset map and are dropped whole; control batches
+(transaction markers) are always kept, as are the cleaned segments' transaction index entries.
 
 One pass:
 
@@ -33,12 +38,12 @@ log's lock.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from strom.errors import StorageError
 from strom.records import rebuild_batch
-from strom.records.header import BatchHeader, read_header
+from strom.records.header import ATTR_CONTROL, ATTR_TRANSACTIONAL, BatchHeader, read_header
 from strom_storage.log.cleaner.batch_rewrite import (
     decode_batch_records,
     delete_horizon,
@@ -46,8 +51,15 @@ from strom_storage.log.cleaner.batch_rewrite import (
 from strom_storage.log.cleaner.offset_map import OffsetMap
 from strom_storage.log.files import CLEANED_SUFFIX
 from strom_storage.log.segment import LogSegment
+from strom_storage.log.txn_index import AbortedTxn
 
-__all__ = ["CleanStats", "build_offset_map", "clean_segments", "group_segments_by_size"]
+__all__ = [
+    "AbortedRanges",
+    "CleanStats",
+    "build_offset_map",
+    "clean_segments",
+    "group_segments_by_size",
+]
 
 _INT64_MAX = (1 << 63) - 1
 
@@ -67,6 +79,39 @@ class CleanStats:
     groups: list[list[int]] = field(default_factory=list)
 
 
+class AbortedRanges:
+    """The offset ranges of aborted transactions, per producer: which batches to drop."""
+
+    def __init__(self, txns: Iterable[AbortedTxn] = ()) -> None:
+        self._by_producer: dict[int, list[tuple[int, int]]] = {}
+        for txn in txns:
+            self._by_producer.setdefault(txn.producer_id, []).append(
+                (txn.first_offset, txn.last_offset)
+            )
+
+    @classmethod
+    def of(cls, segments: Sequence[LogSegment]) -> AbortedRanges:
+        """Every aborted transaction listed in the transaction indexes of ``segments``."""
+        return cls(
+            txn for s in segments if not s.txn_index.is_empty for txn in s.txn_index.entries()
+        )
+
+    def __bool__(self) -> bool:
+        return bool(self._by_producer)
+
+    def holds(self, header: BatchHeader) -> bool:
+        """Whether ``header`` is a data batch of an aborted transaction."""
+        if header.attributes & (ATTR_TRANSACTIONAL | ATTR_CONTROL) != ATTR_TRANSACTIONAL:
+            return False
+        ranges = self._by_producer.get(header.producer_id)
+        return ranges is not None and any(
+            first <= header.base_offset <= last for first, last in ranges
+        )
+
+
+_NONE_ABORTED = AbortedRanges()
+
+
 def _segments_from(segments: Sequence[LogSegment], start: int) -> list[LogSegment]:
     """``segments`` from the one holding ``start`` on."""
     out: list[LogSegment] = []
@@ -78,9 +123,14 @@ def _segments_from(segments: Sequence[LogSegment], start: int) -> list[LogSegmen
 
 
 def build_offset_map(
-    segments: Sequence[LogSegment], start: int, end: int, offset_map: OffsetMap
+    segments: Sequence[LogSegment],
+    start: int,
+    end: int,
+    offset_map: OffsetMap,
+    aborted: AbortedRanges = _NONE_ABORTED,
 ) -> int:
-    """Record the latest offset per key for records in [``start``, ``end``).
+    """Record the latest offset per key for records in [``start``, ``end``) (the records of
+    ``aborted`` transactions do not count).
 
     Returns where the map stopped: ``end`` when everything fit, else the base offset of the
     first batch that did not. Raises ``StorageError`` when not even one batch fits.
@@ -95,7 +145,7 @@ def build_offset_map(
             header = location.header
             if header.base_offset >= end:
                 return end
-            if header.last_offset < start or header.is_control:
+            if header.last_offset < start or header.is_control or aborted.holds(header):
                 continue
             _, records = decode_batch_records(segment.read_batch(location))
             keys = [r for r in records if r.key is not None and r.offset >= start]
@@ -141,8 +191,10 @@ def clean_segments(
     max_index_size: int,
     stats: CleanStats,
     retain_batches: frozenset[int] = frozenset(),
+    aborted: AbortedRanges = _NONE_ABORTED,
 ) -> LogSegment:
-    """Write the survivors of ``group`` into a new ``.cleaned`` segment (returned, open)."""
+    """Write the survivors of ``group`` into a new ``.cleaned`` segment (returned, open),
+    with the transaction index entries of the group."""
     first = group[0]
     cleaned = LogSegment(
         first.directory,
@@ -179,9 +231,12 @@ def clean_segments(
                     delete_retention_ms=delete_retention_ms,
                     stats=stats,
                     retain=location.header.base_offset in retain_batches,
+                    aborted=aborted,
                 )
                 if out is not None:
                     cleaned.append(out, [(0, read_header(out, 0))])
+            for txn in segment.txn_index.entries():
+                cleaned.txn_index.append(txn)
         stats.bytes_out += cleaned.size
     except BaseException:
         cleaned.delete()
@@ -199,10 +254,15 @@ def _clean_batch(
     delete_retention_ms: int,
     stats: CleanStats,
     retain: bool = False,
+    aborted: AbortedRanges = _NONE_ABORTED,
 ) -> bytes | None:
     """The batch to write for ``raw`` (itself, a rewrite, or None to drop it)."""
     if header.is_control or header.base_offset >= end_offset:
         return raw
+    if aborted.holds(header):
+        stats.records_removed += header.record_count
+        # A producer's latest batch stays, empty, so its sequence survives a state rebuild.
+        return rebuild_batch(header, []) if retain else None
     _, records = decode_batch_records(raw)
     horizon = delete_horizon(header)
     kept = []

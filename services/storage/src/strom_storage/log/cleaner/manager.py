@@ -3,8 +3,9 @@
 For each log with ``cleanup.policy`` containing ``compact`` the cleaner keeps a *first dirty
 offset* in ``<partition dir>/cleaner-offset-checkpoint`` (format: ``checkpoints.py``). The
 cleanable range ends at the *first uncleanable offset*: the smallest of the active segment's
-base offset, the high watermark, and the base of the first segment whose largest timestamp is
-younger than ``min.compaction.lag.ms``. With segment sizes counted whole, the *dirty ratio* is
+base offset, the last stable offset (at most the high watermark), and the base of the first
+segment whose largest timestamp is younger than ``min.compaction.lag.ms``. With segment sizes
+counted whole, the *dirty ratio* is
 
     dirty bytes (segments from the one holding the first dirty offset, below the uncleanable)
     / all bytes below the uncleanable offset
@@ -30,6 +31,7 @@ from pathlib import Path
 from strom.errors import CorruptRecordError
 from strom_storage.log.checkpoints import OffsetCheckpointFile
 from strom_storage.log.cleaner.compactor import (
+    AbortedRanges,
     CleanStats,
     build_offset_map,
     clean_segments,
@@ -104,7 +106,7 @@ class LogCleaner:
         """The clean and dirty sections of ``log`` now."""
         segments = log.segments()
         first_dirty = max(self._checkpoint(log).read() or 0, log.log_start_offset)
-        uncleanable = min(segments[-1].base_offset, log.high_watermark)
+        uncleanable = min(segments[-1].base_offset, log.last_stable_offset)
         lag = log.config.min_compaction_lag_ms
         if lag > 0:
             for segment in segments[:-1]:
@@ -171,7 +173,8 @@ class LogCleaner:
                 return None
             offset_map = self._map()
             segments = log.segments()
-            end = build_offset_map(segments, start, upper, offset_map)
+            aborted = AbortedRanges.of(segments)
+            end = build_offset_map(segments, start, upper, offset_map, aborted)
             config = log.config
             to_clean = [s for s in segments[:-1] if s.base_offset < end]
             groups = group_segments_by_size(
@@ -196,6 +199,7 @@ class LogCleaner:
                     max_index_size=config.segment_index_bytes,
                     stats=stats,
                     retain_batches=retain,
+                    aborted=aborted,
                 )
                 if not log.replace_segments(group, cleaned):
                     return stats  # the log changed under us (retention, truncation): retry later

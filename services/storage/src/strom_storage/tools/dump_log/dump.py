@@ -32,6 +32,7 @@ from strom_storage.tools.dump_log.state_files import (
     leader_epoch_items,
     offset_checkpoint_items,
     snapshot_items,
+    txn_index_items,
 )
 
 __all__ = ["EXIT_OK", "EXIT_PROBLEMS", "DumpLogError", "DumpOptions", "dump_file", "dump_files"]
@@ -101,6 +102,8 @@ def dump_file(path: Path, options: DumpOptions) -> Iterator[Item]:
             yield from _index_file_items(path, file_type, _read_all(path), options)
         case FileKind.SNAPSHOT:
             yield from snapshot_items(_read_all(path))
+        case FileKind.TXN_INDEX:
+            yield from txn_index_items(_read_all(path))
         case FileKind.OFFSET_CHECKPOINT:
             yield from offset_checkpoint_items(_read_all(path))
         case FileKind.LEADER_EPOCH_CHECKPOINT:

@@ -19,6 +19,7 @@ from strom_storage.log.files import (
     SWAP_SUFFIX,
     TIME_INDEX_SUFFIX,
     TMP_SUFFIX,
+    TXN_INDEX_SUFFIX,
     offset_from_name,
 )
 from strom_storage.log.leader_epochs import LEADER_EPOCH_FILE
@@ -28,7 +29,8 @@ __all__ = ["EXPECTED", "FileType", "classify"]
 
 #: What a file name must look like, for the message about an unknown one.
 EXPECTED = (
-    "<offset>.log, .index, .timeindex, .snapshot, a checkpoint file or .clean-shutdown "
+    "<offset>.log, .index, .timeindex, .txnindex, .snapshot, a checkpoint file or "
+    ".clean-shutdown "
     "(optionally with .deleted, .cleaned, .swap or .tmp after it)"
 )
 
@@ -37,6 +39,7 @@ _BY_SUFFIX = {
     LOG_SUFFIX: FileKind.LOG,
     INDEX_SUFFIX: FileKind.OFFSET_INDEX,
     TIME_INDEX_SUFFIX: FileKind.TIME_INDEX,
+    TXN_INDEX_SUFFIX: FileKind.TXN_INDEX,
     SNAPSHOT_SUFFIX: FileKind.SNAPSHOT,
 }
 _BY_NAME = {

@@ -10,6 +10,7 @@ from strom.records import Compression
 from strom.records.header import ATTR_DELETE_HORIZON
 from strom_storage.tools.dump_log.printable import json_bytes, show_bytes, show_key
 from strom_storage.tools.dump_log.report import (
+    AbortedTxnItem,
     BatchItem,
     CheckpointItem,
     FileKind,
@@ -89,6 +90,17 @@ def _producer_fields(item: ProducerItem) -> dict[str, Any]:
             }
             for b in e.batches
         ],
+    }
+
+
+def _aborted_fields(item: AbortedTxnItem) -> dict[str, Any]:
+    t = item.txn
+    return {
+        "producerId": t.producer_id,
+        "firstOffset": t.first_offset,
+        "lastOffset": t.last_offset,
+        "lastStableOffset": t.last_stable_offset,
+        "position": item.position,
     }
 
 
@@ -172,6 +184,8 @@ def text_line(path: Path, item: Item) -> str:
                 f"unused: {item.count} zeroed entries from byte {item.position} "
                 "(the preallocated room of an active segment's index)"
             )
+        case AbortedTxnItem():
+            return _pairs(_aborted_fields(item))
         case SnapshotItem():
             h = item.header
             return (
@@ -223,6 +237,8 @@ def _json_fields(item: Item) -> dict[str, Any]:
             return {"entry": item.entry, "timestamp": item.key, "offset": item.value}
         case UnusedSlotsItem():
             return {"count": item.count, "position": item.position}
+        case AbortedTxnItem():
+            return {"entry": item.entry, **_aborted_fields(item)}
         case SnapshotItem():
             h = item.header
             return {
@@ -258,6 +274,7 @@ _JSON_TYPES = {
     RecordItem: "record",
     IndexEntryItem: "index-entry",
     UnusedSlotsItem: "unused-slots",
+    AbortedTxnItem: "aborted-txn",
     SnapshotItem: "snapshot",
     ProducerItem: "producer",
     CheckpointItem: "checkpoint",

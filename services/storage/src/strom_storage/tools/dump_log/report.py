@@ -9,8 +9,10 @@ from enum import Enum
 from strom.records import BatchHeader, Record
 from strom.records.control import ControlRecord
 from strom_storage.log.producer_state import ProducerStateEntry, SnapshotHeader
+from strom_storage.log.txn_index import AbortedTxn
 
 __all__ = [
+    "AbortedTxnItem",
     "BatchItem",
     "CheckpointItem",
     "FileKind",
@@ -35,6 +37,7 @@ class FileKind(Enum):
     LOG = "log"
     OFFSET_INDEX = "offset-index"
     TIME_INDEX = "time-index"
+    TXN_INDEX = "txn-index"
     SNAPSHOT = "producer-snapshot"
     OFFSET_CHECKPOINT = "offset-checkpoint"
     LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
@@ -94,6 +97,15 @@ class UnusedSlotsItem:
 
     count: int
     position: int
+
+
+@dataclass(frozen=True, slots=True)
+class AbortedTxnItem:
+    """Entry ``entry`` of a ``.txnindex`` file, at byte ``position``: an aborted transaction."""
+
+    entry: int
+    position: int
+    txn: AbortedTxn
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,6 +170,7 @@ Item = (
     | RecordItem
     | IndexEntryItem
     | UnusedSlotsItem
+    | AbortedTxnItem
     | SnapshotItem
     | ProducerItem
     | CheckpointItem

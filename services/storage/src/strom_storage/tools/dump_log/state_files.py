@@ -14,7 +14,9 @@ from strom_storage.log.producer_state import (
     read_snapshot_header,
     snapshot_crc,
 )
+from strom_storage.log.txn_index import ENTRY_SIZE, TxnIndexFormatError, iter_entries
 from strom_storage.tools.dump_log.report import (
+    AbortedTxnItem,
     CheckpointItem,
     Item,
     LeaderEpochItem,
@@ -23,7 +25,7 @@ from strom_storage.tools.dump_log.report import (
     SnapshotItem,
 )
 
-__all__ = ["leader_epoch_items", "offset_checkpoint_items", "snapshot_items"]
+__all__ = ["leader_epoch_items", "offset_checkpoint_items", "snapshot_items", "txn_index_items"]
 
 
 def snapshot_items(data: bytes) -> Iterator[Item]:
@@ -51,6 +53,19 @@ def snapshot_items(data: bytes) -> Iterator[Item]:
             yield ProducerItem(index, position, entry)
     except SnapshotFormatError as exc:
         yield Problem(str(exc), position=exc.position)
+
+
+def txn_index_items(data: bytes) -> Iterator[Item]:
+    """The aborted transactions of a ``.txnindex`` file, and a ``Problem`` where it breaks (a
+    torn last entry, an unknown version, offsets out of order)."""
+    try:
+        for position, txn in iter_entries(data):
+            yield AbortedTxnItem(position // ENTRY_SIZE, position, txn)
+    except TxnIndexFormatError as exc:
+        entry = exc.position // ENTRY_SIZE
+        yield Problem(
+            f"entry {entry} (byte {exc.position}): {exc.detail}", position=exc.position, entry=entry
+        )
 
 
 def _text(data: bytes) -> str | Problem:
