@@ -222,9 +222,9 @@ class ClusterLink:
                 if value is None:
                     self.coordinator_addresses.pop(coordinator, None)
                 else:
-                    found = decode_value(value)
+                    registered = decode_value(value)
                     self.coordinator_addresses[coordinator] = (
-                        f"{found['host']}:{int(found['port'])}"
+                        f"{registered['host']}:{int(registered['port'])}"
                     )
                 return False
             if key == self.keys.controller_leader:

@@ -368,7 +368,7 @@ class ReplicaManager:
             invalid = InvalidRequiredAcksError(f"acks must be 0, 1 or -1 (all), got {acks}")
             return [ProducePartitionResult(t, p, invalid) for t, p, _ in entries]
         notifier = self.notifier
-        results = []
+        results: list[ProducePartitionResult] = []
         waits: list[tuple[int, Partition, int]] = []  # (result index, partition, offset)
         deferred: list[DeferredAppend] | None = None
         queued = self._verifications.tails
