@@ -7,6 +7,7 @@ DescribeProducers lists the open transactions."""
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -34,6 +35,8 @@ from strom_storage.node import (
 from strom_storage.stats import NodeStats
 
 PID, EPOCH = 1000, 3
+#: Record timestamps near the markers' (the broker's clock), so no segment rolls by time.
+NOW_MS = int(time.time() * 1000)
 NODE = 1
 TID = "tid-a"
 
@@ -74,14 +77,14 @@ def txn_batch(n: int, *, seq: int, pid: int = PID, epoch: int = EPOCH) -> bytes:
         producer_id=pid, producer_epoch=epoch, base_sequence=seq, is_transactional=True
     )
     for i in range(n):
-        builder.append(1_700_000_000_000, None, f"txn-{seq + i}".encode())
+        builder.append(NOW_MS, None, f"txn-{seq + i}".encode())
     return builder.build()
 
 
 def plain_batch(n: int) -> bytes:
     builder = BatchBuilder()
     for i in range(n):
-        builder.append(1_700_000_000_000, None, f"plain-{i}".encode())
+        builder.append(NOW_MS, None, f"plain-{i}".encode())
     return builder.build()
 
 
