@@ -44,7 +44,9 @@ def txn_batch(n: int = 1, *, seq: int = 0, pid: int = PID, epoch: int = 0) -> by
 
 def write(log: Log, n: int = 1, *, seq: int = 0, pid: int = PID, epoch: int = 0) -> int:
     """Append a (verified) transactional batch; returns its first offset."""
-    info = log.append_as_leader(txn_batch(n, seq=seq, pid=pid, epoch=epoch), verified={(pid, epoch)})
+    info = log.append_as_leader(
+        txn_batch(n, seq=seq, pid=pid, epoch=epoch), verified={(pid, epoch)}
+    )
     return info.first_offset
 
 
