@@ -7,6 +7,9 @@ leaders, coordinator kills and KIP-890 are tests/integration/transactions/.)"""
 from __future__ import annotations
 
 import asyncio
+import signal
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -257,3 +260,40 @@ def test_the_transactions_and_consume_commands(cluster: LocalCluster, tmp_path: 
     assert committed.stdout.splitlines() == ["kept"]
     everything = assert_ok(cluster.strom(*base, "--print-offset"))
     assert [line.split()[-1] for line in everything.stdout.splitlines()] == ["gone", "kept"]
+
+
+EXAMPLE = Path(__file__).parents[3] / "clients" / "examples" / "transform.py"
+
+
+def test_the_consume_transform_produce_example_is_exactly_once(cluster: LocalCluster) -> None:
+    make_topic(cluster, "example-in", partitions=2)
+    make_topic(cluster, "example-out", partitions=2)
+    inputs = [f"word-{i}" for i in range(200)]
+    for p in range(2):
+        cluster.produce("example-in", p, [v.encode() for v in inputs[p::2]])
+
+    def start() -> subprocess.Popen[bytes]:
+        argv = [
+            sys.executable, str(EXAMPLE), "example-in", "example-out",
+            "--bootstrap-server", cluster.gateway, "--group", "example",
+            "--transactional-id", "example-1",
+        ]  # fmt: skip
+        return subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+    def outputs() -> list[str]:
+        return read_values(cluster, "example-out", isolation_level="read_committed")
+
+    first = start()
+    try:
+        wait_until(lambda: len(outputs()) > 0, 60, "the first committed transaction")
+    finally:
+        first.kill()  # mid-run: what it left open is aborted by the next incarnation
+        first.wait(10)
+    second = start()
+    try:
+        wait_until(lambda: len(outputs()) >= len(inputs), 90, "every input transformed")
+    finally:
+        second.send_signal(signal.SIGTERM)
+        _, stderr = second.communicate(timeout=60)
+    assert second.returncode == 0, stderr.decode()[-2000:]
+    assert sorted(outputs()) == sorted(v.upper() for v in inputs)
