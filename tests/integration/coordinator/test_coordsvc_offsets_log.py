@@ -45,6 +45,8 @@ def create_topic(cluster: LocalCluster, name: str, replication: int, min_isr: in
 
 
 async def init_producer(client: ClusterClient, transactional_id: str) -> tuple[int, int]:
+    """InitProducerId of a reserved ("__strom_") id: answered by the controller, as the
+    coordinators' fencing ids are (other ids go to the transaction coordinator)."""
     request = controller_pb2.InitProducerIdRequest(
         transactional_id=transactional_id, producer_id=-1, producer_epoch=-1
     )
@@ -73,8 +75,8 @@ async def batches(client: ClusterClient, topic: str) -> list[list[bytes]]:
 
 def test_transactional_ids_keep_one_producer_id_and_bump_the_epoch(cluster: LocalCluster) -> None:
     async def scenario(client: ClusterClient) -> list[tuple[int, int]]:
-        return [await init_producer(client, "tid-stable") for _ in range(3)] + [
-            await init_producer(client, "tid-other")
+        return [await init_producer(client, "__strom_test-tid-stable") for _ in range(3)] + [
+            await init_producer(client, "__strom_test-tid-other")
         ]
 
     (a0, e0), (a1, e1), (a2, e2), (other, other_epoch) = run(cluster, scenario)
@@ -86,7 +88,7 @@ def test_group_commit_keeps_each_callers_records_in_one_batch(cluster: LocalClus
     create_topic(cluster, "log-batches", 3, 2)
 
     async def scenario(client: ClusterClient) -> tuple[list[list[bytes]], list[bytes]]:
-        producer = await init_producer(client, "tid-batches")
+        producer = await init_producer(client, "__strom_test-tid-batches")
 
         async def no_reinit(partition: int) -> tuple[int, int]:
             raise AssertionError("no write failed")
@@ -131,10 +133,10 @@ def test_a_bumped_epoch_fences_the_previous_writer(cluster: LocalCluster) -> Non
 
         old = OffsetsLog(client, timeout_s=20, reinit=no_reinit, on_fenced=fenced.append,
                          topic="log-fence")  # fmt: skip
-        old.open(0, *await init_producer(client, "tid-fence"))
+        old.open(0, *await init_producer(client, "__strom_test-tid-fence"))
         await old.append(0, [(b"old-1", b"v")])
         new = OffsetsLog(client, timeout_s=20, reinit=no_reinit, topic="log-fence")
-        new.open(0, *await init_producer(client, "tid-fence"))  # bumps the epoch
+        new.open(0, *await init_producer(client, "__strom_test-tid-fence"))  # bumps the epoch
         await new.append(0, [(b"new-1", b"v")])
         with pytest.raises(NotCoordinatorError):
             await old.append(0, [(b"old-2", b"v")])
@@ -159,11 +161,11 @@ def test_a_timed_out_write_fails_retriably_and_the_next_bumps_the_epoch(
         reinits: list[tuple[int, int]] = []
 
         async def reinit(partition: int) -> tuple[int, int]:
-            reinits.append(await init_producer(client, "tid-timeout"))
+            reinits.append(await init_producer(client, "__strom_test-tid-timeout"))
             return reinits[-1]
 
         log = OffsetsLog(client, timeout_s=1.0, reinit=reinit, topic="log-timeout")
-        first = await init_producer(client, "tid-timeout")
+        first = await init_producer(client, "__strom_test-tid-timeout")
         log.open(0, *first)
         with pytest.raises(StromError) as failed:
             await log.append(0, [(b"lost", b"v")])

@@ -9,8 +9,10 @@ all-or-nothing.
 Each batch carries the partition's producer id and epoch (from InitProducerId with the
 partition's transactional id, see ``ownership``) and the next sequence number, and is sent with
 acks=-1 to the partition leader. A leader change or a network error refreshes the metadata and
-resends the same bytes until ``offsets.commit.timeout.ms`` runs out; the storage node answers a
-resent batch it already holds with its original offsets, so a retry never writes twice.
+resends the same bytes until ``offsets.commit.timeout.ms`` runs out (one attempt gets a third of
+it, at least a second, so that a leader that stopped answering does not hold the write up); the
+storage node answers a resent batch it already holds with its original offsets, so a retry never
+writes twice.
 
 * INVALID_PRODUCER_EPOCH: another coordinator took the partition over (it bumped the epoch).
   Every waiting append fails with ``NotCoordinatorError`` and ``on_fenced`` tells the
@@ -46,6 +48,8 @@ _SEQUENCE_WRAP = 1 << 31
 _MERGE_BYTES = 1 << 20
 _BACKOFF_S = 0.05
 _BACKOFF_MAX_S = 0.5
+#: The shortest time one attempt of a write gets (a third of the write's timeout otherwise).
+_ATTEMPT_MIN_S = 1.0
 
 Record = tuple[bytes, bytes | None]
 Reinit = Callable[[int], Awaitable[tuple[int, int]]]
@@ -232,9 +236,12 @@ class OffsetsLog:
                         f"(last error: {last})",
                     )
                 )
+            # One attempt may not use the whole budget: a leader that stopped answering (paused,
+            # partitioned) must not keep the write from reaching its successor.
+            attempt = min(remaining, max(_ATTEMPT_MIN_S, self._timeout_s / 3))
             request = storage_pb2.ProduceRequest(
                 acks=-1,
-                timeout_ms=max(1, int(remaining * 1000)),
+                timeout_ms=max(1, int(attempt * 1000)),
                 partitions=[
                     storage_pb2.ProducePartitionData(
                         topic=self.topic, partition=partition, records=data
@@ -243,10 +250,10 @@ class OffsetsLog:
                 client_id="strom-coordinator",
             )
             try:
-                async with asyncio.timeout(remaining):
+                async with asyncio.timeout(attempt):
                     leader = await self._cluster.leader(tp)
                     response = await storage_call(
-                        self._cluster, leader.leader, "Produce", request, remaining
+                        self._cluster, leader.leader, "Produce", request, attempt
                     )
             except StromError as exc:
                 if not exc.retriable:
@@ -254,7 +261,9 @@ class OffsetsLog:
                 last = exc
                 self._cluster.mark_stale(self.topic)
             except TimeoutError:
-                continue  # the deadline check above raises
+                last = RequestTimedOutError(where(tp, "no answer from the leader"))
+                self._cluster.mark_stale(self.topic)
+                continue  # asked again (a new leader, maybe); the deadline check above ends it
             else:
                 (result,) = response.partitions
                 code = result.error_code
