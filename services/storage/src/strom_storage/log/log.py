@@ -238,7 +238,10 @@ class Log:
         whose marker the high watermark has not passed yet). Lock-free."""
         hw = self._high_watermark  # read first: an append publishes its open transaction first
         first_unstable = self._producers.first_unstable_offset
-        return hw if first_unstable is None else min(hw, first_unstable)
+        if first_unstable is None:
+            return hw
+        # A transaction whose start was deleted (delete-records) holds it at the log start.
+        return min(hw, max(first_unstable, self._log_start_offset))
 
     @property
     def recovery_point(self) -> int:
@@ -512,7 +515,7 @@ class Log:
         start = self._log_start_offset
         hw = self._high_watermark
         first_unstable = self._producers.first_unstable_offset
-        lso = hw if first_unstable is None else min(hw, first_unstable)
+        lso = hw if first_unstable is None else min(hw, max(first_unstable, start))
         if fetch_offset < start or fetch_offset > end.offset:
             raise OffsetOutOfRangeError(
                 f"offset {fetch_offset} is outside [{start}, {end.offset}] of {self.directory.name}"
