@@ -191,3 +191,34 @@ def test_the_spark_source_drops_aborted_transactions_under_read_committed() -> N
     assert batch.column("offset").to_pylist() == [2, 6]
     uncommitted = arrow.records_to_arrow(INTERLEAVED, TP, 0, 7)
     assert uncommitted.column("offset").to_pylist() == [0, 1, 2, 3, 6]
+
+
+@pytest.mark.parametrize(
+    ("extra", "level"),
+    [
+        ({}, "read_uncommitted"),
+        ({"kafka.isolation.level": "read_committed"}, "read_committed"),
+        ({"isolationLevel": "READ_COMMITTED"}, "read_committed"),
+        ({"kafka.isolation.level": "read_committed", "isolationlevel": "read_committed"}, None),
+    ],
+)
+def test_the_spark_isolation_level_option(extra: dict[str, str], level: str | None) -> None:
+    options = pytest.importorskip("strom_spark.options")
+    raw = {"strom.bootstrap.servers": "localhost:9092", "subscribe": "t", **extra}
+    parsed = options.parse_source_options(raw, streaming=False)
+    assert parsed.isolation_level == (level or "read_committed")
+    assert parsed.read_committed == (parsed.isolation_level == "read_committed")
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        {"kafka.isolation.level": "committed"},
+        {"kafka.isolation.level": "read_committed", "isolationLevel": "read_uncommitted"},
+    ],
+)
+def test_a_bad_spark_isolation_level_is_refused(extra: dict[str, str]) -> None:
+    options = pytest.importorskip("strom_spark.options")
+    raw = {"strom.bootstrap.servers": "localhost:9092", "subscribe": "t", **extra}
+    with pytest.raises(ValueError, match="isolation"):
+        options.parse_source_options(raw, streaming=True)
