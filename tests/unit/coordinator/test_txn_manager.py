@@ -22,9 +22,9 @@ from strom.errors import (
     TransactionalIdNotFoundError,
     TransactionCoordinatorFencedError,
 )
-from strom_coordinator.txn import records
+from strom_coordinator.txn import records, state
 from strom_coordinator.txn.manager import MarkerJob, TransactionManager, TxnConfig
-from strom_coordinator.txn.state import TxnState
+from strom_coordinator.txn.state import TxnMetadata, TxnState
 
 T = TypeVar("T")
 TID = "orders"
@@ -256,5 +256,25 @@ def test_list_describe_and_expire() -> None:
         assert await m.expire() == 1
         assert m.get("idle") is None and m.get(TID) is not None
         assert w.log.records()[-1] == (records.transaction_key("idle"), None)
+
+    run(main())
+
+
+def test_epoch_overflow_takes_a_fresh_producer_id_and_marks_with_the_old_one() -> None:
+    async def main() -> None:
+        w = World()
+        m = w.manager(load=False)
+        last = state.MAX_EPOCH - 1
+        ongoing = TxnMetadata(TID, 7, last, 60_000, TxnState.ONGOING,
+                              partitions=frozenset({TP}), start_ms=w.clock[0])  # fmt: skip
+        m.begin_loading(0)
+        m.replay(0, records.transaction_key(TID), records.encode_value(ongoing), 0)
+        m.finish_loading(0)
+        assert await m.end_txn(TID, 7, last, True) == (101, 0)
+        await settle()
+        (job,) = w.markers.jobs
+        assert (job.producer_id, job.producer_epoch) == (7, last)
+        assert await m.end_txn(TID, 7, last, True) == (101, 0)  # a retry
+        await m.add_partitions(TID, 101, 0, [TP])  # the next transaction, on the new id
 
     run(main())

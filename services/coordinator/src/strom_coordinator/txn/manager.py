@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -269,8 +270,7 @@ class TransactionManager:
             if completion is None:
                 await asyncio.sleep(min(_BACKOFF_S, remaining))
                 continue
-            with contextlib.suppress(TimeoutError, asyncio.CancelledError, StromError):
-                await asyncio.wait_for(asyncio.shield(completion), remaining)
+            await asyncio.wait({completion}, timeout=remaining)
 
     async def add_partitions(
         self,
@@ -345,7 +345,8 @@ class TransactionManager:
         wanted_ids = set(producer_ids)
         now = self._now()
         found = []
-        for tid, meta in sorted(self._txns.items()):
+        for meta in sorted(self._served(), key=lambda m: m.transactional_id):
+            tid = meta.transactional_id
             if wanted_states and meta.state.value.lower() not in wanted_states:
                 continue
             if wanted_ids and meta.producer_id not in wanted_ids:
@@ -379,7 +380,7 @@ class TransactionManager:
         """Abort every Ongoing transaction past its timeout (PrepareAbort now, markers and
         CompleteAbort in the background); returns how many."""
         now = self._now()
-        due = [m for m in self._txns.values() if state.timed_out(m, now)]
+        due = [m for m in self._served() if state.timed_out(m, now)]
         aborted = 0
         for meta in due:
             tid = meta.transactional_id
@@ -410,7 +411,7 @@ class TransactionManager:
         """Remove ids idle for transactional.id.expiration.ms (tombstones); returns how many."""
         now = self._now()
         limit = self._config.transactional_id_expiration_ms
-        due = [m.transactional_id for m in self._txns.values() if state.expired(m, now, limit)]
+        due = [m.transactional_id for m in self._served() if state.expired(m, now, limit)]
         removed = 0
         for tid in due:
             partition = self._partitions.partition_for(tid)
@@ -440,6 +441,14 @@ class TransactionManager:
                 await task
 
     # -- plumbing ------------------------------------------------------------------------------
+
+    def _served(self) -> list[TxnMetadata]:
+        """The states of the ids of served partitions (not of those still loading)."""
+        return [
+            meta
+            for tid, meta in self._txns.items()
+            if (p := self._partition_of(tid)) is not None and self._partitions.is_served(p)
+        ]
 
     def _lock(self, transactional_id: str) -> asyncio.Lock:
         lock = self._locks.get(transactional_id)
@@ -512,8 +521,11 @@ class TransactionManager:
         previous = self._completions.get(tid)
         if previous is not None and not previous.done():
             return
+        # A context of its own: the request that started it (its log fields) is long gone.
         task = asyncio.get_running_loop().create_task(
-            self._complete(partition, generation, meta), name=f"txn-markers-{tid}"
+            self._complete(partition, generation, meta),
+            name=f"txn-markers-{tid}",
+            context=contextvars.Context(),
         )
         self._completions[tid] = task
 
