@@ -291,6 +291,12 @@ class TransactionManager:
             self.partitions.update(batch)
             self.wakeup()
 
+    def stop_adding(self) -> None:
+        """Give up on an AddPartitionsToTxn in flight (the transaction is being aborted)."""
+        self._to_add.clear()
+        if self._adding is not None and not self._adding.done():
+            self._adding.cancel()
+
     async def wait_adding(self) -> None:
         """Until no AddPartitionsToTxn is in flight."""
         task = self._adding

@@ -526,20 +526,33 @@ class Producer:
         self._sender.fail_all(
             TransactionAbortedError("the transaction was aborted before this record was sent")
         )
+        txn.stop_adding()  # EndTxn(abort) covers whatever it may have added
         await self._wait_incomplete(self.config.max_block_ms / 1000)
-        await txn.wait_adding()
         await txn.end(commit=False)
 
     async def _wait_incomplete(self, timeout: float) -> None:  # noqa: ASYNC109
         """Until every batch in flight has completed (StromTimeoutError after ``timeout``)."""
+        pending = list(self._acc.incomplete)
+        if not pending:
+            return
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout
-        while self._acc.incomplete:
-            if loop.time() >= deadline:
-                raise StromTimeoutError(
-                    f"abort_transaction(): records still in flight after {timeout} s"
-                )
-            await asyncio.sleep(0.005)
+        waiter: asyncio.Future[None] = loop.create_future()
+        remaining = [len(pending)]
+
+        def one_done(_batch: ProducerBatch) -> None:
+            remaining[0] -= 1
+            if remaining[0] == 0:
+                _on_loop(loop, _settle_none, waiter)
+
+        for batch in pending:
+            batch.add_callback(one_done)
+        try:
+            async with asyncio.timeout(timeout):
+                await asyncio.shield(waiter)
+        except TimeoutError:
+            raise StromTimeoutError(
+                f"abort_transaction(): records still in flight after {timeout} s; call it again"
+            ) from None
 
     async def partitions_for(self, topic: str) -> list[int]:
         """The topic's partition ids (from metadata)."""
