@@ -309,7 +309,8 @@ def _state(log: Log) -> tuple[object, ...]:
 
 def _read_committed(log: Log) -> tuple[bytes, set[tuple[int, int]]]:
     """Everything a read_committed consumer fetches, and the aborted transactions reported."""
-    data, aborted, offset = b"", set(), log.log_start_offset
+    data, offset = b"", log.log_start_offset
+    aborted: set[tuple[int, int]] = set()
     while offset < log.last_stable_offset:
         read = log.read(offset, 1 << 20, isolation=COMMITTED)
         data += bytes(read.records)

@@ -94,13 +94,13 @@ class Model:
             self.visible.extend((info.first_offset + i, v) for i, v in enumerate(values))
         elif action < 0.8:
             committed = rng.random() < 0.5
-            info = log.append_txn_marker(
+            marker = log.append_txn_marker(
                 pid, self.epoch[pid], committed=committed, coordinator_epoch=1, leader_epoch=0
             )
-            assert info is not None
+            assert marker is not None
             written = self.open.pop(pid, [])
             if written:
-                self.ended.append((written[0][0], info.first_offset))
+                self.ended.append((written[0][0], marker.first_offset))
             if committed:
                 self.visible.extend(written)
             self.epoch[pid] += 1

@@ -28,9 +28,11 @@ Thread-safety: runs before the log is shared; not thread-safe.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from strom.records.header import BatchHeader
 from strom_storage.log.checkpoints import OffsetCheckpointFile, fsync_dir
 from strom_storage.log.config import LogConfig
 from strom_storage.log.files import (
@@ -49,7 +51,7 @@ from strom_storage.log.files import (
     file_path,
     offset_from_name,
 )
-from strom_storage.log.producer_state import CompletedTxn, ProducerStateManager
+from strom_storage.log.producer_state import CompletedTxn, EndTxnMarker, ProducerStateManager
 from strom_storage.log.segment import LogSegment
 from strom_storage.log.segments import LogSegments
 from strom_storage.log.txn_index import AbortedTxn
@@ -273,10 +275,14 @@ def rebuild_producer_state(
                 producers.update([header])
                 continue
             marker = read_marker(segment.read_batch(location))
-            for txn in producers.update([header], lambda _h, m=marker: m):
+            for txn in producers.update([header], _constant(marker)):
                 append_aborted(segment, txn)
     producers.map_end_offset = log_end_offset
     producers.on_high_watermark(high_watermark)
+
+
+def _constant(marker: EndTxnMarker | None) -> Callable[[BatchHeader], EndTxnMarker | None]:
+    return lambda _header: marker
 
 
 def append_aborted(segment: LogSegment, txn: CompletedTxn) -> None:
