@@ -295,6 +295,57 @@ def test_a_timed_out_transaction_is_aborted_by_the_coordinator(txn_cluster: Loca
     assert end(stub, tid, pid, epoch + 1, False).error_code == E.NONE
 
 
+def group_stub(cluster: LocalCluster, group: str) -> GroupCoordinatorStub:
+    request = cpb.FindCoordinatorRequest(group_id=group)
+
+    def find() -> cpb.FindCoordinatorResponse | None:
+        with grpc.insecure_channel(cluster.coordinator_address(1)) as channel:
+            answer = GroupCoordinatorStub(channel).FindCoordinator(request, timeout=10)
+        return answer if answer.error_code == E.NONE else None
+
+    node = wait_until(find, 60, f"the coordinator of {group}").coordinator
+    return GroupCoordinatorStub(grpc.insecure_channel(f"{node.host}:{node.port}"))
+
+
+def test_offsets_added_to_a_transaction_are_committed_with_it(txn_cluster: LocalCluster) -> None:
+    tid, group = "offsets-app", "offsets-group"
+    groups = group_stub(txn_cluster, group)
+    _, stub = tc(txn_cluster, tid)
+    pid, epoch = init(stub, tid)
+    request = pb.AddOffsetsToTxnRequest(
+        transactional_id=tid, producer_id=pid, producer_epoch=epoch, group_id=group
+    )
+    answer = settled(lambda: stub.AddOffsetsToTxn(request, timeout=30), lambda a: a.error_code)
+    assert answer.error_code == E.NONE, answer.error_message
+    described = describe(stub, tid)
+    assert list(described.group_ids) == [group]
+    assert [tp.topic for tp in described.partitions] == ["__consumer_offsets"]
+    commit = cpb.TxnOffsetCommitRequest(
+        transactional_id=tid, group_id=group, producer_id=pid, producer_epoch=epoch,
+        generation_id=-1,
+        partitions=[cpb.OffsetCommitPartition(topic="orders", partition=0, committed_offset=42)],
+    )  # fmt: skip
+    staged = settled(
+        lambda: groups.TxnOffsetCommit(commit, timeout=30), lambda a: a.partitions[0].error_code
+    )
+    assert staged.partitions[0].error_code == E.NONE, staged.partitions[0].error_message
+    fetch = cpb.OffsetFetchRequest(
+        group_id=group, partitions=[E.TopicPartition(topic="orders", partition=0)],
+        require_stable=True,
+    )  # fmt: skip
+    assert groups.OffsetFetch(fetch, timeout=30).partitions[0].error_code == (
+        E.UNSTABLE_OFFSET_COMMIT
+    )
+    assert end(stub, tid, pid, epoch, True).error_code == E.NONE
+
+    def committed() -> bool:
+        (found,) = groups.OffsetFetch(fetch, timeout=30).partitions
+        return found.error_code == E.NONE and found.committed_offset == 42
+
+    wait_until(committed, 30, "the transaction's offset committed")
+    wait_until(lambda: describe(stub, tid).state == "CompleteCommit", 30, "CompleteCommit")
+
+
 def test_a_new_owner_completes_a_prepared_commit(txn_cluster: LocalCluster) -> None:
     with txn_cluster.admin() as admin:
         (state_topic,) = admin.describe_topics(["__transaction_state"])
