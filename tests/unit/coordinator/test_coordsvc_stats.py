@@ -62,3 +62,19 @@ def test_listener_counters_and_gauges() -> None:
     (lead_point,) = found["strom.coordinator.consumer_lead"]
     assert dict(lag_point.attributes) == labels and lag_point.value == 5
     assert dict(lead_point.attributes) == labels and lead_point.value == 12
+
+
+def test_transaction_gauges_and_marker_counter() -> None:
+    reader = InMemoryMetricReader()
+    stats = CoordinatorStats(MeterProvider(metric_readers=[reader]).get_meter("test"))
+    stats.on_markers(True, 3)
+    stats.on_markers(True, 2)
+    stats.on_markers(False, 1)
+    stats.watch_transactions(lambda: {"Ongoing": 2, "CompleteCommit": 5}, lambda: 7)
+    found = points(reader)
+    markers = {p.attributes["result"]: p.value for p in found["strom.coordinator.txn_markers"]}
+    assert markers == {"commit": 5, "abort": 1}
+    states = {p.attributes["state"]: p.value for p in found["strom.coordinator.transactions"]}
+    assert states == {"Ongoing": 2, "CompleteCommit": 5}
+    owned = found["strom.coordinator.owned_transaction_partitions"]
+    assert [p.value for p in owned] == [7]
