@@ -306,7 +306,9 @@ class Partition:
 
         ``verified``: the (producer id, epoch) pairs whose transaction the coordinator
         confirmed holds this partition (``Log.append_as_leader`` refuses to open any other)."""
-        self._check_leader_for_write(acks)
+        # The checks of _check_leader_for_write, inline: this is every produce's path.
+        if not self.is_leader or (acks == -1 and self.under_min_isr()):
+            self._check_leader_for_write(acks)
         if verified is None:
             info = self.log.append_as_leader(data, self.leader_epoch)
         else:
