@@ -8,7 +8,7 @@ import pytest
 from strom.errors import ConfigurationError
 from strom_coordinator.config import DEFAULT_LISTEN, CoordinatorConfig
 from strom_coordinator.group.config import GroupConfig
-from strom_coordinator.ownership import preferred, transactional_id
+from strom_coordinator.ownership import preferred, transaction_state_id, transactional_id
 from strom_server.runtime.config import load_config
 
 
@@ -34,6 +34,27 @@ def test_a_joining_or_leaving_coordinator_moves_only_its_partitions() -> None:
 def test_transactional_ids_name_the_partition() -> None:
     assert transactional_id(7) == "__strom_coordinator-offsets-7"
     assert transactional_id(7) != transactional_id(17)
+    assert transaction_state_id(7) == "__strom_coordinator-transactions-7"
+
+
+def test_transaction_settings_have_kafka_names_and_defaults() -> None:
+    config = load_config(CoordinatorConfig, [])
+    assert config.transaction_state_log_num_partitions == 50
+    assert config.transaction_state_log_replication_factor == 3
+    assert config.transaction_max_timeout_ms == 900_000
+    assert config.transaction_abort_timed_out_transaction_cleanup_interval_ms == 10_000
+    assert config.transactional_id_expiration_ms == 604_800_000
+    changed = load_config(
+        CoordinatorConfig,
+        [
+            "--transaction.state.log.num.partitions", "6",
+            "--transaction-abort-timed-out-transaction-cleanup-interval-ms", "200",
+            "--transactional.id.expiration.ms", "1000",
+        ],
+    )  # fmt: skip
+    assert changed.transaction_state_log_num_partitions == 6
+    assert changed.transaction_abort_timed_out_transaction_cleanup_interval_ms == 200
+    assert changed.transactional_id_expiration_ms == 1000
 
 
 def test_settings_have_kafka_names_and_defaults() -> None:
