@@ -40,11 +40,15 @@ class Markers:
     jobs: list[MarkerJob] = field(default_factory=list)
     gate: asyncio.Event | None = None
     fail_with: BaseException | None = None
+    #: How many writes fail with ``fail_with`` (None: all).
+    failures: int | None = None
 
     async def write(self, job: MarkerJob) -> None:
         if self.gate is not None:
             await self.gate.wait()
-        if self.fail_with is not None:
+        if self.fail_with is not None and (self.failures is None or self.failures > 0):
+            if self.failures is not None:
+                self.failures -= 1
             raise self.fail_with
         self.jobs.append(job)
 
@@ -276,5 +280,23 @@ def test_epoch_overflow_takes_a_fresh_producer_id_and_marks_with_the_old_one() -
         assert (job.producer_id, job.producer_epoch) == (7, last)
         assert await m.end_txn(TID, 7, last, True) == (101, 0)  # a retry
         await m.add_partitions(TID, 101, 0, [TP])  # the next transaction, on the new id
+
+    run(main())
+
+
+def test_an_unexpected_marker_failure_is_retried() -> None:
+    async def main() -> None:
+        w = World()
+        w.markers.fail_with, w.markers.failures = RuntimeError("boom"), 1
+        m = w.manager()
+        pid, epoch = await m.init_producer_id(TID, 60_000)
+        await m.add_partitions(TID, pid, epoch, [TP])
+        await m.end_txn(TID, pid, epoch, True)
+        for _ in range(50):
+            await asyncio.sleep(0.01)
+            if m.get(TID).state is TxnState.COMPLETE_COMMIT:  # type: ignore[union-attr]
+                break
+        assert m.get(TID).state is TxnState.COMPLETE_COMMIT  # type: ignore[union-attr]
+        assert len(w.markers.jobs) == 1
 
     run(main())

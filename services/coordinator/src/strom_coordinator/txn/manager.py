@@ -551,13 +551,20 @@ class TransactionManager:
             partitions=tuple(sorted(tp for tp in meta.partitions if tp[0] != OFFSETS_TOPIC)),
             groups=tuple(sorted(meta.groups)),
         )
-        try:
-            await self._markers.write(job)
-        except TransactionCoordinatorFencedError as exc:
-            log.warning("fenced while writing markers: giving the partition up",
-                        transactional_id=tid, partition=partition, error=str(exc))  # fmt: skip
-            self._on_fenced(partition)
-            return
+        backoff = _BACKOFF_S
+        while True:
+            try:
+                await self._markers.write(job)
+                break
+            except TransactionCoordinatorFencedError as exc:
+                log.warning("fenced while writing markers: giving the partition up",
+                            transactional_id=tid, partition=partition, error=str(exc))  # fmt: skip
+                self._on_fenced(partition)
+                return
+            except Exception:  # the writer retries what it knows; anything else: again
+                log.exception("writing markers failed; retrying", transactional_id=tid)
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, _BACKOFF_MAX_S)
         self._stats.on_markers(job.committed, len(job.partitions) + len(job.groups))
         backoff = _BACKOFF_S
         while self._generation.get(partition, 0) == generation:
