@@ -7,6 +7,7 @@ leaders, coordinator kills and KIP-890 are tests/integration/transactions/.)"""
 from __future__ import annotations
 
 import asyncio
+import json
 import signal
 import subprocess
 import sys
@@ -297,3 +298,27 @@ def test_the_consume_transform_produce_example_is_exactly_once(cluster: LocalClu
         _, stderr = second.communicate(timeout=60)
     assert second.returncode == 0, stderr.decode()[-2000:]
     assert sorted(outputs()) == sorted(v.upper() for v in inputs)
+
+
+def test_perf_produce_in_transactions_and_consume_read_committed(cluster: LocalCluster) -> None:
+    make_topic(cluster, "perf-txn", partitions=2)
+    produced = assert_ok(
+        cluster.strom(
+            "perf", "produce", "--topic", "perf-txn", "--num-records", "3000",
+            "--record-size", "50", "--throughput", "3000", "--transactional-id", "t-perf",
+            "--transaction-duration-ms", "200", "--json",
+        ),
+    )  # fmt: skip
+    summary = [json.loads(line) for line in produced.stdout.splitlines()][-1]
+    assert summary["records"] == 3000 and summary["failed"] == 0
+    assert summary["transactions"] >= 3  # about a second of sending, 200 ms each
+    consumed = assert_ok(
+        cluster.strom(
+            "perf", "consume", "--topic", "perf-txn", "--messages", "3000",
+            "--isolation-level", "read_committed", "--json",
+        )
+    )  # fmt: skip
+    assert [json.loads(line) for line in consumed.stdout.splitlines()][-1]["records"] == 3000
+    with cluster.admin() as admin:
+        (described,) = admin.describe_transactions(["t-perf"]).values()
+    assert described.state == "CompleteCommit"

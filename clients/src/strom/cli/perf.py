@@ -40,6 +40,8 @@ DEFAULT_BOOTSTRAP = "localhost:9092"
 EXIT_INTERRUPTED = 130
 #: Seconds given to settling (flush, last records) after Ctrl-C.
 _INTERRUPT_GRACE_S = 5.0
+#: kafka-producer-perf-test's --transaction-duration-ms default.
+_DEFAULT_TRANSACTION_MS = 3000
 #: Longest a group member waits for its first assignment before ``perf consume`` gives up.
 _JOIN_TIMEOUT_S = 60.0
 #: e2e values: 8-byte send time (perf_counter_ns, big endian), 8-byte run tag, padding.
@@ -143,6 +145,17 @@ def add_parser(commands: Any) -> None:
         default=-1,
         help="at most this many records/s; -1: unthrottled (default: %(default)s)",
     )
+    produce.add_argument(
+        "--transactional-id",
+        help="send in transactions with this transactional id (default: the transactional.id "
+        "property; transactions are used when either is set)",
+    )
+    produce.add_argument(
+        "--transaction-duration-ms",
+        type=int,
+        help="commit each transaction after this long and begin the next (default 3000 when "
+        "transactions are used, as kafka-producer-perf-test)",
+    )
     _producer_properties(produce)
     _common(produce)
     produce.set_defaults(handler=produce_command)
@@ -172,6 +185,12 @@ def add_parser(commands: Any) -> None:
         type=int,
         default=10000,
         help="give up when no record came for this long (default: %(default)s)",
+    )
+    consume.add_argument(
+        "--isolation-level",
+        choices=["read_uncommitted", "read_committed"],
+        default="read_uncommitted",
+        help="read_committed: only committed transactions' records (default: %(default)s)",
     )
     _common(consume)
     consume.set_defaults(handler=consume_command)
@@ -294,7 +313,16 @@ def produce_command(args: argparse.Namespace) -> int:
     rate = _throughput(args.throughput)
     payloads = _payloads(args)
     kwargs = parse_producer_properties(args.producer_property)
+    if args.transactional_id is not None:
+        kwargs["transactional_id"] = args.transactional_id
+    if args.transaction_duration_ms is not None:
+        _positive("--transaction-duration-ms", args.transaction_duration_ms)
+        if "transactional_id" not in kwargs:
+            raise ConfigurationError(
+                "--transaction-duration-ms needs --transactional-id (or transactional.id)"
+            )
     producer = _producer(_bootstrap(args, kwargs), kwargs)
+    transactions = Transactions.start(producer, args.transaction_duration_ms)
     output = Output(args.json)
     interrupted = False
     try:
@@ -302,10 +330,20 @@ def produce_command(args: argparse.Namespace) -> int:
         meter = _ProduceMeter(output, args.reporting_interval_ms / 1000)
         with stop_on_interrupt() as stop:
             start = time.perf_counter()
-            sent = _send_all(args, producer, payloads=payloads, meter=meter, rate=rate, stop=stop)
+            sent = _send_all(
+                args,
+                producer,
+                payloads=payloads,
+                meter=meter,
+                rate=rate,
+                stop=stop,
+                transactions=transactions,
+            )
             interrupted = stop.is_set()
             if interrupted:
                 producer.close(_INTERRUPT_GRACE_S)
+            elif transactions is not None:
+                transactions.commit()
             else:
                 producer.flush()
             elapsed = time.perf_counter() - start
@@ -322,6 +360,8 @@ def produce_command(args: argparse.Namespace) -> int:
         "sent": sent,
         "failed": meter.failed,
     }
+    if transactions is not None:
+        summary["transactions"] = transactions.committed
     output.line("summary", _PRODUCE_SUMMARY, summary)
     if interrupted:
         return EXIT_INTERRUPTED  # records cut short by the interrupt count as failed
@@ -338,6 +378,7 @@ def _send_all(
     meter: _ProduceMeter,
     rate: float | None,
     stop: threading.Event,
+    transactions: Transactions | None = None,
 ) -> int:
     """Send ``--num-records`` records (fewer on Ctrl-C); returns how many were sent."""
     topic, send, delivered, clock = args.topic, producer.send, meter.delivered, time.perf_counter
@@ -347,11 +388,46 @@ def _send_all(
     for sent in range(args.num_records):
         if stop.is_set():
             return sent
+        if transactions is not None:
+            transactions.maybe_roll()
         payload = single if single is not None else choose(payloads)
         send(topic, payload, on_delivery=partial(delivered, clock(), len(payload)))
         if throttler is not None:
             throttler.pace(sent + 1)
     return int(args.num_records)
+
+
+class Transactions:
+    """``perf produce`` in transactions: each one is committed once it has lasted
+    ``--transaction-duration-ms`` (checked before each send), as Kafka's tool does."""
+
+    def __init__(self, producer: Producer, duration_s: float) -> None:
+        self.producer = producer
+        self.duration_s = duration_s
+        self.committed = 0
+        self._started = 0.0
+
+    @classmethod
+    def start(cls, producer: Producer, duration_ms: int | None) -> Transactions | None:
+        if producer.config.transactional_id is None:
+            return None
+        transactions = cls(producer, (duration_ms or _DEFAULT_TRANSACTION_MS) / 1000)
+        producer.init_transactions()
+        transactions._begin()
+        return transactions
+
+    def _begin(self) -> None:
+        self.producer.begin_transaction()
+        self._started = time.perf_counter()
+
+    def maybe_roll(self) -> None:
+        if time.perf_counter() - self._started >= self.duration_s:
+            self.commit()
+            self._begin()
+
+    def commit(self) -> None:
+        self.producer.commit_transaction()
+        self.committed += 1
 
 
 # -- consume ------------------------------------------------------------------------------------
@@ -391,6 +467,7 @@ def consume_command(args: argparse.Namespace) -> int:
         group_id=args.group,
         auto_offset_reset="latest" if args.from_latest else "earliest",
         enable_auto_commit=args.group is not None,
+        isolation_level=args.isolation_level,
     )
     try:
         partitions = consumer.partitions_for_topic(args.topic)  # unknown topic: one clear error
@@ -536,6 +613,8 @@ def e2e_command(args: argparse.Namespace) -> int:
     if args.acks is not None:
         kwargs["acks"] = "all" if args.acks in ("all", "-1") else int(args.acks)
     kwargs.setdefault("linger_ms", 0)  # as Kafka's EndToEndLatency: send at once
+    if "transactional_id" in kwargs or "transaction_timeout_ms" in kwargs:
+        raise ConfigurationError("perf e2e does not run transactions (use perf produce)")
     bootstrap = _bootstrap(args, kwargs)
     output = Output(args.json)
     producer = _producer(bootstrap, kwargs)

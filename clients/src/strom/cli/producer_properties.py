@@ -69,6 +69,8 @@ PRODUCER_PROPERTIES: dict[str, tuple[str, Callable[[str], Any]]] = {
     "request.timeout.ms": ("an integer", _int),
     "retries": ("an integer", _int),
     "retry.backoff.ms": ("an integer", _int),
+    "transaction.timeout.ms": ("an integer", _int),
+    "transactional.id": ("a string", _str),
 }
 
 
