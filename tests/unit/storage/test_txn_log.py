@@ -464,3 +464,34 @@ def test_expiration_keeps_producers_with_an_open_transaction(
     clock.advance_ms(5000)
     log.maintenance()
     assert [p.producer_id for p in log.active_producers()] == [PID]
+
+
+def test_crash_recovery_rebuilds_lost_txnindex_entries_past_the_recovery_point(
+    open_log: Callable[..., Log],
+) -> None:
+    log = open_log()
+    for epoch in range(3):  # flushed and checkpointed: these entries survive the crash
+        write(log, 1, epoch=epoch)
+        end(log, committed=False, epoch=epoch)
+        log.roll()
+    log.maintenance()  # fsyncs the rolled segments, checkpoints the recovery point
+    recovered_from = log.recovery_point
+    assert recovered_from == log.log_end_offset == 6
+    for epoch in range(3, 7):  # unflushed: a power failure loses their index entries
+        write(log, 1, epoch=epoch)
+        write(log, 1, seq=epoch - 3, pid=PID2)
+        end(log, committed=epoch % 2 == 0, epoch=epoch, coordinator_epoch=1)
+        log.roll()
+    write(log, 1, epoch=7)
+    replicate(log)
+    before = _state(log)
+    # Snapshots are kept back to the segment recovery starts from, not only the newest two.
+    assert min(int(p.name.split(".")[0]) for p in log.directory.glob("*.snapshot")) <= 6
+    log.checkpoint()
+    log.close_unclean()
+    for path in log.directory.glob("*.txnindex"):
+        if int(path.name.split(".")[0]) >= recovered_from:
+            path.unlink()
+    reopened = open_log()
+    assert _state(reopened) == before
+    assert len(aborted_entries(reopened)) == 5

@@ -674,8 +674,15 @@ class Log:
         # The producer state covers everything below the new base: snapshot it there, and
         # let maintenance fsync the finished segments off the append path.
         self._producers.map_end_offset = segment.base_offset
-        self._producers.take_snapshot(sync=False)
+        self._producers.take_snapshot(sync=False, keep_from=self._recovery_floor())
         self._roll_flush_to = segment.base_offset
+
+    def _recovery_floor(self) -> int:
+        """The base of the segment a crash recovery would start re-validating from (the one
+        holding the recovery point, as checkpointed)."""
+        recovery = min(self._local.recovery_point, self._checkpointed.get("recovery", 0))
+        floor = self._local.segments.floor(recovery)
+        return floor.base_offset if floor is not None else 0
 
     def flush(self, offset: int | None = None) -> None:
         """fsync everything below ``offset`` (default: the log end); moves the recovery point."""

@@ -480,8 +480,10 @@ class ProducerStateManager:
                     continue
         return sorted(offsets)
 
-    def take_snapshot(self, *, sync: bool = True) -> Path:
-        """Write the state as of ``map_end_offset`` and prune old snapshots.
+    def take_snapshot(self, *, sync: bool = True, keep_from: int | None = None) -> Path:
+        """Write the state as of ``map_end_offset`` and prune old snapshots: the newest two
+        are kept, and with ``keep_from`` also every one from the newest at or below it on
+        (crash recovery replays from a snapshot at or below the first segment it re-validates).
 
         ``sync=False`` (at roll, on the append path) skips the fsyncs: a snapshot lost or torn
         by a power failure fails its CRC at load and an older one, plus a longer replay of
@@ -490,7 +492,11 @@ class ProducerStateManager:
         path = file_path(self.directory, self.map_end_offset, SNAPSHOT_SUFFIX)
         write_atomically(path, encode_snapshot(self.producers.values()), sync=sync)
         offsets = self.snapshot_offsets()
-        for offset in offsets[:-SNAPSHOTS_TO_KEEP]:
+        keep = len(offsets) - SNAPSHOTS_TO_KEEP
+        if keep_from is not None:
+            anchor = sum(1 for offset in offsets if offset <= keep_from) - 1
+            keep = min(keep, max(anchor, 0))
+        for offset in offsets[:keep]:
             file_path(self.directory, offset, SNAPSHOT_SUFFIX).unlink(missing_ok=True)
         return path
 
