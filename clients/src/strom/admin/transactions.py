@@ -11,10 +11,13 @@ markers), so a transaction is aborted by its transactional id: ``abort_transacti
 InitProducerId for it, as a new producer with that id would. The coordinator aborts the open
 transaction (ABORT markers on each of its partitions), bumps the epoch and so fences the
 producer that left it open; that producer's next call fails with ``ProducerFencedError``. A
-transaction "hanging" on a partition (an open transaction the coordinators do not know, the
-case Kafka's ``abort --producer-id`` is for) is found by ``find_hanging_transactions`` with the
-transactional id when a coordinator still knows the producer id, and can then be aborted the
-same way.
+transaction "hanging" on a partition (open transactional data its coordinator does not know
+as part of an ongoing transaction, the case Kafka's ``abort --producer-id`` writes a marker
+for) is reported by ``find_hanging_transactions``, with the transactional id when a
+coordinator still knows the producer id; fencing that id does not end it (the coordinator
+writes markers only to the partitions of its own transaction), and Strom has no client path
+to write that partition's marker: partition leaders' transaction verification (KIP-890) is
+what keeps such transactions from arising.
 """
 
 from __future__ import annotations
@@ -94,8 +97,8 @@ class HangingTransaction:
     coordinator_epoch: int
     start_offset: int
     last_timestamp_ms: int
-    #: The transactional id when a coordinator still lists the producer id (then
-    #: ``abort_transaction(transactional_id)`` ends it); None when none does.
+    #: The transactional id when a coordinator still lists the producer id; None when none
+    #: does.
     transactional_id: str | None
 
 

@@ -255,6 +255,17 @@ def transactions_abort(args: argparse.Namespace) -> int:
                     "WriteTxnMarkers); see docs/transactions.md on hanging transactions"
                 )
             txn_id = listed[0].transactional_id
+            if args.topic is not None and args.partition is not None:
+                tp = TopicPartition(args.topic, args.partition)
+                current = admin.describe_transactions([txn_id])[txn_id]
+                if current.state != "Ongoing" or tp not in current.partitions:
+                    raise StromError(
+                        f"producer id {args.producer_id} ({txn_id}) has no ongoing transaction "
+                        f"on {tp.topic}-{tp.partition} at its coordinator (state "
+                        f"{current.state}): an open transaction there is hanging, and Strom "
+                        "cannot write its marker from a client (no client-facing "
+                        "WriteTxnMarkers); see docs/transactions.md"
+                    )
         after = admin.abort_transaction(txn_id)
     _emit(
         args,
