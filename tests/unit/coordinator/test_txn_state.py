@@ -247,3 +247,10 @@ def test_idle_ids_expire() -> None:
     assert not state.expired(meta, T0 + 1000, 1000)
     assert state.expired(meta, T0 + 1001, 1000)
     assert not state.expired(ongoing(), T0 + 10**9, 1000)
+
+
+def test_protobufs_default_producer_id_and_epoch_count_as_none() -> None:
+    assert not state.resumes(0, 0, None) and not state.resumes(-1, -1, empty(3))
+    assert not state.resumes(0, 0, empty(3)) and state.init_producer_blocker(empty(3), 0, 0) is None
+    assert state.resumes(0, 0, empty(0, pid=0))  # it really is the id's producer
+    assert state.resumes(PID, 3, empty(3))

@@ -231,7 +231,7 @@ class TransactionManager:
                 generation = self._check(partition)
                 meta = self._txns.get(transactional_id)
                 if meta is None:
-                    if producer_id >= 0:
+                    if state.resumes(producer_id, producer_epoch, None):
                         raise InvalidProducerIdMappingError(
                             f"{transactional_id!r} has no producer id {producer_id}"
                         )

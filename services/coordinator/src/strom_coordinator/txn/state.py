@@ -54,6 +54,7 @@ __all__ = [
     "init_producer",
     "init_producer_blocker",
     "new_transactional_id",
+    "resumes",
     "timed_out",
     "verify_partition",
 ]
@@ -211,11 +212,29 @@ def init_producer_blocker(
     """What InitProducerId must wait for before it can bump the epoch: ONGOING (abort the
     open transaction first), PREPARE_* (its markers), or None. A given producer id and epoch
     (resuming) must be the producer's own."""
-    if producer_id >= 0:
+    if producer_id >= 0 and not _unset(producer_id, producer_epoch, meta):
         _classify(meta, producer_id, producer_epoch)
     if meta.state in (TxnState.ONGOING, TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
         return meta.state
     return None
+
+
+def _unset(producer_id: int, producer_epoch: int, meta: TxnMetadata | None) -> bool:
+    """(0, 0) is protobuf's default: a request that did not set the fields (-1 means none)
+    unless it really is the id's producer."""
+    if (producer_id, producer_epoch) != (0, 0):
+        return False
+    if meta is None:
+        return True
+    return (meta.producer_id, meta.producer_epoch) != (0, 0) and (
+        meta.txn_producer_id,
+        meta.txn_epoch,
+    ) != (0, 0)
+
+
+def resumes(producer_id: int, producer_epoch: int, meta: TxnMetadata | None) -> bool:
+    """Whether InitProducerId names the caller's producer id and epoch (KIP-360's resume)."""
+    return producer_id >= 0 and not _unset(producer_id, producer_epoch, meta)
 
 
 def init_producer(
