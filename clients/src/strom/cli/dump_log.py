@@ -23,11 +23,15 @@ _EXIT_BROKEN_PIPE = 141
 def add_parser(commands: Any) -> None:
     parser = commands.add_parser(
         "dump-log",
-        help="print and check storage files (.log, .index, .timeindex, .snapshot, checkpoints)",
+        help=(
+            "print and check storage files (.log, .index, .timeindex, .txnindex, .snapshot, "
+            "checkpoints)"
+        ),
         description=(
             "Print the contents of a storage node's partition files, read-only: record batches "
             "of .log segments, .index and .timeindex entries (checked against their .log), "
-            "producer-state .snapshot files and checkpoint files. A torn or corrupt file is "
+            "aborted transactions of .txnindex files, producer-state .snapshot files and "
+            "checkpoint files. A torn or corrupt file is "
             "reported with the byte or entry where it breaks; the exit status is 1 when "
             "anything was found wrong."
         ),
