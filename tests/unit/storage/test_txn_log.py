@@ -495,3 +495,22 @@ def test_crash_recovery_rebuilds_lost_txnindex_entries_past_the_recovery_point(
     reopened = open_log()
     assert _state(reopened) == before
     assert len(aborted_entries(reopened)) == 5
+
+
+def test_size_retention_renames_then_deletes_the_txnindex_with_its_segment(
+    open_log: Callable[..., Log], clock: ManualClock
+) -> None:
+    log = open_log(retention_bytes=1, file_delete_delay_ms=1000)
+    write(log, 1)
+    end(log, committed=False)
+    log.roll()
+    log.append_as_leader(simple_batch(1))
+    replicate(log)
+    assert (log.directory / "00000000000000000000.txnindex").exists()
+    assert log.apply_retention() == 1
+    assert not (log.directory / "00000000000000000000.txnindex").exists()
+    assert (log.directory / "00000000000000000000.txnindex.deleted").exists()
+    clock.advance_ms(1000)
+    log.maintenance()
+    assert not any(log.directory.glob("*.txnindex*"))
+    assert log.read(2, 1 << 20, isolation=COMMITTED).aborted_transactions == ()
