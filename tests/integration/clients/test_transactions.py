@@ -322,3 +322,29 @@ def test_perf_produce_in_transactions_and_consume_read_committed(cluster: LocalC
     with cluster.admin() as admin:
         (described,) = admin.describe_transactions(["t-perf"]).values()
     assert described.state == "CompleteCommit"
+
+
+def test_the_abort_command_by_producer_id(cluster: LocalCluster) -> None:
+    make_topic(cluster, "cli-abort", partitions=2)
+    producer = Producer(cluster.gateway, transactional_id="t-cli-abort")
+    try:
+        producer.init_transactions()
+        producer.begin_transaction()
+        producer.send("cli-abort", b"open", partition=0)
+        producer.flush()
+        with cluster.admin() as admin:
+            pid = admin.describe_transactions(["t-cli-abort"])["t-cli-abort"].producer_id
+        by_pid = ("transactions", "abort", "--topic", "cli-abort", "--producer-id", str(pid))
+        # Partition 1 is not in its transaction: refused, nothing done.
+        refused = cluster.strom(*by_pid, "--partition", "1")
+        assert refused.returncode == 1 and "no ongoing transaction on cli-abort-1" in (
+            refused.stderr
+        ), refused.explain()
+        done = assert_ok(cluster.strom(*by_pid, "--partition", "0", "--json")).json()
+        assert done["transactional_id"] == "t-cli-abort"
+        assert done["state"] in ("CompleteAbort", "Empty")
+        with pytest.raises(FENCED):
+            producer.commit_transaction()
+    finally:
+        producer.close(timeout=5)
+    assert read_values(cluster, "cli-abort", isolation_level="read_committed") == []
