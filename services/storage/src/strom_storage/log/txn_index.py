@@ -23,14 +23,16 @@ upper bound, every transaction that started below the bound had ended by then, s
 entry (in this segment or a later one) can overlap the fetch.
 
 Thread-safety: writes (``append``, ``truncate_to``, ``flush``, renames, ``delete``) are
-serialised by the owning log; ``collect`` may run in reader threads (it opens the file on its
-own and reads only entries published before it started).
+serialised by the owning log; ``collect`` may run in reader threads: it ``pread``s the entries
+published before it started through the index's one descriptor, which survives renames (to
+``.deleted``) and stays open until the segment's files are deleted, as for the ``.log``.
 """
 
 from __future__ import annotations
 
 import os
 import struct
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import NamedTuple
@@ -111,6 +113,7 @@ class TransactionIndex:
         self.base_offset = base_offset
         self._size: int | None = None  # bytes of whole entries; read from the file when needed
         self._fd: int | None = None
+        self._open_lock = threading.Lock()  # readers may open the descriptor too
         self._dirty = False
 
     @property
@@ -129,20 +132,19 @@ class TransactionIndex:
         return self.size == 0
 
     def _open(self) -> int:
-        if self._fd is None:
-            size = self.size
-            try:
-                self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-                if os.fstat(self._fd).st_size != size:
-                    os.ftruncate(self._fd, size)  # drop a torn entry before appending
-            except OSError as exc:
-                raise StorageError(f"cannot open {self.path}: {exc}") from exc
-        return self._fd
+        with self._open_lock:
+            if self._fd is None:
+                try:
+                    self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+                except OSError as exc:
+                    raise StorageError(f"cannot open {self.path}: {exc}") from exc
+            return self._fd
 
     def append(self, txn: AbortedTxn) -> None:
-        """Add an entry (its marker is the newest in the segment)."""
-        fd = self._open()
+        """Add an entry (its marker is the newest in the segment); a torn entry left by a
+        crash is overwritten."""
         size = self.size
+        fd = self._open()
         try:
             os.pwrite(fd, txn.encode(), size)
         except OSError as exc:
@@ -154,13 +156,9 @@ class TransactionIndex:
         if size == 0:
             return b""
         try:
-            fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
-        except FileNotFoundError:
-            return b""
-        try:
-            return os.pread(fd, size, 0)
-        finally:
-            os.close(fd)
+            return os.pread(self._open(), size, 0)
+        except OSError as exc:
+            raise StorageError(f"read of {self.path} failed: {exc}") from exc
 
     def entries(self) -> list[AbortedTxn]:
         """Every entry, in marker order."""
@@ -206,9 +204,10 @@ class TransactionIndex:
             self._dirty = False
 
     def close(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+        with self._open_lock:
+            if self._fd is not None:
+                os.close(self._fd)
+                self._fd = None
 
     def rename(self, new_path: Path) -> None:
         """Move the file (if it exists) to ``new_path``."""
