@@ -140,6 +140,7 @@ class TransactionManager:
         #: Partitions added to the ongoing transaction (AddPartitionsToTxn answered NONE).
         self.partitions: set[PartitionKey] = set()
         self._to_add: set[PartitionKey] = set()
+        self._adding_now: frozenset[PartitionKey] = frozenset()
         self._adding: asyncio.Task[None] | None = None
         #: An AddPartitionsToTxn or AddOffsetsToTxn was sent in this transaction: EndTxn needed.
         self.touched = False
@@ -255,6 +256,7 @@ class TransactionManager:
         self._require("begin_transaction()", TxnState.READY)
         self.partitions.clear()
         self._to_add.clear()
+        self._adding_now = frozenset()
         self.touched = False
         self._move(TxnState.IN_TRANSACTION)
 
@@ -266,7 +268,8 @@ class TransactionManager:
         added = self.partitions
         allowed = [pk for pk in ready if pk in added]
         if len(allowed) != len(ready):
-            self._to_add.update(pk for pk in ready if pk not in added)
+            adding = self._adding_now
+            self._to_add.update(pk for pk in ready if pk not in added and pk not in adding)
             if self._adding is None or self._adding.done():
                 self._adding = asyncio.ensure_future(self._add_partitions())
         return allowed
@@ -274,6 +277,7 @@ class TransactionManager:
     async def _add_partitions(self) -> None:
         while self._to_add and self.sending:
             batch, self._to_add = sorted(self._to_add), set()
+            self._adding_now = frozenset(batch)
             self.touched = True
             request = transaction_pb2.AddPartitionsToTxnRequest(
                 transactional_id=self.transactional_id,
@@ -286,14 +290,17 @@ class TransactionManager:
                     "AddPartitionsToTxn", request, "AddPartitionsToTxn", check=_add_result_error
                 )
             except StromError as exc:
+                self._adding_now = frozenset()
                 self.fail(exc)
                 return
             self.partitions.update(batch)
+            self._adding_now = frozenset()
             self.wakeup()
 
     def stop_adding(self) -> None:
         """Give up on an AddPartitionsToTxn in flight (the transaction is being aborted)."""
         self._to_add.clear()
+        self._adding_now = frozenset()
         if self._adding is not None and not self._adding.done():
             self._adding.cancel()
 
@@ -404,6 +411,7 @@ class TransactionManager:
                 self.pid.set_id(response.producer_id, response.producer_epoch)
         self.partitions.clear()
         self._to_add.clear()
+        self._adding_now = frozenset()
         self.touched = False
         self.error = None
         self._move(TxnState.READY)
