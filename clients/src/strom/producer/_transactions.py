@@ -2,9 +2,9 @@
 
 Kafka's ``TransactionManager`` in small (KIP-98, KIP-447, KIP-691, and KIP-890's epoch bump at
 the end of every transaction). Every coordinator RPC goes through the gateway, which routes it
-to the transactional id's coordinator (``FindCoordinator`` with ``key_type=TRANSACTION`` names
-it); ``NOT_COORDINATOR`` and the other retriable answers are retried here with backoff until
-``max_block_ms``.
+to the transactional id's coordinator (``init_transactions`` first waits for one with
+``FindCoordinator(key_type=TRANSACTION)``); ``NOT_COORDINATOR`` and the other retriable
+answers are retried here with backoff until ``max_block_ms``.
 
 States (``TxnState``)::
 
@@ -133,6 +133,8 @@ class TransactionManager:
         self._request_timeout = request_timeout_ms / 1000
         self.max_block_ms = max_block_ms
         self.state = TxnState.UNINITIALIZED
+        #: The transaction coordinator owning the id (FindCoordinator), -1 before init.
+        self.coordinator_id = -1
         #: The abortable or fatal error of the current state, if any.
         self.error: BaseException | None = None
         #: What ``send`` raises now (None: sending is allowed).
@@ -228,6 +230,20 @@ class TransactionManager:
         producers and aborting what they left open)."""
         self._require("init_transactions()", TxnState.UNINITIALIZED)
         self._move(TxnState.INITIALIZING)
+        try:
+            # Which coordinator owns the id (waiting while none does); the gateway routes
+            # every later call there itself.
+            found = await self._rpc(
+                "FindCoordinator",
+                coordinator_pb2.FindCoordinatorRequest(
+                    group_id=self.transactional_id, key_type=coordinator_pb2.TRANSACTION
+                ),
+                "init_transactions() (FindCoordinator)",
+            )
+        except StromError:
+            self._move(TxnState.UNINITIALIZED)
+            raise
+        self.coordinator_id = found.coordinator.node_id
         request = controller_pb2.InitProducerIdRequest(
             transactional_id=self.transactional_id,
             transaction_timeout_ms=self.timeout_ms,
@@ -245,10 +261,11 @@ class TransactionManager:
             raise
         self.pid.set_id(response.producer_id, response.producer_epoch)
         log.info(
-            "transactional id %r: producer id %d epoch %d",
+            "transactional id %r: producer id %d epoch %d (coordinator %d)",
             self.transactional_id,
             response.producer_id,
             response.producer_epoch,
+            self.coordinator_id,
         )
         self._move(TxnState.READY)
 
