@@ -348,3 +348,20 @@ def test_the_abort_command_by_producer_id(cluster: LocalCluster) -> None:
     finally:
         producer.close(timeout=5)
     assert read_values(cluster, "cli-abort", isolation_level="read_committed") == []
+
+
+def test_the_transaction_context_manager(cluster: LocalCluster) -> None:
+    make_topic(cluster, "context", partitions=1)
+    with Producer(cluster.gateway, transactional_id="t-context") as producer:
+        producer.init_transactions()
+        with producer.transaction():
+            producer.send("context", b"committed", partition=0)
+        with pytest.raises(RuntimeError), producer.transaction():
+            producer.send("context", b"aborted", partition=0)
+            producer.flush()
+            raise RuntimeError("the application failed mid-transaction")
+    assert read_values(cluster, "context", isolation_level="read_committed") == ["committed"]
+    assert read_values(cluster, "context", isolation_level="read_uncommitted") == [
+        "committed",
+        "aborted",
+    ]

@@ -243,3 +243,16 @@ def test_producer_id_state_restarts_sequences_at_a_new_epoch() -> None:
     assert pid.assign(("t", 0), 5) == 5
     pid.set_id(42, 4)  # EndTxn answered the next epoch
     assert pid.assign(("t", 0), 1) == 0
+
+
+def test_the_transaction_context_commits_or_aborts() -> None:
+    with Producer(NOWHERE, transactional_id="t-context", max_block_ms=100) as producer:
+        txn = producer.aio._txn
+        assert txn is not None
+        ready(txn)
+        with producer.transaction():
+            assert txn.state is TxnState.IN_TRANSACTION
+        assert txn.state is TxnState.READY  # committed (nothing added: no EndTxn)
+        with pytest.raises(RuntimeError, match="boom"), producer.transaction():
+            raise RuntimeError("boom")
+        assert txn.state is TxnState.READY  # aborted, the error propagated

@@ -28,7 +28,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Unpack
 
@@ -45,7 +45,7 @@ from strom.producer._accumulator import RECORD_OVERHEAD, Accumulator, record_siz
 from strom.producer._batch import DeliveryCallback, ProducerBatch, RecordFuture, RecordMetadata
 from strom.producer._bulk import BulkTracker
 from strom.producer._sender import Sender
-from strom.producer._transactions import TransactionAbortedError, TransactionManager
+from strom.producer._transactions import TransactionAbortedError, TransactionManager, TxnState
 from strom.producer._waits import NeedMetadata, NeedRoom, blocked_too_long
 from strom.producer.config import ProducerConfig, ProducerOptions
 from strom.producer.partitioner import StickyPartitioner, murmur2_partition
@@ -529,6 +529,21 @@ class Producer:
         txn.stop_adding()  # EndTxn(abort) covers whatever it may have added
         await self._wait_incomplete(self.config.max_block_ms / 1000)
         await txn.end(commit=False)
+
+    @contextlib.asynccontextmanager
+    async def transaction(self) -> AsyncIterator[None]:
+        """``async with producer.transaction():`` begins a transaction, commits it when the
+        block ends, and aborts it when the block raises (unless the producer was fenced:
+        then there is nothing left to abort); the exception propagates."""
+        await self.begin_transaction()
+        try:
+            yield
+        except BaseException:
+            txn = self._transactions("transaction()")
+            if txn.state is not TxnState.FATAL_ERROR:
+                await self.abort_transaction()
+            raise
+        await self.commit_transaction()
 
     async def _wait_incomplete(self, timeout: float) -> None:  # noqa: ASYNC109
         """Until every batch in flight has completed (StromTimeoutError after ``timeout``)."""

@@ -35,7 +35,7 @@ import concurrent.futures
 import contextlib
 import time
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Unpack
 
@@ -43,6 +43,7 @@ from strom.cluster import DEFAULT_BOOTSTRAP_SERVERS, BackgroundLoop
 from strom.errors import StromError
 from strom.producer._batch import DeliveryCallback, RecordFuture, RecordMetadata
 from strom.producer._bulk import BulkTracker
+from strom.producer._transactions import TxnState
 from strom.producer._waits import NeedMetadata, NeedRoom, blocked_too_long
 from strom.producer.aio import Headers
 from strom.producer.aio import Producer as AsyncProducer
@@ -228,6 +229,21 @@ class Producer:
     def abort_transaction(self) -> None:
         """Abort: unsent records fail, in-flight ones are waited for, then EndTxn(abort)."""
         self._txn_call("abort_transaction", self._aio.abort_transaction())
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[None]:
+        """``with producer.transaction():`` begins a transaction, commits it when the block
+        ends, and aborts it when the block raises (unless the producer was fenced); the
+        exception propagates."""
+        self.begin_transaction()
+        try:
+            yield
+        except BaseException:
+            txn = self._aio._txn
+            if txn is not None and txn.state is not TxnState.FATAL_ERROR:
+                self.abort_transaction()
+            raise
+        self.commit_transaction()
 
     def partitions_for(self, topic: str) -> list[int]:
         return self._bg.run(self._aio.partitions_for(topic))
