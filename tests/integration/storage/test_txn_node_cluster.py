@@ -30,6 +30,7 @@ from strom.protocol.v1 import (
     common_pb2,
     coordinator_pb2,
     coordinator_pb2_grpc,
+    gateway_pb2_grpc,
     storage_pb2,
     storage_pb2_grpc,
     transaction_pb2,
@@ -484,3 +485,37 @@ def test_malformed_write_txn_markers_fail_whole(cluster: LocalCluster) -> None:
     )  # fmt: skip
     (marker,) = call(cluster, 1, "WriteTxnMarkers", request).markers
     assert [r.error_code for r in marker.partitions] == [common_pb2.UNKNOWN_TOPIC_OR_PARTITION]
+
+
+def test_the_gateway_forwards_the_transactional_id_to_every_leader(
+    cluster: LocalCluster, table: TxnTable
+) -> None:
+    topic = "txn-node-gateway"
+    make_topic(cluster, topic, 3)
+    leaders = {leader_of(cluster, topic, p) for p in range(3)}
+    assert len(leaders) > 1  # the request is split between leaders
+    table.owner = 1
+    stub = gateway_pb2_grpc.GatewayStub(grpc.insecure_channel(cluster.gateway))
+    for epoch, send in ((20, "Produce"), (21, "ProduceStream")):
+        table.ongoing[(TID, PID, epoch)] = {(topic, p) for p in range(3)}
+        request = storage_pb2.ProduceRequest(
+            acks=-1,
+            timeout_ms=10000,
+            transactional_id=TID,
+            partitions=[
+                storage_pb2.ProducePartitionData(
+                    topic=topic, partition=p, records=txn_batch([f"g{p}"], seq=0, epoch=epoch)
+                )
+                for p in range(3)
+            ],
+        )
+        if send == "Produce":
+            response = stub.Produce(request, timeout=30)
+        else:
+            (response,) = list(stub.ProduceStream(iter([request]), timeout=30))
+        assert [(r.partition, r.error_code) for r in response.partitions] == [
+            (p, common_pb2.NONE) for p in range(3)
+        ], f"{send}: {response}"
+        assert write_markers(cluster, [0, 1, 2], epoch=epoch, committed=True, topic=topic) == {
+            0: 0, 1: 0, 2: 0
+        }  # fmt: skip

@@ -100,6 +100,7 @@ class DataPath:
                 partitions=[full.partitions[item.index] for item in share],
                 correlation_id=full.correlation_id,
                 client_id=full.client_id,
+                transactional_id=full.transactional_id,
             )
 
         async with self.budget.hold(len(raw)):
@@ -131,6 +132,7 @@ class DataPath:
                 partitions=parts,
                 correlation_id=request.correlation_id,
                 client_id=request.client_id,
+                transactional_id=request.transactional_id,
             ),
         )
         results, whole = await self.router.scatter(

@@ -165,6 +165,7 @@ class ProduceStreamRelay:
                     partitions=[items[i] for i in indexes],
                     correlation_id=request.correlation_id,
                     client_id=request.client_id,
+                    transactional_id=request.transactional_id,
                 )
             sent.append((indexes, self._upstream(address).send(share)))
         later = [i for i, _, _ in retry]
@@ -209,6 +210,7 @@ class ProduceStreamRelay:
                 partitions=[items[i] for i in sorted(retry)],
                 correlation_id=request.correlation_id,
                 client_id=request.client_id,
+                transactional_id=request.transactional_id,
             )
             retried = await self._data.produce_held(again, deadline)
             for i, result in zip(sorted(retry), retried.partitions, strict=True):
