@@ -35,6 +35,7 @@ from typing import Any
 
 from strom.cluster import ClusterClient, translate_errors
 from strom.errors import (
+    ConcurrentTransactionsError,
     InvalidProducerEpochError,
     InvalidProducerIdMappingError,
     InvalidTransactionTimeoutError,
@@ -61,6 +62,9 @@ __all__ = [
 ]
 
 log = logging.getLogger("strom.producer")
+
+#: First wait after CONCURRENT_TRANSACTIONS (doubling up to retry_backoff_ms).
+_CONCURRENT_BACKOFF_S = 0.002
 
 #: Errors after which the producer cannot go on (KIP-691's fatal class): close it. A newer
 #: producer with the same transactional id fenced this one, or the coordinator does not know
@@ -448,6 +452,7 @@ class TransactionManager:
         ...) with backoff, until ``max_block_ms``; raises the first non-retriable error."""
         deadline = time.monotonic() + self.max_block_ms / 1000
         backoff = self._backoff
+        concurrent_backoff = _CONCURRENT_BACKOFF_S
         last: StromError | None = None
         while True:
             left = deadline - time.monotonic()
@@ -471,8 +476,15 @@ class TransactionManager:
                 raise error
             last = error
             log.debug("%s: %s; retrying", what, error)
-            await asyncio.sleep(min(backoff, max(deadline - time.monotonic(), 0)))
-            backoff = min(backoff * 2, 1.0)
+            if isinstance(error, ConcurrentTransactionsError):
+                # The previous transaction's markers are being written: done in a few ms, so
+                # a short backoff (Kafka uses 20 ms) instead of retry_backoff_ms per commit.
+                wait = min(concurrent_backoff, self._backoff)
+                concurrent_backoff *= 2
+            else:
+                wait = backoff
+                backoff = min(backoff * 2, 1.0)
+            await asyncio.sleep(min(wait, max(deadline - time.monotonic(), 0)))
 
 
 def _top_error(response: Any) -> StromError | None:
