@@ -47,7 +47,7 @@ from strom.errors import (
 from strom.producer._accumulator import Accumulator, PartitionKey
 from strom.producer._batch import ProducerBatch
 from strom.producer._idempotence import ProducerIdState, restamp
-from strom.producer._transactions import TransactionManager
+from strom.producer._transactions import TransactionManager, TxnState
 from strom.producer.config import ProducerConfig
 from strom.protocol.v1 import controller_pb2, storage_pb2
 from strom.types import TopicPartition
@@ -257,7 +257,7 @@ class Sender:
 
     def _txn_failed(self, error: BaseException) -> None:
         assert self.txn is not None
-        if self.txn.state.name == "FATAL_ERROR":
+        if self.txn.state is TxnState.FATAL_ERROR:
             self.fatal = error
         self.fail_all(error)
 
