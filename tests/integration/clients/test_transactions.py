@@ -269,7 +269,7 @@ EXAMPLE = Path(__file__).parents[3] / "clients" / "examples" / "transform.py"
 def test_the_consume_transform_produce_example_is_exactly_once(cluster: LocalCluster) -> None:
     make_topic(cluster, "example-in", partitions=2)
     make_topic(cluster, "example-out", partitions=2)
-    inputs = [f"word-{i}" for i in range(200)]
+    inputs = [f"word-{i}" for i in range(2000)]
     for p in range(2):
         cluster.produce("example-in", p, [v.encode() for v in inputs[p::2]])
 
@@ -284,15 +284,21 @@ def test_the_consume_transform_produce_example_is_exactly_once(cluster: LocalClu
     def outputs() -> list[str]:
         return read_values(cluster, "example-out", isolation_level="read_committed")
 
+    def epoch() -> int:
+        with cluster.admin() as admin:
+            return admin.describe_transactions(["example-1"])["example-1"].producer_epoch
+
     first = start()
     try:
         wait_until(lambda: len(outputs()) > 0, 60, "the first committed transaction")
     finally:
         first.kill()  # mid-run: what it left open is aborted by the next incarnation
         first.wait(10)
+    killed_at = epoch()
     second = start()
     try:
-        wait_until(lambda: len(outputs()) >= len(inputs), 90, "every input transformed")
+        wait_until(lambda: epoch() > killed_at, 60, "the second incarnation fenced the first")
+        wait_until(lambda: len(outputs()) >= len(inputs), 120, "every input transformed")
     finally:
         second.send_signal(signal.SIGTERM)
         _, stderr = second.communicate(timeout=60)
