@@ -256,3 +256,28 @@ def test_the_transaction_context_commits_or_aborts() -> None:
         with pytest.raises(RuntimeError, match="boom"), producer.transaction():
             raise RuntimeError("boom")
         assert txn.state is TxnState.READY  # aborted, the error propagated
+
+
+def test_a_partition_is_held_back_until_added_and_asked_for_once() -> None:
+    async def run() -> None:
+        producer = AioProducer(
+            NOWHERE, transactional_id="t-gate", max_block_ms=2000, request_timeout_ms=100
+        )
+        txn = producer._txn
+        assert txn is not None
+        ready(txn).begin()
+        a, b, c = ("t", 0), ("t", 1), ("u", 0)
+        txn.partitions.add(a)
+        assert txn.gate([a, b]) == [a]  # b waits for AddPartitionsToTxn
+        await asyncio.sleep(0)  # the AddPartitionsToTxn task starts (and retries: no server)
+        assert txn._adding_now == frozenset({b}) and txn.touched
+        assert txn.gate([a, b, c]) == [a]  # b is in flight: only c is queued
+        assert txn._to_add == {c}
+        txn.begin_abort()
+        assert txn.gate([a, b, c]) == []  # nothing is sent while aborting
+        txn.stop_adding()
+        await txn.wait_adding()
+        assert txn._to_add == set() and txn._adding_now == frozenset()
+        await producer.close(0)
+
+    asyncio.run(run())
