@@ -72,8 +72,8 @@ _T = TypeVar("_T")
 class TxnConfig:
     transaction_max_timeout_ms: int = 900_000
     transactional_id_expiration_ms: int = 604_800_000
-    #: How long InitProducerId waits for an open transaction's abort to complete before
-    #: answering CONCURRENT_TRANSACTIONS (the client retries).
+    #: How long InitProducerId, AddPartitionsToTxn and AddOffsetsToTxn wait for the previous
+    #: transaction's markers before answering CONCURRENT_TRANSACTIONS (the client retries).
     init_wait_ms: int = 5_000
 
 
@@ -507,14 +507,27 @@ class TransactionManager:
             if not topic or number < 0:
                 raise InvalidRequestError(f"invalid partition {topic!r}-{number}")
         partition = self._partitions.route(transactional_id)
-        async with self._lock(transactional_id):
-            generation = self._check(partition)
-            meta = self._known(transactional_id, producer_id)
-            updated = state.add_partitions(
-                meta, producer_id, producer_epoch, partitions, groups, now_ms=self._now()
-            )
-            if updated is not None:
-                await self._write(partition, generation, updated)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._config.init_wait_ms / 1000
+        while True:
+            async with self._lock(transactional_id):
+                generation = self._check(partition)
+                meta = self._known(transactional_id, producer_id)
+                try:
+                    updated = state.add_partitions(
+                        meta, producer_id, producer_epoch, partitions, groups, now_ms=self._now()
+                    )
+                except ConcurrentTransactionsError:
+                    # The producer's previous transaction is still writing its markers: wait
+                    # here for them (a few ms) rather than have the client poll with backoff.
+                    completion = self._completions.get(transactional_id)
+                    if completion is None or loop.time() >= deadline:
+                        raise
+                else:
+                    if updated is not None:
+                        await self._write(partition, generation, updated)
+                    return
+            await asyncio.wait({completion}, timeout=max(0.0, deadline - loop.time()))
 
     def _start_completion(self, partition: int, generation: int, meta: TxnMetadata) -> None:
         tid = meta.transactional_id
