@@ -228,6 +228,11 @@ class Accumulator:
                     next_at = at
         return ready, next_at
 
+    def queued_partitions(self) -> list[PartitionKey]:
+        """Partitions with at least one batch queued (ready or lingering)."""
+        with self._lock:
+            return [pk for pk, queue in self._queues.items() if queue]
+
     def pop(
         self, pk: PartitionKey, now: float, *, fresh_only: bool = False, max_size: int = 0
     ) -> ProducerBatch | None:

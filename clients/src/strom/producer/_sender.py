@@ -314,6 +314,8 @@ class Sender:
 
     def _drain(self, now: float) -> float | None:
         ready, next_at = self.acc.ready(now)
+        if self.txn is not None:
+            self.txn.add_early(self.acc.queued_partitions())
         if not ready:
             return next_at
         if self.idempotent and not self.pid.has_id:

@@ -289,11 +289,22 @@ class TransactionManager:
         added = self.partitions
         allowed = [pk for pk in ready if pk in added]
         if len(allowed) != len(ready):
-            adding = self._adding_now
-            self._to_add.update(pk for pk in ready if pk not in added and pk not in adding)
-            if self._adding is None or self._adding.done():
-                self._adding = asyncio.ensure_future(self._add_partitions())
+            self.add_early(ready)
         return allowed
+
+    def add_early(self, queued: Iterable[PartitionKey]) -> None:
+        """Start adding the partitions that have records queued, before their batches are
+        ready (linger): the AddPartitionsToTxn round trip overlaps the linger, as Kafka's
+        producer does it at send time."""
+        if not self.sending:
+            return
+        added, adding, to_add = self.partitions, self._adding_now, self._to_add
+        new = [pk for pk in queued if pk not in added and pk not in adding and pk not in to_add]
+        if not new:
+            return
+        to_add.update(new)
+        if self._adding is None or self._adding.done():
+            self._adding = asyncio.ensure_future(self._add_partitions())
 
     async def _add_partitions(self) -> None:
         while self._to_add and self.sending:

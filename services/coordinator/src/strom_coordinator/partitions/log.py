@@ -15,8 +15,9 @@ Record = tuple[bytes, bytes | None]
 class PartitionLog(Protocol):
     """Durable, fenced appends to the partitions of one internal topic.
 
-    Called from the event loop only; concurrent appends to one partition are allowed (the
-    implementation orders them)."""
+    Called from the event loop only; concurrent appends to one partition are allowed and are
+    written in call order: an append takes its place before its first suspension (the
+    transaction manager relies on this to queue a record under a lock and await it after)."""
 
     async def append(self, partition: int, records: Sequence[tuple[bytes, bytes | None]]) -> None:
         """Write the records (key, value; None value = tombstone) to ``partition`` as ONE batch

@@ -487,6 +487,17 @@ class TransactionManager:
         except FreshProducerIdNeeded:
             return transition(await self._fresh())
 
+    async def _queue_write(self, partition: int, meta: TxnMetadata) -> asyncio.Future[None]:
+        """Start persisting ``meta`` and return the write to await: once this returns, the
+        record has its place in the partition's log order (``PartitionLog`` orders appends
+        by call), ahead of any write started later."""
+        key = records.transaction_key(meta.transactional_id)
+        write = asyncio.ensure_future(
+            self._log.append(partition, [(key, records.encode_value(meta))])
+        )
+        await asyncio.sleep(0)  # the append runs up to its first suspension: it is queued
+        return write
+
     async def _write(self, partition: int, generation: int, meta: TxnMetadata) -> None:
         """Persist ``meta`` (acks=all), then make it the id's state."""
         key = records.transaction_key(meta.transactional_id)
@@ -580,17 +591,28 @@ class TransactionManager:
                 backoff = min(backoff * 2, _BACKOFF_MAX_S)
         self._stats.on_markers(job.committed, len(job.partitions) + len(job.groups))
         backoff = _BACKOFF_S
+        completed: TxnMetadata | None = None
         while self._generation.get(partition, 0) == generation:
             try:
                 async with self._lock(tid):
                     self._check_generation(partition, generation)
                     current = self._txns.get(tid)
-                    if current is None or not current.state.preparing:
-                        return
-                    await self._write(partition, generation, state.complete(current, self._now()))
-                    log.debug("transaction completed", transactional_id=tid,
-                              state=self._txns[tid].state.value)  # fmt: skip
-                    return
+                    if current is not None and current.state.preparing:
+                        completed = state.complete(current, self._now())
+                    elif current is None or current is not completed:
+                        return  # gone, or a newer state was written after ours
+                    # Queued under the lock but awaited outside it: the markers are
+                    # acknowledged, so the producer's next transaction (waiting for this one)
+                    # may go on at once; its own record is queued after this one in the
+                    # partition's log order (often in the same batch). Until this write is
+                    # acknowledged the log still says Prepare*, whose markers a reload
+                    # re-sends harmlessly.
+                    written = await self._queue_write(partition, completed)
+                    self._txns[tid] = completed
+                await written
+                log.debug("transaction completed", transactional_id=tid,
+                          state=completed.state.value)  # fmt: skip
+                return
             except NotCoordinatorError:
                 return
             except StromError as exc:
