@@ -11,6 +11,12 @@ are for data that matters). Records are 100 random bytes, no key.
   committing every 100, 1,000 and 10,000 records; each transaction's commit latency (the
   ``commit_transaction()`` call: flush of its last batches, EndTxn, the coordinator's log
   write) as p50/p99. Goal: >= 0.9 of the baseline at 1,000 records per transaction.
+* the protocol's floor: one transaction of one record done with bare RPCs (no client library):
+  AddPartitionsToTxn (which also waits for the previous transaction's markers), a transactional
+  Produce with acks=all (the leader verifies it with the coordinator), EndTxn; its p50 per
+  step. The ceiling of a producer at N records per transaction is then
+  N / (N / idempotent rate + floor), and each transactional figure is also reported as a ratio
+  of its ceiling: what the client adds, against what the protocol costs on this machine.
 * consumer throughput over the records the 1,000-per-transaction producer wrote:
   read_committed against read_uncommitted (goal >= 0.95).
 * end-to-end latency of the consume-transform-produce loop (the example application's loop:
@@ -41,10 +47,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import grpc
 from benchkit import bench_arguments, free_base_port, free_port, print_summary, progress
 from replication import latency_figures, poll_until
 
 from strom import Admin, Consumer, NewTopic, Producer, TopicPartition
+from strom.protocol.v1 import (
+    common_pb2,
+    controller_pb2,
+    gateway_pb2_grpc,
+    storage_pb2,
+    storage_pb2_grpc,
+    transaction_pb2,
+)
+from strom.records import encode_batch
 from strom.types import OffsetAndMetadata
 from strom_server.local.cluster import LocalClusterSpec
 from strom_server.local.supervisor import Supervisor
@@ -152,6 +168,67 @@ def produce_transactional(
             producer.commit_transaction()
             commits.append((time.perf_counter() - t0) * 1000)
         return time.perf_counter() - start, commits
+
+
+def protocol_floor(gateway: str, topic: str, rounds: int) -> dict[str, float]:
+    """p50 ms of each step of a one-record transaction done with bare RPCs (module docstring)."""
+    with Admin(gateway) as admin:
+        leader = admin.describe_topics([topic])[0].partitions[0].leader
+        brokers = {b.node_id: f"{b.host}:{b.port}" for b in admin.describe_cluster().brokers}
+    with (
+        grpc.insecure_channel(gateway) as gw_channel,
+        grpc.insecure_channel(brokers[leader]) as node_channel,
+    ):
+        gw = gateway_pb2_grpc.GatewayStub(gw_channel)
+        node = storage_pb2_grpc.StorageNodeStub(node_channel)
+        init = gw.InitProducerId(
+            controller_pb2.InitProducerIdRequest(
+                transactional_id="bench-floor", transaction_timeout_ms=60000, producer_id=-1,
+                producer_epoch=-1,
+            )
+        )  # fmt: skip
+        pid, epoch = init.producer_id, init.producer_epoch
+        steps: dict[str, list[float]] = {"add": [], "produce": [], "end": [], "total": []}
+        for _ in range(rounds):
+            t0 = time.perf_counter()
+            added = gw.AddPartitionsToTxn(
+                transaction_pb2.AddPartitionsToTxnRequest(
+                    transactional_id="bench-floor", producer_id=pid, producer_epoch=epoch,
+                    partitions=[common_pb2.TopicPartition(topic=topic, partition=0)],
+                )
+            )  # fmt: skip
+            t1 = time.perf_counter()
+            batch = encode_batch(
+                [(int(time.time() * 1000), None, bytes(VALUE_SIZE))],
+                producer_id=pid, producer_epoch=epoch, base_sequence=0, is_transactional=True,
+            )  # fmt: skip
+            produced = node.Produce(
+                storage_pb2.ProduceRequest(
+                    acks=-1, timeout_ms=10000, transactional_id="bench-floor",
+                    partitions=[
+                        storage_pb2.ProducePartitionData(topic=topic, partition=0, records=batch)
+                    ],
+                )
+            )  # fmt: skip
+            t2 = time.perf_counter()
+            ended = gw.EndTxn(
+                transaction_pb2.EndTxnRequest(
+                    transactional_id="bench-floor", producer_id=pid, producer_epoch=epoch,
+                    committed=True,
+                )
+            )  # fmt: skip
+            t3 = time.perf_counter()
+            errors = (added.error_code, produced.partitions[0].error_code, ended.error_code)
+            if any(errors):
+                raise RuntimeError(f"protocol floor: error codes {errors}")
+            pid, epoch = ended.producer_id, ended.producer_epoch
+            for name, ms in zip(
+                ("add", "produce", "end", "total"),
+                ((t1 - t0) * 1000, (t2 - t1) * 1000, (t3 - t2) * 1000, (t3 - t0) * 1000),
+                strict=True,
+            ):
+                steps[name].append(ms)
+    return {f"{name}_p50_ms": quantile(values, 0.5) for name, values in steps.items()}
 
 
 def consume(gateway: str, topic: str, n: int, isolation_level: str) -> float:
@@ -278,7 +355,8 @@ def run(profile: Profile, quick: bool, keep: bool) -> dict[str, Any]:
     try:
         progress(f"starting a cluster in {workdir} ...")
         with running(workdir) as gateway:
-            topics = ["idempotent", *(f"txn-{n}" for n in PER_TRANSACTION), "pipe-in", "pipe-out"]
+            topics = ["idempotent", *(f"txn-{n}" for n in PER_TRANSACTION), "pipe-in", "pipe-out",
+                      "floor"]  # fmt: skip
             create_topics(gateway, topics)
             for repetition in range(profile.repeat):
                 progress(f"producers, repetition {repetition + 1} of {profile.repeat} ...")
@@ -303,6 +381,8 @@ def run(profile: Profile, quick: bool, keep: bool) -> dict[str, Any]:
                 for level in ("read_uncommitted", "read_committed"):
                     seconds = consume(gateway, "txn-1000", total, level)
                     reads[level] = max(reads.get(level, 0), total / seconds)
+            progress("the protocol's floor ...")
+            summary["protocol_floor"] = protocol_floor(gateway, "floor", 30 if quick else 100)
             progress("consume-transform-produce latency ...")
             summary["pipeline_e2e"] = pipeline_latency(gateway, profile)
         progress("done")
@@ -320,6 +400,10 @@ def run(profile: Profile, quick: bool, keep: bool) -> dict[str, Any]:
         f"txn_{n}_vs_idempotent": rates[f"transactional {n}/txn"] / rates["idempotent"]
         for n in PER_TRANSACTION
     }
+    floor_s = summary["protocol_floor"]["total_p50_ms"] / 1000
+    for n in PER_TRANSACTION:
+        ceiling = n / (n / rates["idempotent"] + floor_s)
+        ratios[f"txn_{n}_vs_protocol_ceiling"] = rates[f"transactional {n}/txn"] / ceiling
     ratios["read_committed_vs_read_uncommitted"] = (
         reads["read_committed"] / reads["read_uncommitted"]
     )
@@ -341,6 +425,13 @@ def print_report(summary: dict[str, Any]) -> None:
     print(f"\n{'consumer':<28}{'records/s':>12}")
     for level, rate in reads.items():
         print(f"{level:<28}{rate:>12,.0f}")
+    floor = summary["protocol_floor"]
+    print(
+        f"\nprotocol floor per transaction (bare RPCs, p50): AddPartitionsToTxn "
+        f"{floor['add_p50_ms']:.1f} ms, verified Produce acks=all "
+        f"{floor['produce_p50_ms']:.1f} ms, "
+        f"EndTxn {floor['end_p50_ms']:.1f} ms; whole {floor['total_p50_ms']:.1f} ms"
+    )
     e2e = summary["pipeline_e2e"]
     if "p50_ms" in e2e:
         print(
