@@ -7,19 +7,14 @@ logged.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from typing import Protocol, TypeVar
+from typing import Protocol
 
-from strom.errors import (
-    BrokerResponseError,
-    CoordinatorNotAvailableError,
-    StromError,
-    UnknownServerError,
-)
+from strom.errors import BrokerResponseError
 from strom.protocol.v1 import common_pb2, transaction_pb2
 from strom.protocol.v1 import coordinator_pb2 as pb
 from strom.protocol.v1.coordinator_pb2_grpc import GroupCoordinatorServicer as _Base
 from strom_coordinator import convert
+from strom_coordinator.answers import answer, top_level_error
 from strom_coordinator.group.api import (
     DeleteGroupResult,
     GroupDescription,
@@ -28,13 +23,8 @@ from strom_coordinator.group.api import (
 )
 from strom_coordinator.group.manager import GroupManager
 from strom_server.rpc.server import ServicerContext as Ctx
-from strom_server.runtime.logs import get_logger
 
 __all__ = ["CoordinatorDirectory", "GroupCoordinatorServicer"]
-
-log = get_logger(__name__)
-
-R = TypeVar("R")
 
 
 class CoordinatorDirectory(Protocol):
@@ -45,32 +35,10 @@ class CoordinatorDirectory(Protocol):
         ...
 
 
-def _as_broker_error(error: StromError) -> BrokerResponseError:
-    if isinstance(error, BrokerResponseError):
-        return error
-    if error.retriable:
-        return CoordinatorNotAvailableError(str(error))
-    return UnknownServerError(str(error))
-
-
 class GroupCoordinatorServicer(_Base):
     def __init__(self, manager: GroupManager, directory: CoordinatorDirectory) -> None:
         self._m = manager
         self._directory = directory
-
-    async def _answer(
-        self,
-        rpc: str,
-        work: Callable[[], Awaitable[R]],
-        fail: Callable[[BrokerResponseError], R],
-    ) -> R:
-        try:
-            return await work()
-        except StromError as e:
-            return fail(_as_broker_error(e))
-        except Exception as e:
-            log.exception("group_rpc_failed", rpc=rpc)
-            return fail(UnknownServerError(f"{rpc} failed: {type(e).__name__}: {e}"))
 
     async def FindCoordinator(
         self, request: pb.FindCoordinatorRequest, context: Ctx
@@ -80,7 +48,7 @@ class GroupCoordinatorServicer(_Base):
             node = common_pb2.Node(node_id=node_id, host=host, port=port)
             return pb.FindCoordinatorResponse(coordinator=node)
 
-        return await self._answer("FindCoordinator", work, _top(pb.FindCoordinatorResponse))
+        return await answer("FindCoordinator", work, top_level_error(pb.FindCoordinatorResponse))
 
     async def JoinGroup(self, request: pb.JoinGroupRequest, context: Ctx) -> pb.JoinGroupResponse:
         async def work() -> pb.JoinGroupResponse:
@@ -96,7 +64,7 @@ class GroupCoordinatorServicer(_Base):
                 generation_id=-1,
             )
 
-        return await self._answer("JoinGroup", work, fail)
+        return await answer("JoinGroup", work, fail)
 
     async def SyncGroup(self, request: pb.SyncGroupRequest, context: Ctx) -> pb.SyncGroupResponse:
         async def work() -> pb.SyncGroupResponse:
@@ -111,7 +79,7 @@ class GroupCoordinatorServicer(_Base):
             )
             return convert.sync_response(result)
 
-        return await self._answer("SyncGroup", work, _top(pb.SyncGroupResponse))
+        return await answer("SyncGroup", work, top_level_error(pb.SyncGroupResponse))
 
     async def Heartbeat(self, request: pb.HeartbeatRequest, context: Ctx) -> pb.HeartbeatResponse:
         async def work() -> pb.HeartbeatResponse:
@@ -123,7 +91,7 @@ class GroupCoordinatorServicer(_Base):
             )
             return pb.HeartbeatResponse()
 
-        return await self._answer("Heartbeat", work, _top(pb.HeartbeatResponse))
+        return await answer("Heartbeat", work, top_level_error(pb.HeartbeatResponse))
 
     async def LeaveGroup(
         self, request: pb.LeaveGroupRequest, context: Ctx
@@ -139,7 +107,7 @@ class GroupCoordinatorServicer(_Base):
             response.error_code, response.error_message = convert.error_fields(e)
             return response
 
-        return await self._answer("LeaveGroup", work, fail)
+        return await answer("LeaveGroup", work, fail)
 
     async def OffsetCommit(
         self, request: pb.OffsetCommitRequest, context: Ctx
@@ -154,7 +122,7 @@ class GroupCoordinatorServicer(_Base):
             )
             return convert.commit_response(results)
 
-        return await self._answer("OffsetCommit", work, lambda e: convert.commit_error(request, e))
+        return await answer("OffsetCommit", work, lambda e: convert.commit_error(request, e))
 
     async def OffsetFetch(
         self, request: pb.OffsetFetchRequest, context: Ctx
@@ -167,7 +135,7 @@ class GroupCoordinatorServicer(_Base):
             )
             return convert.fetch_response(offsets)
 
-        return await self._answer("OffsetFetch", work, _top(pb.OffsetFetchResponse))
+        return await answer("OffsetFetch", work, top_level_error(pb.OffsetFetchResponse))
 
     async def OffsetDelete(
         self, request: pb.OffsetDeleteRequest, context: Ctx
@@ -178,7 +146,7 @@ class GroupCoordinatorServicer(_Base):
             )
             return convert.offset_delete_response(results)
 
-        return await self._answer("OffsetDelete", work, _top(pb.OffsetDeleteResponse))
+        return await answer("OffsetDelete", work, top_level_error(pb.OffsetDeleteResponse))
 
     async def ListGroups(
         self, request: pb.ListGroupsRequest, context: Ctx
@@ -187,7 +155,7 @@ class GroupCoordinatorServicer(_Base):
             groups = await self._m.list_groups(list(request.states_filter))
             return convert.list_groups_response(groups)
 
-        return await self._answer("ListGroups", work, _top(pb.ListGroupsResponse))
+        return await answer("ListGroups", work, top_level_error(pb.ListGroupsResponse))
 
     async def DescribeGroups(
         self, request: pb.DescribeGroupsRequest, context: Ctx
@@ -201,7 +169,7 @@ class GroupCoordinatorServicer(_Base):
                 [GroupDescription(g, "", error=e) for g in request.group_ids]
             )
 
-        return await self._answer("DescribeGroups", work, fail)
+        return await answer("DescribeGroups", work, fail)
 
     async def DeleteGroups(
         self, request: pb.DeleteGroupsRequest, context: Ctx
@@ -215,7 +183,7 @@ class GroupCoordinatorServicer(_Base):
                 [DeleteGroupResult(g, e) for g in request.group_ids]
             )
 
-        return await self._answer("DeleteGroups", work, fail)
+        return await answer("DeleteGroups", work, fail)
 
     async def TxnOffsetCommit(
         self, request: pb.TxnOffsetCommitRequest, context: Ctx
@@ -224,9 +192,7 @@ class GroupCoordinatorServicer(_Base):
             results = await self._m.txn_commit_offsets(convert.txn_commit_request(request))
             return convert.txn_commit_response(results)
 
-        return await self._answer(
-            "TxnOffsetCommit", work, lambda e: convert.txn_commit_error(request, e)
-        )
+        return await answer("TxnOffsetCommit", work, lambda e: convert.txn_commit_error(request, e))
 
     async def WriteTxnMarkers(
         self, request: transaction_pb2.WriteTxnMarkersRequest, context: Ctx
@@ -244,16 +210,6 @@ class GroupCoordinatorServicer(_Base):
             ) -> list[MarkerGroupResult]:
                 return [MarkerGroupResult(g, e) for g in m.group_ids]
 
-            groups = await self._answer("WriteTxnMarkers", work, fail)
+            groups = await answer("WriteTxnMarkers", work, fail)
             response.markers.append(convert.txn_marker_result(marker, groups))
         return response
-
-
-def _top(response_type: Callable[..., R]) -> Callable[[BrokerResponseError], R]:
-    """A response carrying only the top-level error fields."""
-
-    def fail(e: BrokerResponseError) -> R:
-        code, message = convert.error_fields(e)
-        return response_type(error_code=code, error_message=message)
-
-    return fail

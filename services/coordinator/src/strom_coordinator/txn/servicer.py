@@ -7,56 +7,22 @@ UNKNOWN_SERVER_ERROR and is logged.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from typing import TypeVar
-
-from strom.errors import (
-    BrokerResponseError,
-    CoordinatorNotAvailableError,
-    StromError,
-    UnknownServerError,
-)
+from strom.errors import BrokerResponseError
 from strom.protocol.v1 import common_pb2, controller_pb2
 from strom.protocol.v1 import transaction_pb2 as pb
 from strom.protocol.v1.transaction_pb2_grpc import TransactionCoordinatorServicer as _Base
+from strom_coordinator.answers import answer, top_level_error
 from strom_coordinator.txn.manager import TransactionManager
 from strom_server.rpc.errors import error_fields
 from strom_server.rpc.server import ServicerContext as Ctx
-from strom_server.runtime.logs import get_logger
 
 __all__ = ["TransactionCoordinatorServicer"]
-
-log = get_logger(__name__)
-
-R = TypeVar("R")
-
-
-def _as_broker_error(error: StromError) -> BrokerResponseError:
-    if isinstance(error, BrokerResponseError):
-        return error
-    if error.retriable:
-        return CoordinatorNotAvailableError(str(error))
-    return UnknownServerError(str(error))
 
 
 class TransactionCoordinatorServicer(_Base):
     def __init__(self, manager: TransactionManager, coordinator_id: int) -> None:
         self._m = manager
         self._coordinator_id = coordinator_id
-
-    async def _answer(
-        self,
-        rpc: str,
-        work: Callable[[], Awaitable[R]],
-        fail: Callable[[BrokerResponseError], R],
-    ) -> R:
-        try:
-            return await work()
-        except StromError as e:
-            return fail(_as_broker_error(e))
-        except Exception as e:
-            log.exception("txn_rpc_failed", rpc=rpc)
-            return fail(UnknownServerError(f"{rpc} failed: {type(e).__name__}: {e}"))
 
     async def InitProducerId(
         self, request: controller_pb2.InitProducerIdRequest, context: Ctx
@@ -78,7 +44,7 @@ class TransactionCoordinatorServicer(_Base):
                 error_code=code, error_message=message, producer_id=-1, producer_epoch=-1
             )
 
-        return await self._answer("InitProducerId", work, fail)
+        return await answer("InitProducerId", work, fail)
 
     async def AddPartitionsToTxn(
         self, request: pb.AddPartitionsToTxnRequest, context: Ctx
@@ -105,7 +71,7 @@ class TransactionCoordinatorServicer(_Base):
                 results=[_result(t, p, e) for t, p in partitions],
             )
 
-        return await self._answer("AddPartitionsToTxn", work, fail)
+        return await answer("AddPartitionsToTxn", work, fail)
 
     async def AddOffsetsToTxn(
         self, request: pb.AddOffsetsToTxnRequest, context: Ctx
@@ -119,7 +85,7 @@ class TransactionCoordinatorServicer(_Base):
             )
             return pb.AddOffsetsToTxnResponse()
 
-        return await self._answer("AddOffsetsToTxn", work, _top(pb.AddOffsetsToTxnResponse))
+        return await answer("AddOffsetsToTxn", work, top_level_error(pb.AddOffsetsToTxnResponse))
 
     async def EndTxn(self, request: pb.EndTxnRequest, context: Ctx) -> pb.EndTxnResponse:
         async def work() -> pb.EndTxnResponse:
@@ -137,7 +103,7 @@ class TransactionCoordinatorServicer(_Base):
                 error_code=code, error_message=message, producer_id=-1, producer_epoch=-1
             )
 
-        return await self._answer("EndTxn", work, fail)
+        return await answer("EndTxn", work, fail)
 
     async def ListTransactions(
         self, request: pb.ListTransactionsRequest, context: Ctx
@@ -159,7 +125,7 @@ class TransactionCoordinatorServicer(_Base):
                 ]
             )
 
-        return await self._answer("ListTransactions", work, _top(pb.ListTransactionsResponse))
+        return await answer("ListTransactions", work, top_level_error(pb.ListTransactionsResponse))
 
     async def DescribeTransactions(
         self, request: pb.DescribeTransactionsRequest, context: Ctx
@@ -206,7 +172,7 @@ class TransactionCoordinatorServicer(_Base):
                 ]
             )
 
-        return await self._answer("DescribeTransactions", work, fail)
+        return await answer("DescribeTransactions", work, fail)
 
 
 def _result(
@@ -216,13 +182,3 @@ def _result(
     return pb.AddPartitionsToTxnResult(
         topic=topic, partition=partition, error_code=code, error_message=message
     )
-
-
-def _top(response_type: Callable[..., R]) -> Callable[[BrokerResponseError], R]:
-    """A response carrying only the top-level error fields."""
-
-    def fail(e: BrokerResponseError) -> R:
-        code, message = error_fields(e)
-        return response_type(error_code=code, error_message=message)
-
-    return fail
