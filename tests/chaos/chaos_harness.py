@@ -43,6 +43,7 @@ import sys
 import threading
 import time
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -425,11 +426,12 @@ def table(results: dict[str, int], outcome: Outcome, settings: ChaosSettings) ->
 # -- the run --------------------------------------------------------------------------------------
 
 
-def chaos_run(data_dir: Path, settings: ChaosSettings) -> tuple[dict[str, int], Outcome]:
-    print(f"chaos seed {settings.seed} (replay: STROM_CHAOS_SEED={settings.seed})", flush=True)
-    rng = random.Random(settings.seed)
-    outcome = Outcome()
-    runner = start_local_cluster(
+def start_chaos_cluster(
+    data_dir: Path, coordinator_flags: tuple[str, ...] = ()
+) -> Iterator[LocalCluster]:
+    """The chaos runs' cluster: two coordinators, sessions of SESSION_MS everywhere, a short
+    replica lag bound (``coordinator_flags`` are added to the coordinators' own)."""
+    return start_local_cluster(
         data_dir,
         coordinators=2,
         coordinator_flags=(
@@ -437,6 +439,7 @@ def chaos_run(data_dir: Path, settings: ChaosSettings) -> tuple[dict[str, int], 
             "--group.initial.rebalance.delay.ms", "0",
             "--group.min.session.timeout.ms", "500",
             "--offsets.topic.num.partitions", "6",
+            *coordinator_flags,
         ),
         storage_flags=(
             "--broker.session.timeout.ms", str(SESSION_MS),
@@ -445,6 +448,13 @@ def chaos_run(data_dir: Path, settings: ChaosSettings) -> tuple[dict[str, int], 
         ),
         controller_flags=("--controller.session.timeout.ms", str(SESSION_MS)),
     )  # fmt: skip
+
+
+def chaos_run(data_dir: Path, settings: ChaosSettings) -> tuple[dict[str, int], Outcome]:
+    print(f"chaos seed {settings.seed} (replay: STROM_CHAOS_SEED={settings.seed})", flush=True)
+    rng = random.Random(settings.seed)
+    outcome = Outcome()
+    runner = start_chaos_cluster(data_dir)
     cluster = next(runner)
     try:
         with cluster.admin() as admin:

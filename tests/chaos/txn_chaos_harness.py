@@ -40,8 +40,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from chaos_harness import LAG_MAX_MS, SESSION_MS, Nemesis, seed_from_env, wait_for_full_isr
-from cluster_testkit import LocalCluster, read_values, start_local_cluster
+from chaos_harness import Nemesis, seed_from_env, start_chaos_cluster, wait_for_full_isr
+from cluster_testkit import LocalCluster, read_values
 
 from strom import Consumer, NewTopic, Producer, StromError, TopicPartition
 from strom.errors import InvalidProducerEpochError, ProducerFencedError
@@ -342,23 +342,12 @@ def txn_chaos_run(data_dir: Path, settings: TxnChaosSettings) -> tuple[dict[str,
     print(f"txn chaos seed {settings.seed} (replay: STROM_CHAOS_SEED={settings.seed})", flush=True)
     rng = random.Random(settings.seed)
     outcome = TxnOutcome()
-    runner = start_local_cluster(
+    runner = start_chaos_cluster(
         data_dir,
-        coordinators=2,
         coordinator_flags=(
-            "--coordinator.session.timeout.ms", str(SESSION_MS),
-            "--group.initial.rebalance.delay.ms", "0",
-            "--group.min.session.timeout.ms", "500",
-            "--offsets.topic.num.partitions", "6",
             "--transaction.state.log.num.partitions", "6",
             "--transaction.abort.timed.out.transaction.cleanup.interval.ms", "1000",
         ),
-        storage_flags=(
-            "--broker.session.timeout.ms", str(SESSION_MS),
-            "--replica.lag.time.max.ms", str(LAG_MAX_MS),
-            "--replica.fetch.backoff.ms", "200",
-        ),
-        controller_flags=("--controller.session.timeout.ms", str(SESSION_MS)),
     )  # fmt: skip
     cluster = next(runner)
     try:
