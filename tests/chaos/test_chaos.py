@@ -41,6 +41,7 @@ def _run_transactional(tmp_path: Path, duration_s: float) -> None:
     assert outcome.faults, "the nemesis injected no fault"
     committed = [ids for ids, fate in outcome.transactions.values() if fate == "committed"]
     assert committed, "no transaction committed"
+    assert outcome.aborted_in_log > 0, "no aborted record reached the log: nothing to hide"
     assert outcome.input_acked, "the pipeline's input got no record"
     violations = {name: count for name, count in results.items() if count}
     assert not violations, f"seed {settings.seed}: {violations}"

@@ -80,6 +80,8 @@ class TxnOutcome:
     live_seen: set[str] = field(default_factory=set)
     live_backwards: int = 0
     input_acked: set[str] = field(default_factory=set)
+    #: records of aborted transactions that a read_uncommitted reader finds in the log
+    aborted_in_log: int = 0
     faults: list[str] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -147,6 +149,7 @@ def run_writer(
                     fate = "unknown"  # the commit may have been decided before the error
                     raise
             else:
+                producer.flush()  # the aborted records reach the log: a reader could see them
                 producer.abort_transaction()
         except StromError as exc:
             if fate != "unknown":
@@ -306,6 +309,12 @@ def check(cluster: LocalCluster, outcome: TxnOutcome) -> dict[str, int]:
         if fate == "committed":
             lost += len(ids) - seen
         partial += 0 < seen < len(ids)
+    # The checker can only catch an aborted read if aborted records are in the log at all.
+    everything = set(read_values(cluster, TXN_TOPIC, isolation_level="read_uncommitted"))
+    outcome.aborted_in_log = sum(
+        1 for ids, fate in outcome.transactions.values() if fate == "aborted"
+        for i in ids if i in everything
+    )  # fmt: skip
     output_values = read_values(cluster, OUT_TOPIC, isolation_level="read_committed", timeout_s=120)
     output = Counter(v.split(":", 2)[2] for v in output_values)
     return {
@@ -325,7 +334,8 @@ def table(results: dict[str, int], outcome: TxnOutcome, settings: TxnChaosSettin
     lines = [
         f"transactional chaos run: seed {settings.seed}, {settings.duration_s:.0f} s, "
         f"{len(outcome.faults)} nemesis events",
-        f"transactions {dict(fates)}, pipeline input acknowledged {len(outcome.input_acked)}, "
+        f"transactions {dict(fates)} ({outcome.aborted_in_log} aborted records in the log), "
+        f"pipeline input acknowledged {len(outcome.input_acked)}, "
         f"errors {dict(outcome.errors)}",
         *(f"  e.g. {name}: {message}" for name, message in outcome.error_examples.items()),
         f"{'check'.ljust(width)}  count",
