@@ -19,10 +19,12 @@ are for data that matters). Records are 100 random bytes, no key.
   of its ceiling: what the client adds, against what the protocol costs on this machine.
 * consumer throughput over the records the 1,000-per-transaction producer wrote:
   read_committed against read_uncommitted (goal >= 0.95).
-* end-to-end latency of the consume-transform-produce loop (the example application's loop:
-  read_committed consumer in a group, one transaction per poll carrying its output and input
-  offsets): input records at 1,000/s, each value carrying ``time.perf_counter_ns()`` at its
-  send; a read_committed reader of the output takes each record's latency when it sees it.
+* end-to-end latency of the example consume-transform-produce application
+  (clients/examples/transform.py, run as its own process: read_committed consumer in a group,
+  one transaction per poll carrying its output and input offsets): input records at 1,000/s
+  (``--quick``: 500/s), each value carrying ``time.perf_counter_ns()`` at its send; a
+  read_committed reader of the output (in this process) takes each record's latency when it
+  sees it.
 
 Throughput figures are the best of 2 repetitions (``--quick``: 1). The last line is
 ``SUMMARY {json}``.
@@ -38,6 +40,7 @@ import gc
 import os
 import platform
 import shutil
+import subprocess
 import sys
 import tempfile
 import threading
@@ -61,11 +64,11 @@ from strom.protocol.v1 import (
     transaction_pb2,
 )
 from strom.records import encode_batch
-from strom.types import OffsetAndMetadata
 from strom_server.local.cluster import LocalClusterSpec
 from strom_server.local.supervisor import Supervisor
 
 PARTITIONS = 6
+EXAMPLE = Path(__file__).resolve().parents[1] / "clients" / "examples" / "transform.py"
 REPLICAS = 3
 VALUE_SIZE = 100
 PER_TRANSACTION = (100, 1000, 10_000)
@@ -254,80 +257,61 @@ def consume_page(consumer: Consumer) -> dict[TopicPartition, list[Any]]:
     return consumer.poll(timeout_ms=1000, max_records=10_000)
 
 
-def pipeline_latency(gateway: str, profile: Profile) -> dict[str, Any]:
-    """The consume-transform-produce loop's end-to-end latency (see the module docstring)."""
+def pipeline_latency(gateway: str, profile: Profile, workdir: Path) -> dict[str, Any]:
+    """The example application's end-to-end latency (see the module docstring): it runs as a
+    process of its own, as it would in production; this process feeds its input and reads its
+    output with read_committed."""
     stop = threading.Event()
     latencies: list[int] = []
-    errors: list[BaseException] = []
-
-    def transform() -> None:
-        consumer = Consumer(
-            bootstrap_servers=gateway,
-            group_id="bench-pipeline",
-            auto_offset_reset="latest",
-            enable_auto_commit=False,
-            isolation_level="read_committed",
-        )
-        producer = Producer(gateway, transactional_id="bench-pipeline", linger_ms=0)
-        try:
-            consumer.subscribe(["pipe-in"])
-            producer.init_transactions()
-            while not stop.is_set():
-                batches = consumer.poll(timeout_ms=100)
-                if not batches:
-                    continue
-                producer.begin_transaction()
-                offsets = {}
-                for tp, records in batches.items():
-                    for record in records:
-                        producer.send("pipe-out", record.value, partition=tp.partition)
-                    offsets[tp] = OffsetAndMetadata(records[-1].offset + 1)
-                producer.send_offsets_to_transaction(offsets, consumer.group_metadata())
-                producer.commit_transaction()
-        except BaseException as exc:
-            errors.append(exc)
-        finally:
-            producer.close()
-            consumer.close()
 
     def read_output() -> None:
         with Consumer(
             bootstrap_servers=gateway,
-            auto_offset_reset="latest",
+            auto_offset_reset="earliest",
             enable_auto_commit=False,
             isolation_level="read_committed",
         ) as consumer:
             consumer.assign(tps("pipe-out"))
-            consumer.seek_to_end(*tps("pipe-out"))
             while not stop.is_set():
                 for records in consumer.poll(timeout_ms=100).values():
                     now = time.perf_counter_ns()
-                    latencies.extend(now - int.from_bytes(r.value[:8], "big") for r in records)
+                    latencies.extend(now - int(r.value.split(b" ", 1)[0]) for r in records)
 
-    workers = [threading.Thread(target=transform), threading.Thread(target=read_output)]
-    for worker in workers:
-        worker.start()
-    time.sleep(3)  # the group formed, the reader at the end
+    argv = [
+        sys.executable, str(EXAMPLE), "pipe-in", "pipe-out", "--bootstrap-server", gateway,
+        "--group", "bench-pipeline", "--transactional-id", "bench-pipeline",
+    ]  # fmt: skip
+    log = open(workdir / "transform-example.log", "wb")  # noqa: SIM115 - closed below
+    example = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
+    reader = threading.Thread(target=read_output)
+    reader.start()
     sent = 0
-    with Producer(gateway, acks="all", enable_idempotence=True, linger_ms=0) as producer:
-        start = time.perf_counter()
-        total = int(profile.e2e_s * profile.e2e_rate)
-        for i in range(total):
-            delay = start + i / profile.e2e_rate - time.perf_counter()
-            if delay > 0:
-                time.sleep(delay)
-            value = time.perf_counter_ns().to_bytes(8, "big") + bytes(VALUE_SIZE - 8)
-            producer.send("pipe-in", value, partition=i % PARTITIONS)
-            sent += 1
-        producer.flush()
-    deadline = time.monotonic() + 30
-    while len(latencies) < sent and time.monotonic() < deadline and not errors:
-        time.sleep(0.1)
-    stop.set()
-    for worker in workers:
-        worker.join(60)
-    if errors:
-        raise errors[0]
+    try:
+        time.sleep(4)  # the example joined its group
+        # Digits and spaces: the example upper-cases values, which leaves them alone.
+        with Producer(gateway, acks="all", enable_idempotence=True, linger_ms=0) as producer:
+            start = time.perf_counter()
+            total = int(profile.e2e_s * profile.e2e_rate)
+            for i in range(total):
+                delay = start + i / profile.e2e_rate - time.perf_counter()
+                if delay > 0:
+                    time.sleep(delay)
+                value = f"{time.perf_counter_ns()} ".ljust(VALUE_SIZE).encode()
+                producer.send("pipe-in", value, partition=i % PARTITIONS)
+                sent += 1
+            producer.flush()
+        deadline = time.monotonic() + 30
+        while len(latencies) < sent and time.monotonic() < deadline:
+            time.sleep(0.1)
+    finally:
+        stop.set()
+        reader.join(60)
+        example.terminate()
+        try:
+            example.wait(30)
+        except subprocess.TimeoutExpired:
+            example.kill()
+        log.close()
     figures = latency_figures(latencies) if latencies else {}
     figures.update(rate=profile.e2e_rate, sent=sent, delivered=len(latencies))
     return figures
@@ -384,7 +368,7 @@ def run(profile: Profile, quick: bool, keep: bool) -> dict[str, Any]:
             progress("the protocol's floor ...")
             summary["protocol_floor"] = protocol_floor(gateway, "floor", 30 if quick else 100)
             progress("consume-transform-produce latency ...")
-            summary["pipeline_e2e"] = pipeline_latency(gateway, profile)
+            summary["pipeline_e2e"] = pipeline_latency(gateway, profile, workdir)
         progress("done")
     except BaseException:
         keep = True
