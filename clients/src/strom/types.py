@@ -20,6 +20,9 @@ __all__ = [
     "OffsetAndMetadata",
     "OffsetAndTimestamp",
     "PartitionDescription",
+    "StagedCommit",
+    "StagedCommitResult",
+    "StagedTransaction",
     "TopicDescription",
     "TopicPartition",
 ]
@@ -186,3 +189,41 @@ class ConsumerGroupMetadata:
     generation_id: int = -1
     member_id: str = ""
     group_instance_id: str | None = None
+
+
+@dataclass(frozen=True)
+class StagedTransaction:
+    """An open transaction handed over by ``Producer.prepare_transaction()``: whoever holds it
+    can have it committed (``Admin.commit_staged_transactions``) or aborted
+    (``Admin.abort_staged_transactions``) from any process."""
+
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+
+
+@dataclass(frozen=True)
+class StagedCommit:
+    """The last decision the transaction coordinator holds for a ``commit_id``."""
+
+    commit_id: str
+    #: The last decided sequence (-1: none yet).
+    sequence: int
+    #: ``"Committing"`` (decided, members still being committed) or ``"Committed"``.
+    state: str
+    members: tuple[StagedTransaction, ...]
+    #: Opaque, given by the caller (e.g. JSON naming a query and a batch).
+    metadata: bytes
+    #: Members that could not be committed after the decision (they had expired).
+    failed_members: tuple[StagedTransaction, ...] = ()
+
+
+@dataclass(frozen=True)
+class StagedCommitResult:
+    """What ``Admin.commit_staged_transactions`` returns."""
+
+    #: The sequence was at or below the last decided one: NOTHING of this call was committed
+    #: (the caller aborts its members); ``commit`` is the earlier decision.
+    already_committed: bool
+    #: The record as stored after the call.
+    commit: StagedCommit

@@ -38,6 +38,9 @@ from strom.types import (
     NewTopic,
     OffsetAndMetadata,
     OffsetAndTimestamp,
+    StagedCommit,
+    StagedCommitResult,
+    StagedTransaction,
     TopicDescription,
     TopicPartition,
 )
@@ -201,10 +204,14 @@ class Admin:
         states: Sequence[str] | None = None,
         producer_ids: Sequence[int] | None = None,
         duration_ms: int = 0,
+        transactional_id_prefix: str | None = None,
     ) -> list[TransactionListing]:
         return self._run(
             self._aio.list_transactions(
-                states=states, producer_ids=producer_ids, duration_ms=duration_ms
+                states=states,
+                producer_ids=producer_ids,
+                duration_ms=duration_ms,
+                transactional_id_prefix=transactional_id_prefix,
             )
         )
 
@@ -236,6 +243,27 @@ class Admin:
         return self._run(
             self._aio.abort_transaction(transactional_id, wait_timeout_ms=wait_timeout_ms)
         )
+
+    # -- staged transactions (see strom.aio.Admin) -------------------------------------------
+
+    def commit_staged_transactions(
+        self,
+        commit_id: str,
+        sequence: int,
+        members: Sequence[StagedTransaction],
+        metadata: bytes = b"",
+    ) -> StagedCommitResult:
+        """Commit staged transactions as one decision of ``commit_id`` at ``sequence``."""
+        return self._run(
+            self._aio.commit_staged_transactions(commit_id, sequence, members, metadata)
+        )
+
+    def describe_staged_commit(self, commit_id: str) -> StagedCommit | None:
+        return self._run(self._aio.describe_staged_commit(commit_id))
+
+    def abort_staged_transactions(self, members: Sequence[StagedTransaction]) -> None:
+        """Abort staged transactions with their own identities (ended ones are skipped)."""
+        self._run(self._aio.abort_staged_transactions(members))
 
     def close(self) -> None:
         self._run(self._aio.close())

@@ -46,8 +46,13 @@ from strom.errors import (
     ConfigurationError,
     CoordinatorNotAvailableError,
     InconsistentGroupProtocolError,
+    InvalidProducerEpochError,
+    InvalidProducerIdMappingError,
+    InvalidTxnStateError,
+    ProducerFencedError,
     StromError,
     StromTimeoutError,
+    TransactionalIdNotFoundError,
     for_code,
     is_retriable,
 )
@@ -71,6 +76,9 @@ from strom.types import (
     OffsetAndMetadata,
     OffsetAndTimestamp,
     PartitionDescription,
+    StagedCommit,
+    StagedCommitResult,
+    StagedTransaction,
     TopicDescription,
     TopicPartition,
 )
@@ -95,6 +103,21 @@ def _check(items: Iterable[object], describe: str) -> None:
             )
             message = getattr(item, "error_message", "")
             raise for_code(code, f"{where}: {message}" if message else where)
+
+
+#: EndTxn(abort) answers meaning the staged transaction is over already.
+_ENDED_ALREADY = (
+    InvalidTxnStateError,
+    ProducerFencedError,
+    InvalidProducerEpochError,
+    InvalidProducerIdMappingError,
+    TransactionalIdNotFoundError,
+)
+
+
+def _check_commit_id(commit_id: str) -> None:
+    if not isinstance(commit_id, str) or not commit_id:
+        raise ConfigurationError(f"commit_id must be a non-empty string, got {commit_id!r}")
 
 
 def _node(node: common_pb2.Node) -> NodeInfo:
@@ -588,10 +611,12 @@ class Admin:
         states: Sequence[str] | None = None,
         producer_ids: Sequence[int] | None = None,
         duration_ms: int = 0,
+        transactional_id_prefix: str | None = None,
     ) -> list[TransactionListing]:
         """Every transactional id the coordinators know, optionally only those in ``states``
         (Empty, Ongoing, PrepareCommit, PrepareAbort, CompleteCommit, CompleteAbort, Dead),
-        of ``producer_ids``, or open for longer than ``duration_ms``; sorted by id. Raises
+        of ``producer_ids``, open for longer than ``duration_ms``, or starting with
+        ``transactional_id_prefix`` (filtered by the coordinators); sorted by id. Raises
         ``CoordinatorNotAvailableError`` when a coordinator did not answer (the list would
         be incomplete) after retrying within ``request_timeout_ms``."""
         for state in states or ():
@@ -603,6 +628,7 @@ class Admin:
             state_filters=list(states or ()),
             producer_id_filters=list(producer_ids or ()),
             duration_filter_ms=duration_ms,
+            transactional_id_prefix=transactional_id_prefix or "",
         )
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self._timeout
@@ -620,8 +646,14 @@ class Admin:
                     "would be incomplete"
                 )
             await asyncio.sleep(_RETRY_BACKOFF_S)
+        prefix = transactional_id_prefix or ""
         return sorted(
-            (txn.listing(t) for t in response.transactions), key=lambda t: t.transactional_id
+            (
+                txn.listing(t)
+                for t in response.transactions
+                if t.transactional_id.startswith(prefix)
+            ),
+            key=lambda t: t.transactional_id,
         )
 
     async def describe_transactions(
@@ -721,6 +753,100 @@ class Admin:
                 raise StromTimeoutError(
                     f"transactional id {transactional_id}: still {now.state} after {wait} s"
                 )
+            await asyncio.sleep(_RETRY_BACKOFF_S)
+
+    # -- staged transactions ------------------------------------------------------------------
+
+    async def commit_staged_transactions(
+        self,
+        commit_id: str,
+        sequence: int,
+        members: Sequence[StagedTransaction],
+        metadata: bytes = b"",
+    ) -> StagedCommitResult:
+        """Commit staged transactions (``Producer.prepare_transaction()``) as ONE decision of
+        ``commit_id`` at ``sequence``: the coordinator records the decision, then commits
+        every member itself (and finishes after a failover), so the members become visible
+        together even if this process dies right after asking.
+
+        A ``sequence`` at or below the last decided one answers ``already_committed=True``
+        and commits nothing (the caller should abort ``members``); repeating the last
+        decision exactly (same sequence and members) is a retry and answers like the first
+        call. A member not open at exactly its producer id and epoch raises
+        ``InvalidTxnStateError`` naming it, and nothing is committed. Retriable failures are
+        retried (safely: a retry is recognised) within ``request_timeout_ms``."""
+        _check_commit_id(commit_id)
+        if isinstance(sequence, bool) or not isinstance(sequence, int) or sequence < 0:
+            raise ConfigurationError(f"sequence must be an int >= 0, got {sequence!r}")
+        if not isinstance(metadata, bytes | bytearray):
+            raise ConfigurationError(f"metadata must be bytes, got {type(metadata).__name__}")
+        request = transaction_pb2.CommitStagedTransactionsRequest(
+            commit_id=commit_id,
+            sequence=sequence,
+            members=txn.staged_members_pb(members),
+            metadata=bytes(metadata),
+        )
+        response = await self._staged_call(
+            "CommitStagedTransactions", request, f"commit {commit_id!r} sequence {sequence}"
+        )
+        return StagedCommitResult(
+            already_committed=response.already_committed,
+            commit=txn.staged_commit(response.commit),
+        )
+
+    async def describe_staged_commit(self, commit_id: str) -> StagedCommit | None:
+        """The last decision of ``commit_id`` (None when there is none)."""
+        _check_commit_id(commit_id)
+        request = transaction_pb2.DescribeStagedCommitRequest(commit_id=commit_id)
+        response = await self._staged_call(
+            "DescribeStagedCommit", request, f"describe commit {commit_id!r}"
+        )
+        return txn.staged_commit(response.commit) if response.found else None
+
+    async def abort_staged_transactions(self, members: Sequence[StagedTransaction]) -> None:
+        """Abort staged transactions, each with its own producer id and epoch (EndTxn abort;
+        works from any process). A member already ended (aborted, committed, fenced or
+        expired) is not an error. Retriable failures are retried within
+        ``request_timeout_ms``; the first other error is raised."""
+        await asyncio.gather(*(self._abort_staged(m) for m in members))
+
+    async def _abort_staged(self, member: StagedTransaction) -> None:
+        request = transaction_pb2.EndTxnRequest(
+            transactional_id=member.transactional_id,
+            producer_id=member.producer_id,
+            producer_epoch=member.producer_epoch,
+            committed=False,
+        )
+        what = (
+            f"abort staged transaction {member.transactional_id!r} (producer id "
+            f"{member.producer_id} epoch {member.producer_epoch})"
+        )
+        try:
+            await self._staged_call("EndTxn", request, what)
+        except _ENDED_ALREADY:
+            return  # ended already (committed or aborted), fenced, or forgotten
+
+    async def _staged_call(self, method: str, request: object, what: str) -> Any:
+        """``method`` through the gateway, asked again after retriable errors (transport
+        errors included: every staged RPC is safe to repeat) until ``request_timeout_ms``;
+        raises the answer's error naming ``what``."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._timeout
+        while True:
+            left = max(deadline - loop.time(), 0.001)
+            try:
+                response = await self._call(method, request, left)
+            except StromError as exc:
+                if not exc.retriable or loop.time() + _RETRY_BACKOFF_S > deadline:
+                    raise
+                await asyncio.sleep(_RETRY_BACKOFF_S)
+                continue
+            code = response.error_code
+            if not code:
+                return response
+            if not is_retriable(code) or loop.time() + _RETRY_BACKOFF_S > deadline:
+                message = response.error_message or common_pb2.ErrorCode.Name(code)
+                raise for_code(code, f"{what}: {message}")
             await asyncio.sleep(_RETRY_BACKOFF_S)
 
     # -- life cycle ---------------------------------------------------------------------------

@@ -27,7 +27,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from strom.protocol.v1 import transaction_pb2
-from strom.types import TopicPartition
+from strom.types import StagedCommit, StagedTransaction, TopicPartition
 
 __all__ = [
     "HangingTransaction",
@@ -35,6 +35,9 @@ __all__ = [
     "TransactionDescription",
     "TransactionListing",
     "hanging",
+    "staged_commit",
+    "staged_member",
+    "staged_members_pb",
 ]
 
 #: Transaction states, Kafka's names.
@@ -182,3 +185,31 @@ def hanging(
             )
         )
     return found
+
+
+def staged_member(m: transaction_pb2.StagedTransaction) -> StagedTransaction:
+    return StagedTransaction(m.transactional_id, m.producer_id, m.producer_epoch)
+
+
+def staged_members_pb(
+    members: Iterable[StagedTransaction],
+) -> list[transaction_pb2.StagedTransaction]:
+    return [
+        transaction_pb2.StagedTransaction(
+            transactional_id=m.transactional_id,
+            producer_id=m.producer_id,
+            producer_epoch=m.producer_epoch,
+        )
+        for m in members
+    ]
+
+
+def staged_commit(c: transaction_pb2.StagedCommit) -> StagedCommit:
+    return StagedCommit(
+        commit_id=c.commit_id,
+        sequence=c.sequence,
+        state=c.state,
+        members=tuple(staged_member(m) for m in c.members),
+        metadata=bytes(c.metadata),
+        failed_members=tuple(staged_member(m) for m in c.failed_members),
+    )

@@ -10,6 +10,7 @@ States (``TxnState``)::
 
     UNINITIALIZED --init_transactions--> READY --begin_transaction--> IN_TRANSACTION
     IN_TRANSACTION --commit_transaction--> COMMITTING --EndTxn ok--> READY
+    IN_TRANSACTION --prepare_transaction--> PREPARING --flushed--> STAGED (handed over: final)
     IN_TRANSACTION | ABORTABLE_ERROR --abort_transaction--> ABORTING --EndTxn ok--> READY
     IN_TRANSACTION | COMMITTING --abortable error--> ABORTABLE_ERROR
     any --fatal error--> FATAL_ERROR (the producer is unusable: close it)
@@ -90,6 +91,8 @@ class TxnState(enum.Enum):
     IN_TRANSACTION = "in transaction"
     COMMITTING = "committing"
     ABORTING = "aborting"
+    PREPARING = "preparing"
+    STAGED = "staged"
     ABORTABLE_ERROR = "abortable error"
     FATAL_ERROR = "fatal error"
 
@@ -100,14 +103,16 @@ _TRANSITIONS: dict[TxnState, frozenset[TxnState]] = {
     _S.UNINITIALIZED: frozenset({_S.INITIALIZING}),
     _S.INITIALIZING: frozenset({_S.READY, _S.UNINITIALIZED}),
     _S.READY: frozenset({_S.IN_TRANSACTION}),
-    _S.IN_TRANSACTION: frozenset({_S.COMMITTING, _S.ABORTING, _S.ABORTABLE_ERROR}),
+    _S.IN_TRANSACTION: frozenset({_S.COMMITTING, _S.ABORTING, _S.ABORTABLE_ERROR, _S.PREPARING}),
+    _S.PREPARING: frozenset({_S.STAGED, _S.ABORTABLE_ERROR}),
+    _S.STAGED: frozenset(),
     _S.COMMITTING: frozenset({_S.READY, _S.ABORTABLE_ERROR}),
     _S.ABORTING: frozenset({_S.READY}),
     _S.ABORTABLE_ERROR: frozenset({_S.ABORTING}),
     _S.FATAL_ERROR: frozenset(),
 }
 #: States in which the sender may send the transaction's batches.
-_SENDING = frozenset({_S.IN_TRANSACTION, _S.COMMITTING})
+_SENDING = frozenset({_S.IN_TRANSACTION, _S.COMMITTING, _S.PREPARING})
 
 
 def is_fatal(error: BaseException) -> bool:
@@ -176,6 +181,8 @@ class TransactionManager:
             self.block = _abortable(self.error)
         elif new is TxnState.FATAL_ERROR:
             self.block = self.error
+        elif new is TxnState.STAGED:
+            self.block = _staged(self.transactional_id, "send()")
         else:
             self.block = InvalidTxnStateError(
                 f"send() while the transaction is {new.value}: wait for it, then "
@@ -197,7 +204,7 @@ class TransactionManager:
             log.error("transactional producer %r fenced or fatal: %s", self.transactional_id, error)
             self.error = error
             self._move(TxnState.FATAL_ERROR)
-        elif state in (TxnState.IN_TRANSACTION, TxnState.COMMITTING):
+        elif state in (TxnState.IN_TRANSACTION, TxnState.COMMITTING, TxnState.PREPARING):
             log.warning("transaction of %r must be aborted: %s", self.transactional_id, error)
             self.error = error
             self._move(TxnState.ABORTABLE_ERROR)
@@ -219,6 +226,8 @@ class TransactionManager:
         self.raise_if_fatal()
         if self.state in states:
             return
+        if self.state is TxnState.STAGED:
+            raise _staged(self.transactional_id, what)
         if self.state is TxnState.ABORTABLE_ERROR:
             raise _abortable(self.error, what)
         if self.state is TxnState.UNINITIALIZED:
@@ -398,9 +407,26 @@ class TransactionManager:
         self._move(TxnState.COMMITTING)
         return True
 
+    def begin_prepare(self) -> None:
+        """Enter PREPARING (again after a timed-out flush): no new records; those queued
+        are sent."""
+        self._require("prepare_transaction()", TxnState.IN_TRANSACTION, TxnState.PREPARING)
+        if self.state is TxnState.IN_TRANSACTION:
+            self._move(TxnState.PREPARING)
+
+    def staged(self) -> tuple[int, int]:
+        """Hand the open transaction over (PREPARING -> STAGED): its (producer id, epoch).
+        Nothing is sent to the coordinator: the transaction stays open there until whoever
+        holds the identity commits or aborts it, or its timeout aborts it."""
+        self._require("prepare_transaction()", TxnState.PREPARING)
+        self._move(TxnState.STAGED)
+        return self.pid.producer_id, self.pid.producer_epoch
+
     def begin_abort(self) -> bool:
         """Enter ABORTING; False when there is no transaction to abort."""
         self.raise_if_fatal()
+        if self.state is TxnState.STAGED:
+            raise _staged(self.transactional_id, "abort_transaction()")
         if self.state in (TxnState.READY, TxnState.ABORTING):
             return self.state is TxnState.ABORTING
         if self.state is TxnState.COMMITTING:
@@ -529,6 +555,14 @@ def _first_error(results: Iterable[Any]) -> StromError | None:
 def _not_initialized() -> InvalidTxnStateError:
     return InvalidTxnStateError(
         "send() on a transactional producer before init_transactions() and begin_transaction()"
+    )
+
+
+def _staged(transactional_id: str, what: str) -> InvalidTxnStateError:
+    return InvalidTxnStateError(
+        f"{what}: the transaction of {transactional_id!r} was handed over by "
+        "prepare_transaction(); this producer cannot send, begin, commit or abort any more "
+        "(commit or abort the staged transaction through Admin, then close the producer)"
     )
 
 

@@ -21,6 +21,9 @@ Transactions (``transactional_id=...``; Kafka's API, see ``strom.producer._trans
     await producer.send("enriched", b"...")
     await producer.send_offsets_to_transaction(offsets, consumer.group_metadata())
     await producer.commit_transaction()         # or abort_transaction()
+
+A transaction can also be handed over open (``prepare_transaction()``) and committed with
+others as one decision by another process (``strom.aio.Admin.commit_staged_transactions``).
 """
 
 from __future__ import annotations
@@ -49,7 +52,12 @@ from strom.producer._transactions import TransactionAbortedError, TransactionMan
 from strom.producer._waits import NeedMetadata, NeedRoom, blocked_too_long
 from strom.producer.config import ProducerConfig, ProducerOptions
 from strom.producer.partitioner import StickyPartitioner, murmur2_partition
-from strom.types import ConsumerGroupMetadata, OffsetAndMetadata, TopicPartition
+from strom.types import (
+    ConsumerGroupMetadata,
+    OffsetAndMetadata,
+    StagedTransaction,
+    TopicPartition,
+)
 
 __all__ = ["Producer", "RecordFuture", "RecordMetadata"]
 
@@ -515,6 +523,32 @@ class Producer:
             txn.raise_if_fatal()
             raise txn.block or txn.error
         await txn.end(commit=True)
+
+    async def prepare_transaction(self) -> StagedTransaction:
+        """Stage the open transaction: send its records (up to ``max_block_ms``; then
+        StromTimeoutError, and calling it again resumes), raise the first delivery error if
+        a record failed (the transaction must then be aborted as usual), and hand the
+        transaction over, still open, as a ``StagedTransaction``. Whoever holds it commits
+        it (``Admin.commit_staged_transactions``, with others as one decision) or aborts it
+        (``Admin.abort_staged_transactions``), from any process; until then it is open and
+        ``transaction_timeout_ms`` bounds its life. Afterwards this producer refuses
+        send/begin/commit/abort (InvalidTxnStateError), and ``close()`` leaves the
+        transaction open."""
+        txn = self._transactions("prepare_transaction()")
+        txn.begin_prepare()
+        try:
+            await self.flush(self.config.max_block_ms / 1000)
+        except StromTimeoutError as exc:
+            raise StromTimeoutError(
+                f"prepare_transaction(): the transaction's records were not all sent within "
+                f"max_block_ms ({self.config.max_block_ms} ms); call it again to resume"
+            ) from exc
+        await txn.wait_adding()
+        if txn.error is not None:
+            txn.raise_if_fatal()
+            raise txn.block or txn.error
+        producer_id, epoch = txn.staged()
+        return StagedTransaction(txn.transactional_id, producer_id, epoch)
 
     async def abort_transaction(self) -> None:
         """Abort the transaction: records not sent yet fail (TransactionAbortedError), those

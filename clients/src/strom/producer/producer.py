@@ -48,7 +48,7 @@ from strom.producer._waits import NeedMetadata, NeedRoom, blocked_too_long
 from strom.producer.aio import Headers
 from strom.producer.aio import Producer as AsyncProducer
 from strom.producer.config import ProducerOptions
-from strom.types import OffsetAndMetadata, TopicPartition
+from strom.types import OffsetAndMetadata, StagedTransaction, TopicPartition
 
 if TYPE_CHECKING:
     from strom.types import ConsumerGroupMetadata
@@ -225,6 +225,15 @@ class Producer:
     def commit_transaction(self) -> None:
         """Flush, then commit; retried on retriable errors and timeouts, never aborted."""
         self._txn_call("commit_transaction", self._aio.commit_transaction())
+
+    def prepare_transaction(self) -> StagedTransaction:
+        """Flush and hand the open transaction over (see ``strom.aio.Producer``)."""
+        if self._bg.in_loop_thread():
+            raise StromError("Producer.prepare_transaction() called from a producer callback")
+        staged: StagedTransaction = self._bg.run(
+            self._aio.prepare_transaction(), timeout=self._max_block * 2 + 30
+        )
+        return staged
 
     def abort_transaction(self) -> None:
         """Abort: unsent records fail, in-flight ones are waited for, then EndTxn(abort)."""

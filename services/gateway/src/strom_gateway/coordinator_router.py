@@ -12,7 +12,9 @@ key (group id, or transactional id with key_type TRANSACTION) lives on one of th
   by each transactional id's, and merged back in request order.
 - Every other group RPC (TxnOffsetCommit included) goes to the group's coordinator, found with
   FindCoordinator and cached; AddPartitionsToTxn, AddOffsetsToTxn, EndTxn and InitProducerId
-  (with a transactional id) to the transactional id's coordinator, found and cached alike.
+  (with a transactional id) to the transactional id's coordinator, found and cached alike;
+  CommitStagedTransactions and DescribeStagedCommit to their commit_id's coordinator
+  (key_type TRANSACTION: a commit_id lives in a __transaction_state partition like an id).
 
 A call answered NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS or COORDINATOR_NOT_AVAILABLE, or
 failing with gRPC UNAVAILABLE, is retried (after finding the coordinator again unless it is only
@@ -53,6 +55,7 @@ __all__ = [
     "CoordinatorRouter",
     "CoordinatorSource",
     "GroupRequest",
+    "StagedRequest",
     "TxnRequest",
     "error_response",
     "is_controller_producer_id",
@@ -94,7 +97,12 @@ TxnRequest: TypeAlias = (
     | transaction_pb2.EndTxnRequest
     | controller_pb2.InitProducerIdRequest
 )
-Request: TypeAlias = GroupRequest | TxnRequest
+#: The requests ``CoordinatorRouter.call_staged`` sends to the coordinator of their
+#: ``commit_id`` (located like a transactional id).
+StagedRequest: TypeAlias = (
+    transaction_pb2.CommitStagedTransactionsRequest | transaction_pb2.DescribeStagedCommitRequest
+)
+Request: TypeAlias = GroupRequest | TxnRequest | StagedRequest
 
 
 def is_controller_producer_id(transactional_id: str) -> bool:
@@ -353,6 +361,12 @@ class CoordinatorRouter:
         ``request.transactional_id``, retried like ``call``."""
         key = request.transactional_id
         return await self._call_keyed(method, request, key, TRANSACTION, timeout_s)
+
+    async def call_staged(self, method: str, request: StagedRequest, timeout_s: float) -> Message:
+        """``TransactionCoordinator.<method>(request)`` on the coordinator of
+        ``request.commit_id`` (the same partition function as a transactional id's), retried
+        like ``call``."""
+        return await self._call_keyed(method, request, request.commit_id, TRANSACTION, timeout_s)
 
     async def _call_keyed(
         self, method: str, request: Request, key: str, key_type: int, timeout_s: float

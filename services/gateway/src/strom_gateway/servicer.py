@@ -399,3 +399,20 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
         self, request: transaction_pb2.DescribeProducersRequest, context: Ctx
     ) -> transaction_pb2.DescribeProducersResponse:
         return await self._data(self.data.describe_producers, request, context)
+
+    async def CommitStagedTransactions(
+        self, request: transaction_pb2.CommitStagedTransactionsRequest, context: Ctx
+    ) -> transaction_pb2.CommitStagedTransactionsResponse:
+        response = await self._routed(
+            lambda t: self.coordinators.call_staged("CommitStagedTransactions", request, t),
+            context,
+        )
+        return cast(transaction_pb2.CommitStagedTransactionsResponse, response)
+
+    async def DescribeStagedCommit(
+        self, request: transaction_pb2.DescribeStagedCommitRequest, context: Ctx
+    ) -> transaction_pb2.DescribeStagedCommitResponse:
+        response = await self._routed(
+            lambda t: self.coordinators.call_staged("DescribeStagedCommit", request, t), context
+        )
+        return cast(transaction_pb2.DescribeStagedCommitResponse, response)

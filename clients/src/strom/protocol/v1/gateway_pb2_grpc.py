@@ -213,6 +213,16 @@ class GatewayStub:
                 request_serializer=strom_dot_protocol_dot_v1_dot_transaction__pb2.DescribeProducersRequest.SerializeToString,
                 response_deserializer=strom_dot_protocol_dot_v1_dot_transaction__pb2.DescribeProducersResponse.FromString,
                 _registered_method=True)
+        self.CommitStagedTransactions = channel.unary_unary(
+                '/strom.protocol.v1.Gateway/CommitStagedTransactions',
+                request_serializer=strom_dot_protocol_dot_v1_dot_transaction__pb2.CommitStagedTransactionsRequest.SerializeToString,
+                response_deserializer=strom_dot_protocol_dot_v1_dot_transaction__pb2.CommitStagedTransactionsResponse.FromString,
+                _registered_method=True)
+        self.DescribeStagedCommit = channel.unary_unary(
+                '/strom.protocol.v1.Gateway/DescribeStagedCommit',
+                request_serializer=strom_dot_protocol_dot_v1_dot_transaction__pb2.DescribeStagedCommitRequest.SerializeToString,
+                response_deserializer=strom_dot_protocol_dot_v1_dot_transaction__pb2.DescribeStagedCommitResponse.FromString,
+                _registered_method=True)
 
 
 class GatewayServicer:
@@ -437,6 +447,20 @@ class GatewayServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CommitStagedTransactions(self, request, context):
+        """Staged transactions (forwarded to the commit_id's coordinator, located like a
+        transactional id's).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DescribeStagedCommit(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_GatewayServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -614,6 +638,16 @@ def add_GatewayServicer_to_server(servicer, server):
                     servicer.DescribeProducers,
                     request_deserializer=strom_dot_protocol_dot_v1_dot_transaction__pb2.DescribeProducersRequest.FromString,
                     response_serializer=strom_dot_protocol_dot_v1_dot_transaction__pb2.DescribeProducersResponse.SerializeToString,
+            ),
+            'CommitStagedTransactions': grpc.unary_unary_rpc_method_handler(
+                    servicer.CommitStagedTransactions,
+                    request_deserializer=strom_dot_protocol_dot_v1_dot_transaction__pb2.CommitStagedTransactionsRequest.FromString,
+                    response_serializer=strom_dot_protocol_dot_v1_dot_transaction__pb2.CommitStagedTransactionsResponse.SerializeToString,
+            ),
+            'DescribeStagedCommit': grpc.unary_unary_rpc_method_handler(
+                    servicer.DescribeStagedCommit,
+                    request_deserializer=strom_dot_protocol_dot_v1_dot_transaction__pb2.DescribeStagedCommitRequest.FromString,
+                    response_serializer=strom_dot_protocol_dot_v1_dot_transaction__pb2.DescribeStagedCommitResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1561,6 +1595,60 @@ class Gateway:
             '/strom.protocol.v1.Gateway/DescribeProducers',
             strom_dot_protocol_dot_v1_dot_transaction__pb2.DescribeProducersRequest.SerializeToString,
             strom_dot_protocol_dot_v1_dot_transaction__pb2.DescribeProducersResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CommitStagedTransactions(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/strom.protocol.v1.Gateway/CommitStagedTransactions',
+            strom_dot_protocol_dot_v1_dot_transaction__pb2.CommitStagedTransactionsRequest.SerializeToString,
+            strom_dot_protocol_dot_v1_dot_transaction__pb2.CommitStagedTransactionsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DescribeStagedCommit(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/strom.protocol.v1.Gateway/DescribeStagedCommit',
+            strom_dot_protocol_dot_v1_dot_transaction__pb2.DescribeStagedCommitRequest.SerializeToString,
+            strom_dot_protocol_dot_v1_dot_transaction__pb2.DescribeStagedCommitResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -89,14 +89,16 @@ class EndTxnResponse(_message.Message):
     def __init__(self, error_code: _Optional[_Union[_common_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., producer_id: _Optional[int] = ..., producer_epoch: _Optional[int] = ...) -> None: ...
 
 class ListTransactionsRequest(_message.Message):
-    __slots__ = ("state_filters", "producer_id_filters", "duration_filter_ms")
+    __slots__ = ("state_filters", "producer_id_filters", "duration_filter_ms", "transactional_id_prefix")
     STATE_FILTERS_FIELD_NUMBER: _ClassVar[int]
     PRODUCER_ID_FILTERS_FIELD_NUMBER: _ClassVar[int]
     DURATION_FILTER_MS_FIELD_NUMBER: _ClassVar[int]
+    TRANSACTIONAL_ID_PREFIX_FIELD_NUMBER: _ClassVar[int]
     state_filters: _containers.RepeatedScalarFieldContainer[str]
     producer_id_filters: _containers.RepeatedScalarFieldContainer[int]
     duration_filter_ms: int
-    def __init__(self, state_filters: _Optional[_Iterable[str]] = ..., producer_id_filters: _Optional[_Iterable[int]] = ..., duration_filter_ms: _Optional[int] = ...) -> None: ...
+    transactional_id_prefix: str
+    def __init__(self, state_filters: _Optional[_Iterable[str]] = ..., producer_id_filters: _Optional[_Iterable[int]] = ..., duration_filter_ms: _Optional[int] = ..., transactional_id_prefix: _Optional[str] = ...) -> None: ...
 
 class ListedTransaction(_message.Message):
     __slots__ = ("transactional_id", "producer_id", "state")
@@ -157,6 +159,76 @@ class DescribeTransactionsResponse(_message.Message):
     TRANSACTIONS_FIELD_NUMBER: _ClassVar[int]
     transactions: _containers.RepeatedCompositeFieldContainer[DescribedTransaction]
     def __init__(self, transactions: _Optional[_Iterable[_Union[DescribedTransaction, _Mapping]]] = ...) -> None: ...
+
+class StagedTransaction(_message.Message):
+    __slots__ = ("transactional_id", "producer_id", "producer_epoch")
+    TRANSACTIONAL_ID_FIELD_NUMBER: _ClassVar[int]
+    PRODUCER_ID_FIELD_NUMBER: _ClassVar[int]
+    PRODUCER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    def __init__(self, transactional_id: _Optional[str] = ..., producer_id: _Optional[int] = ..., producer_epoch: _Optional[int] = ...) -> None: ...
+
+class StagedCommit(_message.Message):
+    __slots__ = ("commit_id", "sequence", "state", "members", "metadata", "failed_members", "last_update_ms")
+    COMMIT_ID_FIELD_NUMBER: _ClassVar[int]
+    SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    MEMBERS_FIELD_NUMBER: _ClassVar[int]
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    FAILED_MEMBERS_FIELD_NUMBER: _ClassVar[int]
+    LAST_UPDATE_MS_FIELD_NUMBER: _ClassVar[int]
+    commit_id: str
+    sequence: int
+    state: str
+    members: _containers.RepeatedCompositeFieldContainer[StagedTransaction]
+    metadata: bytes
+    failed_members: _containers.RepeatedCompositeFieldContainer[StagedTransaction]
+    last_update_ms: int
+    def __init__(self, commit_id: _Optional[str] = ..., sequence: _Optional[int] = ..., state: _Optional[str] = ..., members: _Optional[_Iterable[_Union[StagedTransaction, _Mapping]]] = ..., metadata: _Optional[bytes] = ..., failed_members: _Optional[_Iterable[_Union[StagedTransaction, _Mapping]]] = ..., last_update_ms: _Optional[int] = ...) -> None: ...
+
+class CommitStagedTransactionsRequest(_message.Message):
+    __slots__ = ("commit_id", "sequence", "members", "metadata")
+    COMMIT_ID_FIELD_NUMBER: _ClassVar[int]
+    SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+    MEMBERS_FIELD_NUMBER: _ClassVar[int]
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    commit_id: str
+    sequence: int
+    members: _containers.RepeatedCompositeFieldContainer[StagedTransaction]
+    metadata: bytes
+    def __init__(self, commit_id: _Optional[str] = ..., sequence: _Optional[int] = ..., members: _Optional[_Iterable[_Union[StagedTransaction, _Mapping]]] = ..., metadata: _Optional[bytes] = ...) -> None: ...
+
+class CommitStagedTransactionsResponse(_message.Message):
+    __slots__ = ("error_code", "error_message", "already_committed", "commit")
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    ALREADY_COMMITTED_FIELD_NUMBER: _ClassVar[int]
+    COMMIT_FIELD_NUMBER: _ClassVar[int]
+    error_code: _common_pb2.ErrorCode
+    error_message: str
+    already_committed: bool
+    commit: StagedCommit
+    def __init__(self, error_code: _Optional[_Union[_common_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., already_committed: _Optional[bool] = ..., commit: _Optional[_Union[StagedCommit, _Mapping]] = ...) -> None: ...
+
+class DescribeStagedCommitRequest(_message.Message):
+    __slots__ = ("commit_id",)
+    COMMIT_ID_FIELD_NUMBER: _ClassVar[int]
+    commit_id: str
+    def __init__(self, commit_id: _Optional[str] = ...) -> None: ...
+
+class DescribeStagedCommitResponse(_message.Message):
+    __slots__ = ("error_code", "error_message", "found", "commit")
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    FOUND_FIELD_NUMBER: _ClassVar[int]
+    COMMIT_FIELD_NUMBER: _ClassVar[int]
+    error_code: _common_pb2.ErrorCode
+    error_message: str
+    found: bool
+    commit: StagedCommit
+    def __init__(self, error_code: _Optional[_Union[_common_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., found: _Optional[bool] = ..., commit: _Optional[_Union[StagedCommit, _Mapping]] = ...) -> None: ...
 
 class WriteTxnMarker(_message.Message):
     __slots__ = ("producer_id", "producer_epoch", "committed", "coordinator_epoch", "partitions", "group_ids", "transactional_id")

@@ -65,6 +65,16 @@ class TransactionCoordinatorStub:
                 request_serializer=strom_dot_protocol_dot_v1_dot_transaction__pb2.DescribeTransactionsRequest.SerializeToString,
                 response_deserializer=strom_dot_protocol_dot_v1_dot_transaction__pb2.DescribeTransactionsResponse.FromString,
                 _registered_method=True)
+        self.CommitStagedTransactions = channel.unary_unary(
+                '/strom.protocol.v1.TransactionCoordinator/CommitStagedTransactions',
+                request_serializer=strom_dot_protocol_dot_v1_dot_transaction__pb2.CommitStagedTransactionsRequest.SerializeToString,
+                response_deserializer=strom_dot_protocol_dot_v1_dot_transaction__pb2.CommitStagedTransactionsResponse.FromString,
+                _registered_method=True)
+        self.DescribeStagedCommit = channel.unary_unary(
+                '/strom.protocol.v1.TransactionCoordinator/DescribeStagedCommit',
+                request_serializer=strom_dot_protocol_dot_v1_dot_transaction__pb2.DescribeStagedCommitRequest.SerializeToString,
+                response_deserializer=strom_dot_protocol_dot_v1_dot_transaction__pb2.DescribeStagedCommitResponse.FromString,
+                _registered_method=True)
 
 
 class TransactionCoordinatorServicer:
@@ -115,6 +125,27 @@ class TransactionCoordinatorServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CommitStagedTransactions(self, request, context):
+        """Commit staged transactions (each left open by its producer, prepare_transaction) as ONE
+        decision of commit_id at sequence. Routed by commit_id like a transactional id. The
+        decision is written to __transaction_state before any member is committed, and the
+        coordinator drives every member to commit itself (again after a failover). A sequence at
+        or below the last decided one answers already_committed (nothing of the call is
+        committed) unless it repeats the last decision exactly (same sequence and members: a
+        retry, answered like the first call). A member that is not Ongoing at exactly its
+        producer id and epoch fails the call with INVALID_TXN_STATE before anything is written.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DescribeStagedCommit(self, request, context):
+        """The last decision of a commit_id (found=false when there is none).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_TransactionCoordinatorServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -147,6 +178,16 @@ def add_TransactionCoordinatorServicer_to_server(servicer, server):
                     servicer.DescribeTransactions,
                     request_deserializer=strom_dot_protocol_dot_v1_dot_transaction__pb2.DescribeTransactionsRequest.FromString,
                     response_serializer=strom_dot_protocol_dot_v1_dot_transaction__pb2.DescribeTransactionsResponse.SerializeToString,
+            ),
+            'CommitStagedTransactions': grpc.unary_unary_rpc_method_handler(
+                    servicer.CommitStagedTransactions,
+                    request_deserializer=strom_dot_protocol_dot_v1_dot_transaction__pb2.CommitStagedTransactionsRequest.FromString,
+                    response_serializer=strom_dot_protocol_dot_v1_dot_transaction__pb2.CommitStagedTransactionsResponse.SerializeToString,
+            ),
+            'DescribeStagedCommit': grpc.unary_unary_rpc_method_handler(
+                    servicer.DescribeStagedCommit,
+                    request_deserializer=strom_dot_protocol_dot_v1_dot_transaction__pb2.DescribeStagedCommitRequest.FromString,
+                    response_serializer=strom_dot_protocol_dot_v1_dot_transaction__pb2.DescribeStagedCommitResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -311,6 +352,60 @@ class TransactionCoordinator:
             '/strom.protocol.v1.TransactionCoordinator/DescribeTransactions',
             strom_dot_protocol_dot_v1_dot_transaction__pb2.DescribeTransactionsRequest.SerializeToString,
             strom_dot_protocol_dot_v1_dot_transaction__pb2.DescribeTransactionsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CommitStagedTransactions(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/strom.protocol.v1.TransactionCoordinator/CommitStagedTransactions',
+            strom_dot_protocol_dot_v1_dot_transaction__pb2.CommitStagedTransactionsRequest.SerializeToString,
+            strom_dot_protocol_dot_v1_dot_transaction__pb2.CommitStagedTransactionsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DescribeStagedCommit(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/strom.protocol.v1.TransactionCoordinator/DescribeStagedCommit',
+            strom_dot_protocol_dot_v1_dot_transaction__pb2.DescribeStagedCommitRequest.SerializeToString,
+            strom_dot_protocol_dot_v1_dot_transaction__pb2.DescribeStagedCommitResponse.FromString,
             options,
             channel_credentials,
             insecure,
