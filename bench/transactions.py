@@ -31,6 +31,7 @@ Throughput figures are the best of 2 repetitions (``--quick``: 1). The last line
 
     .venv/bin/python bench/transactions.py            # full run, a few minutes
     .venv/bin/python bench/transactions.py --quick    # under a minute
+    .venv/bin/python bench/transactions.py --pipeline-only   # the floor and the pipeline only
 """
 
 from __future__ import annotations
@@ -322,6 +323,36 @@ def quantile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
+def run_pipeline_only(profile: Profile, quick: bool, keep: bool) -> dict[str, Any]:
+    """``--pipeline-only``: the protocol's floor (the baseline) and the pipeline's latency."""
+    workdir = Path(tempfile.mkdtemp(prefix="strom-bench-txn-"))
+    summary: dict[str, Any] = {"quick": quick, "pipeline_only": True, "cpus": os.cpu_count()}
+    try:
+        progress(f"starting a cluster in {workdir} ...")
+        with running(workdir) as gateway:
+            create_topics(gateway, ["pipe-in", "pipe-out", "floor"])
+            progress("the protocol's floor ...")
+            summary["protocol_floor"] = protocol_floor(gateway, "floor", 30 if quick else 100)
+            progress("consume-transform-produce latency ...")
+            summary["pipeline_e2e"] = pipeline_latency(gateway, profile, workdir)
+    except BaseException:
+        keep = True
+        print(f"benchmark failed; data and logs kept in {workdir}", file=sys.stderr)
+        raise
+    finally:
+        if not keep:
+            shutil.rmtree(workdir, ignore_errors=True)
+    e2e, floor = summary["pipeline_e2e"], summary["protocol_floor"]
+    if "p50_ms" in e2e:
+        summary["ratios"] = {"pipeline_p50_vs_floor": e2e["p50_ms"] / floor["total_p50_ms"]}
+        print(
+            f"\nconsume-transform-produce at {e2e['rate']}/s: p50 {e2e['p50_ms']:.1f} ms, "
+            f"p99 {e2e['p99_ms']:.1f} ms ({e2e['delivered']} of {e2e['sent']} delivered); "
+            f"the protocol's floor per transaction {floor['total_p50_ms']:.1f} ms"
+        )
+    return summary
+
+
 def run(profile: Profile, quick: bool, keep: bool) -> dict[str, Any]:
     workdir = Path(tempfile.mkdtemp(prefix="strom-bench-txn-"))
     summary: dict[str, Any] = {
@@ -427,8 +458,17 @@ def print_report(summary: dict[str, Any]) -> None:
 
 def main() -> None:
     parser = bench_arguments(__doc__, "fewer records, one repetition; under a minute")
+    parser.add_argument(
+        "--pipeline-only",
+        action="store_true",
+        help="measure only the protocol's floor and the consume-transform-produce latency",
+    )
     args = parser.parse_args()
-    print_summary(lambda: run(QUICK if args.quick else FULL, args.quick, args.keep))
+    profile = QUICK if args.quick else FULL
+    if args.pipeline_only:
+        print_summary(lambda: run_pipeline_only(profile, args.quick, args.keep))
+        return
+    print_summary(lambda: run(profile, args.quick, args.keep))
 
 
 if __name__ == "__main__":

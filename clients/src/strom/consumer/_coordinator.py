@@ -758,7 +758,13 @@ class ConsumerCoordinator:
 
     async def fetch_committed(self, partitions: Iterable[TopicPartition]) -> Committed:
         """The group's committed offsets (OffsetFetch): ``{tp: (offset, leader_epoch) | None}``."""
-        return await fetch_committed(self._link, self.group_id, partitions, self._timeout)
+        return await fetch_committed(
+            self._link,
+            self.group_id,
+            partitions,
+            self._timeout,
+            require_stable=self.options.require_stable,
+        )
 
     async def refresh_committed_positions(self) -> None:
         """Positions of newly assigned partitions from the committed offsets, falling back to

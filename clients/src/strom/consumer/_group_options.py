@@ -31,6 +31,8 @@ class GroupOptions:
     retry_backoff_ms: int
     request_timeout_ms: int
     client_id: str = "strom-python"
+    #: OffsetFetch waits out offsets pending in a transaction (read_committed, KIP-447).
+    require_stable: bool = False
 
     @property
     def is_static(self) -> bool:
@@ -56,4 +58,5 @@ def group_options(config: ConsumerConfig) -> GroupOptions | None:
         retry_backoff_ms=config.retry_backoff_ms,
         request_timeout_ms=config.request_timeout_ms,
         client_id=config.client_id,
+        require_stable=config.isolation_level == "read_committed",
     )

@@ -83,9 +83,17 @@ async def send_commit(
 
 
 async def fetch_committed(
-    link: CoordinatorLink, group_id: str, partitions: Iterable[TopicPartition], timeout_s: float
+    link: CoordinatorLink,
+    group_id: str,
+    partitions: Iterable[TopicPartition],
+    timeout_s: float,
+    *,
+    require_stable: bool = False,
 ) -> Committed:
-    """The group's committed offsets for ``partitions`` (OffsetFetch)."""
+    """The group's committed offsets for ``partitions`` (OffsetFetch). With
+    ``require_stable`` (read_committed consumers, KIP-447) a partition whose offset a
+    transaction still has pending answers UNSTABLE_OFFSET_COMMIT, retried here until the
+    transaction has ended: otherwise the offset read would be the one before it."""
     wanted = sorted(set(partitions))
     if not wanted:
         return {}
@@ -96,6 +104,7 @@ async def fetch_committed(
         partitions=[
             common_pb2.TopicPartition(topic=tp.topic, partition=tp.partition) for tp in wanted
         ],
+        require_stable=require_stable,
     )
     while True:
         try:

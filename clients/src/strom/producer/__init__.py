@@ -10,7 +10,7 @@ sequences), ``_transactions`` (the transactional state machine and coordinator c
 """
 
 from strom.producer._batch import RecordFuture, RecordMetadata
-from strom.producer._transactions import TransactionAbortedError
+from strom.producer._transactions import TransactionAbortedError, is_fatal
 from strom.producer.config import ProducerConfig, ProducerOptions
 from strom.producer.producer import Producer
 
@@ -21,4 +21,5 @@ __all__ = [
     "RecordFuture",
     "RecordMetadata",
     "TransactionAbortedError",
+    "is_fatal",
 ]
