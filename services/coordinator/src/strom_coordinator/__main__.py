@@ -32,6 +32,7 @@ from strom_coordinator.ownership import (
 )
 from strom_coordinator.registration import CoordinatorRegistration
 from strom_coordinator.servicer import GroupCoordinatorServicer
+from strom_coordinator.staged_members import CoordinatorMembers
 from strom_coordinator.stats import CoordinatorStats, LagTracker
 from strom_coordinator.txn import records as txn_records
 from strom_coordinator.txn.manager import TransactionManager, TxnConfig
@@ -141,6 +142,7 @@ async def build(config: CoordinatorConfig, server: GrpcServer) -> None:
         topic=TRANSACTION_STATE_TOPIC,
     )
     markers = MarkerSender(cluster, locate_group, timeout_s=write_timeout_s)
+    staged_members = CoordinatorMembers(cluster, timeout_s=timeout_s)
     txn_manager = TransactionManager(
         txn_log,
         _txn_config(config),
@@ -150,7 +152,9 @@ async def build(config: CoordinatorConfig, server: GrpcServer) -> None:
         coordinator_epoch=txn_owner_epoch,
         on_fenced=fenced_for(TRANSACTION_STATE_TOPIC),
         stats=stats,
+        staged_members=staged_members,
     )
+    staged_members.local = txn_manager
     txn_ownership = ownerships[TRANSACTION_STATE_TOPIC] = PartitionOwnership(
         registration, transaction_ownership(keys, txn_records.ownership_marker), txn_manager,
         txn_log, cluster, request_timeout_s=timeout_s,

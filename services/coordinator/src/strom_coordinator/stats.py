@@ -9,8 +9,10 @@ of ListOffsets answers refreshed at most every ``LAG_REFRESH_S`` (a scrape that 
 starts a refresh on the event loop and reports the previous one).
 
 The transaction coordinator adds a counter of acknowledged transaction markers (``on_markers``,
-the manager's ``TxnStatsListener``) and gauges of transactional ids by state and of owned
-``__transaction_state`` partitions (``watch_transactions``).
+the manager's ``TxnStatsListener``), counters of completed staged-commit decisions and of their
+members by result (``on_staged_commit``; ``failed``: lost after the decision), and gauges of
+transactional ids by state and of owned ``__transaction_state`` partitions
+(``watch_transactions``).
 """
 
 from __future__ import annotations
@@ -62,6 +64,15 @@ class CoordinatorStats:
             "strom.coordinator.txn_markers",
             description="transaction markers acknowledged (partitions and groups), by result",
         )
+        self._staged_commits = self._meter.create_counter(
+            "strom.coordinator.staged_commits",
+            description="staged-commit decisions completed (CommitStagedTransactions)",
+        )
+        self._staged_members = self._meter.create_counter(
+            "strom.coordinator.staged_members",
+            description="members of completed staged-commit decisions, by result "
+            "(failed: expired before they could be committed)",
+        )
 
     # --- GroupStatsListener --------------------------------------------------------------
 
@@ -77,6 +88,12 @@ class CoordinatorStats:
 
     def on_markers(self, committed: bool, count: int) -> None:
         self._markers.add(count, {"result": "commit" if committed else "abort"})
+
+    def on_staged_commit(self, members: int, failed: int) -> None:
+        self._staged_commits.add(1)
+        self._staged_members.add(members - failed, {"result": "committed"})
+        if failed:
+            self._staged_members.add(failed, {"result": "failed"})
 
     # --- gauges --------------------------------------------------------------------------
 

@@ -40,6 +40,7 @@ from strom.errors import (
 from strom_coordinator.partitions.hosting import HostedPartitions
 from strom_coordinator.partitions.log import PartitionLog
 from strom_coordinator.txn import records, state
+from strom_coordinator.txn.staged_commits import MemberCalls, StagedCommits
 from strom_coordinator.txn.state import (
     EndAnswer,
     FreshProducerIdNeeded,
@@ -104,9 +105,16 @@ class TxnStatsListener(Protocol):
         """``count`` markers (partitions and groups) of one transaction were acknowledged."""
         ...
 
+    def on_staged_commit(self, members: int, failed: int) -> None:
+        """A staged decision of ``members`` members completed, ``failed`` of them lost."""
+        ...
+
 
 class NullTxnStats:
     def on_markers(self, committed: bool, count: int) -> None:
+        pass
+
+    def on_staged_commit(self, members: int, failed: int) -> None:
         pass
 
 
@@ -149,6 +157,7 @@ class TransactionManager:
         on_fenced: Callable[[int], None] = lambda partition: None,
         stats: TxnStatsListener | None = None,
         wall_clock_ms: Callable[[], int] | None = None,
+        staged_members: MemberCalls | None = None,
     ) -> None:
         self._log = log
         self._config = config
@@ -166,6 +175,18 @@ class TransactionManager:
         self._completions: dict[str, asyncio.Task[None]] = {}
         self._partitions = HostedPartitions(
             _Loader(self), topic=TRANSACTION_STATE_TOPIC, key_kind="transactional id"
+        )
+        #: The staged commits (commit ids) of the same partitions.
+        self.staged = StagedCommits(
+            log,
+            route=self._partitions.route,
+            partition_of=self._partition_of,
+            check=self._check,
+            check_generation=self._check_generation,
+            generation=lambda partition: self._generation.get(partition, 0),
+            members=staged_members,
+            stats=self._stats,
+            wall_clock_ms=self._now,
         )
 
     # -- hosted partitions (called by the process: ownership.PartitionHost) -------------------
@@ -339,6 +360,7 @@ class TransactionManager:
         states: Iterable[str] = (),
         producer_ids: Iterable[int] = (),
         duration_ms: int = 0,
+        prefix: str = "",
     ) -> list[ListedTransaction]:
         """ListTransactions over the served partitions; filters combine (empty: any)."""
         wanted_states = {s.lower() for s in states}
@@ -347,6 +369,8 @@ class TransactionManager:
         found = []
         for meta in sorted(self._served(), key=lambda m: m.transactional_id):
             tid = meta.transactional_id
+            if not tid.startswith(prefix):
+                continue
             if wanted_states and meta.state.value.lower() not in wanted_states:
                 continue
             if wanted_ids and meta.producer_id not in wanted_ids:
@@ -433,6 +457,7 @@ class TransactionManager:
 
     async def close(self) -> None:
         """Cancel every completion task (the process is stopping)."""
+        await self.staged.close()
         tasks = list(self._completions.values())
         for task in tasks:
             task.cancel()
@@ -630,6 +655,7 @@ class TransactionManager:
             task = self._completions.pop(tid, None)
             if task is not None:
                 task.cancel()
+        self.staged.drop_partition(partition)
 
     def _replay(self, partition: int, key: bytes | None, value: bytes | None) -> None:
         if not key:
@@ -638,7 +664,9 @@ class TransactionManager:
             tid = records.decode_key(key)
             if tid is None:
                 return  # an ownership marker
-            if value is None:
+            if isinstance(tid, records.StagedCommitKey):
+                self.staged.replay(partition, tid.commit_id, value)
+            elif value is None:
                 self._txns.pop(tid, None)
             else:
                 self._txns[tid] = records.decode_value(tid, value)
@@ -652,6 +680,7 @@ class TransactionManager:
                 log.info("completing a transaction of a loaded partition", transactional_id=tid,
                          state=meta.state.value)  # fmt: skip
                 self._start_completion(partition, generation, meta)
+        self.staged.partition_loaded(partition)
 
     def _partition_of(self, transactional_id: str) -> int | None:
         try:

@@ -7,12 +7,16 @@ UNKNOWN_SERVER_ERROR and is logged.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from strom.errors import BrokerResponseError
 from strom.protocol.v1 import common_pb2, controller_pb2
 from strom.protocol.v1 import transaction_pb2 as pb
 from strom.protocol.v1.transaction_pb2_grpc import TransactionCoordinatorServicer as _Base
+from strom.types import StagedTransaction
 from strom_coordinator.answers import answer, top_level_error
 from strom_coordinator.txn.manager import TransactionManager
+from strom_coordinator.txn.staged import Decision
 from strom_server.rpc.errors import error_fields
 from strom_server.rpc.server import ServicerContext as Ctx
 
@@ -113,6 +117,7 @@ class TransactionCoordinatorServicer(_Base):
                 list(request.state_filters),
                 list(request.producer_id_filters),
                 request.duration_filter_ms,
+                request.transactional_id_prefix,
             )
             return pb.ListTransactionsResponse(
                 transactions=[
@@ -173,6 +178,68 @@ class TransactionCoordinatorServicer(_Base):
             )
 
         return await answer("DescribeTransactions", work, fail)
+
+    async def CommitStagedTransactions(
+        self, request: pb.CommitStagedTransactionsRequest, context: Ctx
+    ) -> pb.CommitStagedTransactionsResponse:
+        async def work() -> pb.CommitStagedTransactionsResponse:
+            already, decision = await self._m.staged.commit(
+                request.commit_id,
+                request.sequence,
+                [_member(m) for m in request.members],
+                bytes(request.metadata),
+            )
+            return pb.CommitStagedTransactionsResponse(
+                already_committed=already, commit=_decision(decision)
+            )
+
+        return await answer(
+            "CommitStagedTransactions",
+            work,
+            top_level_error(pb.CommitStagedTransactionsResponse),
+        )
+
+    async def DescribeStagedCommit(
+        self, request: pb.DescribeStagedCommitRequest, context: Ctx
+    ) -> pb.DescribeStagedCommitResponse:
+        async def work() -> pb.DescribeStagedCommitResponse:
+            decision = self._m.staged.describe(request.commit_id)
+            if decision is None:
+                return pb.DescribeStagedCommitResponse(
+                    found=False, commit=pb.StagedCommit(commit_id=request.commit_id, sequence=-1)
+                )
+            return pb.DescribeStagedCommitResponse(found=True, commit=_decision(decision))
+
+        return await answer(
+            "DescribeStagedCommit", work, top_level_error(pb.DescribeStagedCommitResponse)
+        )
+
+
+def _member(m: pb.StagedTransaction) -> StagedTransaction:
+    return StagedTransaction(m.transactional_id, m.producer_id, m.producer_epoch)
+
+
+def _members(members: Iterable[StagedTransaction]) -> list[pb.StagedTransaction]:
+    return [
+        pb.StagedTransaction(
+            transactional_id=m.transactional_id,
+            producer_id=m.producer_id,
+            producer_epoch=m.producer_epoch,
+        )
+        for m in members
+    ]
+
+
+def _decision(d: Decision) -> pb.StagedCommit:
+    return pb.StagedCommit(
+        commit_id=d.commit_id,
+        sequence=d.sequence,
+        state=d.state.value,
+        members=_members(d.members),
+        metadata=d.metadata,
+        failed_members=_members(d.failed_members),
+        last_update_ms=d.last_update_ms,
+    )
 
 
 def _result(

@@ -1,0 +1,116 @@
+"""``CoordinatorMembers``: how a staged decision reaches its members' transaction coordinators
+(``strom_coordinator.txn.staged_commits.MemberCalls``).
+
+A member whose ``__transaction_state`` partition this instance serves is asked through the
+local ``TransactionManager``; any other (or one whose partition moves away meanwhile:
+NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS) through the gateway, which finds the id's
+coordinator with FindCoordinator key_type TRANSACTION and follows it across moves, as
+``txn_verifier`` does. Coordinator problems come back as retriable errors
+(COORDINATOR_NOT_AVAILABLE), and so does any gRPC failure of the gateway call (it says nothing
+about the member); answers keep their own error.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import grpc
+
+from strom.cluster import ClusterClient, from_rpc_error
+from strom.errors import (
+    CoordinatorLoadInProgressError,
+    CoordinatorNotAvailableError,
+    ErrorCode,
+    NotCoordinatorError,
+    TransactionalIdNotFoundError,
+    for_code,
+)
+from strom.protocol.v1 import transaction_pb2
+from strom.types import StagedTransaction
+from strom_coordinator.txn.manager import TransactionManager
+from strom_coordinator.txn.state import TxnMetadata, TxnState
+
+__all__ = ["CoordinatorMembers"]
+
+_MOVING = frozenset(
+    {
+        ErrorCode.NOT_COORDINATOR,
+        ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+        ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    }
+)
+_STATES = {s.value: s for s in TxnState}
+
+
+class CoordinatorMembers:
+    """Implements ``MemberCalls`` over the local manager and the gateway."""
+
+    def __init__(self, cluster: ClusterClient, *, timeout_s: float) -> None:
+        self._cluster = cluster
+        self._timeout_s = timeout_s
+        #: The local manager (set once it exists: it holds this object).
+        self.local: TransactionManager | None = None
+
+    async def describe(self, transactional_id: str) -> TxnMetadata | None:
+        if self.local is not None:
+            (found,) = await self.local.describe_transactions([transactional_id])
+            if found.error is None:
+                return found.metadata
+            if isinstance(found.error, TransactionalIdNotFoundError):
+                return None
+            if not isinstance(found.error, NotCoordinatorError | CoordinatorLoadInProgressError):
+                raise found.error
+        request = transaction_pb2.DescribeTransactionsRequest(transactional_ids=[transactional_id])
+        what = f"describing staged transaction {transactional_id!r} at its coordinator"
+        response = await self._gateway("DescribeTransactions", request, what)
+        for item in response.transactions:
+            if item.transactional_id != transactional_id:
+                continue
+            if item.error_code == ErrorCode.TRANSACTIONAL_ID_NOT_FOUND:
+                return None
+            _raise_for(item.error_code, item.error_message, what)
+            return TxnMetadata(
+                transactional_id=transactional_id,
+                producer_id=item.producer_id,
+                producer_epoch=item.producer_epoch,
+                timeout_ms=item.transaction_timeout_ms,
+                state=_STATES.get(item.state, TxnState.DEAD),
+                partitions=frozenset((p.topic, p.partition) for p in item.partitions),
+                groups=frozenset(item.group_ids),
+                start_ms=item.transaction_start_time_ms,
+            )
+        raise CoordinatorNotAvailableError(f"{what}: the answer does not name it")
+
+    async def end(self, member: StagedTransaction) -> None:
+        tid = member.transactional_id
+        if self.local is not None:
+            try:
+                await self.local.end_txn(tid, member.producer_id, member.producer_epoch, True)
+                return
+            except (NotCoordinatorError, CoordinatorLoadInProgressError):
+                pass  # not (or no longer) ours: through the gateway
+        request = transaction_pb2.EndTxnRequest(
+            transactional_id=tid,
+            producer_id=member.producer_id,
+            producer_epoch=member.producer_epoch,
+            committed=True,
+        )
+        what = f"committing staged transaction {tid!r} at its coordinator"
+        response = await self._gateway("EndTxn", request, what)
+        _raise_for(response.error_code, response.error_message, what)
+
+    async def _gateway(self, method: str, request: Any, what: str) -> Any:
+        try:
+            return await getattr(self._cluster.gateway, method)(request, timeout=self._timeout_s)
+        except grpc.aio.AioRpcError as exc:
+            # Not an answer about the member: asked again (never a reason to give it up).
+            error = from_rpc_error(exc, self._cluster.gateway_address)
+            raise CoordinatorNotAvailableError(f"{what}: {error}") from exc
+
+
+def _raise_for(code: int, message: str, what: str) -> None:
+    if code == ErrorCode.NONE:
+        return
+    if code in _MOVING:
+        raise CoordinatorNotAvailableError(f"{what}: {ErrorCode.Name(code)} {message}")
+    raise for_code(code, f"{what}: {message}")
