@@ -15,7 +15,9 @@ from typing import Literal
 from strom.types import TopicPartition
 
 __all__ = [
+    "AT_LEAST_ONCE",
     "EARLIEST",
+    "EXACTLY_ONCE",
     "LATEST",
     "Bound",
     "SinkOptions",
@@ -68,11 +70,32 @@ class SourceOptions:
         return self.isolation_level == "read_committed"
 
 
+#: ``deliveryGuarantee`` values.
+AT_LEAST_ONCE = "at_least_once"
+EXACTLY_ONCE = "exactly_once"
+#: ``transactionalIdPrefix`` of batch writes when none is given.
+DEFAULT_BATCH_PREFIX = "strom-spark"
+#: ``transactionTimeoutMs`` when none is given: the server's default
+#: ``transaction.max.timeout.ms`` (the longest a staged transaction may wait for the job).
+DEFAULT_TRANSACTION_TIMEOUT_MS = 900_000
+_PREFIX_CHARS = re.compile(r"[A-Za-z0-9._-]+")
+
+
 @dataclass(frozen=True, slots=True)
 class SinkOptions:
     bootstrap_servers: str
     topic: str | None
     producer: dict[str, int | str]
+    #: ``at_least_once`` (default) or ``exactly_once`` (``deliveryGuarantee``).
+    delivery_guarantee: str = AT_LEAST_ONCE
+    #: Names the write's transactions (exactly_once only; required for streaming).
+    transactional_id_prefix: str = DEFAULT_BATCH_PREFIX
+    #: Lifetime of a task's staged transaction (exactly_once only).
+    transaction_timeout_ms: int = DEFAULT_TRANSACTION_TIMEOUT_MS
+
+    @property
+    def exactly_once(self) -> bool:
+        return self.delivery_guarantee == EXACTLY_ONCE
 
 
 def _lower(options: Mapping[str, str]) -> dict[str, str]:
@@ -263,8 +286,8 @@ _PRODUCER_INTS = ("linger.ms", "batch.size", "max.request.size", "delivery.timeo
 _PRODUCER_STRS = ("compression.type", "client.id")
 
 
-def parse_sink_options(raw: Mapping[str, str]) -> SinkOptions:
-    """Check the write options."""
+def parse_sink_options(raw: Mapping[str, str], *, streaming: bool = False) -> SinkOptions:
+    """Check the write options (``streaming``: for ``writeStream``)."""
     options = _lower(raw)
     bootstrap = options.get(BOOTSTRAP, "").strip()
     if not bootstrap:
@@ -280,5 +303,45 @@ def parse_sink_options(raw: Mapping[str, str]) -> SinkOptions:
     for name in _PRODUCER_STRS:
         if f"strom.{name}" in options:
             producer[name.replace(".", "_")] = options[f"strom.{name}"]
+    if "strom.transactional.id" in options:
+        raise ValueError(
+            "option strom.transactional.id is set by the connector (one per task); use "
+            "deliveryGuarantee=exactly_once and transactionalIdPrefix"
+        )
     topic = options.get("topic", "").strip() or None
-    return SinkOptions(bootstrap_servers=bootstrap, topic=topic, producer=producer)
+    guarantee = options.get("deliveryguarantee", AT_LEAST_ONCE).strip().lower()
+    if guarantee not in (AT_LEAST_ONCE, EXACTLY_ONCE):
+        raise ValueError(
+            f"option deliveryGuarantee must be {AT_LEAST_ONCE} or {EXACTLY_ONCE}, got "
+            f"{options['deliveryguarantee']!r}"
+        )
+    prefix = options.get("transactionalidprefix")
+    timeout = _int(options, "transactionTimeoutMs", 1)
+    if guarantee == AT_LEAST_ONCE:
+        for name, given in (("transactionalIdPrefix", prefix), ("transactionTimeoutMs", timeout)):
+            if given is not None:
+                raise ValueError(
+                    f"option {name} applies only to deliveryGuarantee={EXACTLY_ONCE} "
+                    f"(this write is {AT_LEAST_ONCE})"
+                )
+        return SinkOptions(bootstrap_servers=bootstrap, topic=topic, producer=producer)
+    if prefix is None and streaming:
+        raise ValueError(
+            f"option transactionalIdPrefix is required for a streaming write with "
+            f"deliveryGuarantee={EXACTLY_ONCE}: it names the query in Strom across restarts "
+            "(keep it stable, one per query; a replayed batch is recognised by it)"
+        )
+    prefix = DEFAULT_BATCH_PREFIX if prefix is None else prefix.strip()
+    if not _PREFIX_CHARS.fullmatch(prefix) or len(prefix) > 128:
+        raise ValueError(
+            "option transactionalIdPrefix must be 1-128 characters of letters, digits, '.', "
+            f"'_' and '-', got {prefix!r}"
+        )
+    return SinkOptions(
+        bootstrap_servers=bootstrap,
+        topic=topic,
+        producer=producer,
+        delivery_guarantee=EXACTLY_ONCE,
+        transactional_id_prefix=prefix,
+        transaction_timeout_ms=DEFAULT_TRANSACTION_TIMEOUT_MS if timeout is None else timeout,
+    )

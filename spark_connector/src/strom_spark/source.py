@@ -49,6 +49,6 @@ class StromDataSource(DataSource):
         return StromWriter(options)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
-        options = parse_sink_options(self.options)
+        options = parse_sink_options(self.options, streaming=True)
         check_sink_schema(schema, options)
         return StromStreamWriter(options)

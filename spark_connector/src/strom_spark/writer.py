@@ -14,6 +14,7 @@ transactions); the idempotent producer only removes duplicates of its own retrie
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -35,16 +36,38 @@ from pyspark.sql.types import (
 )
 
 from strom import Producer
+from strom.types import StagedTransaction
+from strom_spark.exactly_once import (
+    abort_micro_batch,
+    abort_write,
+    commit_micro_batch,
+    commit_write,
+    new_run_token,
+    new_write_id,
+    streaming_task_id,
+    task_context,
+    write_task_id,
+)
 from strom_spark.options import SinkOptions
 
-__all__ = ["StromStreamWriter", "StromWriter", "Written", "check_sink_schema"]
+__all__ = [
+    "StromStreamWriter",
+    "StromWriter",
+    "Written",
+    "check_sink_schema",
+    "stage_batches",
+    "write_batches",
+]
 
 
 @dataclass
 class Written(WriterCommitMessage):
-    """What one task wrote."""
+    """What one task wrote (exactly_once: the transaction it staged, if it had rows)."""
 
     records: int
+    staged: StagedTransaction | None = None
+    #: The streaming query's id (stable across restarts), as the task saw it.
+    query_id: str | None = None
 
 
 def check_sink_schema(schema: StructType, options: SinkOptions) -> None:
@@ -92,55 +115,112 @@ def _as_bytes(column: pa.ChunkedArray | pa.Array) -> list[bytes | None]:
     return column.to_pylist()  # type: ignore[no-any-return]
 
 
+class _Sender:
+    """Sends the rows of Arrow batches through one producer; ``check`` after a flush raises
+    the first failed record's error."""
+
+    def __init__(self, producer: Producer, options: SinkOptions) -> None:
+        self.producer = producer
+        self.options = options
+        self.failure: list[BaseException] = []
+        self.lock = threading.Lock()
+        self.bulk: list[Any] = []
+
+    def delivered(self, _metadata: Any, error: BaseException | None) -> None:
+        if error is not None:
+            with self.lock:
+                self.failure.append(error)
+
+    def send(self, batch: pa.RecordBatch) -> int:
+        names = batch.schema.names
+        values = _as_bytes(batch.column("value"))
+        keys = _as_bytes(batch.column("key")) if "key" in names else None
+        if self.options.topic is not None:
+            topics: list[str] | str = self.options.topic
+        else:
+            column = batch.column("topic")
+            if column.null_count:
+                raise ValueError("column topic has null values and no topic option is set")
+            unique = pc.unique(column)
+            topics = unique[0].as_py() if len(unique) == 1 else column.to_pylist()
+        simple = (
+            isinstance(topics, str)
+            and "partition" not in names
+            and "headers" not in names
+            and (keys is None or None not in keys)
+        )
+        if simple:
+            assert isinstance(topics, str)
+            self.bulk.append(self.producer.send_many(topics, values, keys))
+        else:
+            _send_rows(self.producer, batch, topics, keys, values, self.delivered)
+        return int(batch.num_rows)
+
+    def check(self) -> None:
+        for future in self.bulk:
+            future.result()
+        if self.failure:
+            raise self.failure[0]
+
+
+def _producer(options: SinkOptions, **extra: Any) -> Producer:
+    settings: dict[str, Any] = {"client_id": "strom-spark", **options.producer, **extra}
+    return Producer(options.bootstrap_servers, acks="all", enable_idempotence=True, **settings)
+
+
 def write_batches(options: SinkOptions, batches: Iterator[pa.RecordBatch]) -> Written:
     """Send every row of ``batches``; return once all are acknowledged (or raise)."""
-    failure: list[BaseException] = []
-    lock = threading.Lock()
-
-    def delivered(_metadata: Any, error: BaseException | None) -> None:
-        if error is not None:
-            with lock:
-                failure.append(error)
-
     count = 0
-    bulk = []
-    settings: dict[str, Any] = {"client_id": "strom-spark", **options.producer}
-    producer = Producer(options.bootstrap_servers, acks="all", enable_idempotence=True, **settings)
+    producer = _producer(options)
+    try:
+        sender = _Sender(producer, options)
+        for batch in batches:
+            if batch.num_rows:
+                count += sender.send(batch)
+        producer.flush()
+        sender.check()
+    finally:
+        producer.close()
+    return Written(count)
+
+
+def stage_batches(
+    options: SinkOptions, transactional_id: str, batches: Iterator[pa.RecordBatch]
+) -> Written:
+    """Send every row of ``batches`` in one transaction of ``transactional_id`` and stage it
+    (``Producer.prepare_transaction``): the rows are in the log, invisible to read_committed
+    readers until the driver's decision. A task without rows stages nothing. On any error the
+    transaction is aborted and the error raised."""
+    producer: Producer | None = None
+    staged: StagedTransaction | None = None
+    count = 0
     try:
         for batch in batches:
             if not batch.num_rows:
                 continue
-            names = batch.schema.names
-            values = _as_bytes(batch.column("value"))
-            keys = _as_bytes(batch.column("key")) if "key" in names else None
-            if options.topic is not None:
-                topics: list[str] | str = options.topic
-            else:
-                column = batch.column("topic")
-                if column.null_count:
-                    raise ValueError("column topic has null values and no topic option is set")
-                unique = pc.unique(column)
-                topics = unique[0].as_py() if len(unique) == 1 else column.to_pylist()
-            simple = (
-                isinstance(topics, str)
-                and "partition" not in names
-                and "headers" not in names
-                and (keys is None or None not in keys)
-            )
-            if simple:
-                assert isinstance(topics, str)
-                bulk.append(producer.send_many(topics, values, keys))
-            else:
-                _send_rows(producer, batch, topics, keys, values, delivered)
-            count += batch.num_rows
-        producer.flush()
-        for future in bulk:
-            future.result()
-        if failure:
-            raise failure[0]
+            if producer is None:
+                producer = _producer(
+                    options,
+                    transactional_id=transactional_id,
+                    transaction_timeout_ms=options.transaction_timeout_ms,
+                )
+                producer.init_transactions()
+                producer.begin_transaction()
+                sender = _Sender(producer, options)
+            count += sender.send(batch)
+        if producer is not None:
+            producer.flush()
+            sender.check()
+            staged = producer.prepare_transaction()
+    except BaseException:
+        if producer is not None and staged is None:
+            with contextlib.suppress(Exception):
+                producer.abort_transaction()
+        raise
     finally:
-        producer.close()
-    return Written(count)
+        if producer is not None:
+            producer.close()
+    return Written(count, staged)
 
 
 def _send_rows(  # noqa: PLR0917 - the columns of one batch
@@ -182,28 +262,58 @@ class StromWriter(DataSourceArrowWriter):
 
     def __init__(self, options: SinkOptions) -> None:
         self.options = options
+        #: The write's id (exactly_once): made here, on the driver, and pickled with the
+        #: writer to every task and to the commit.
+        self.write_id = new_write_id()
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> Written:  # type: ignore[override]
-        return write_batches(self.options, iterator)
+        if not self.options.exactly_once:
+            return write_batches(self.options, iterator)
+        partition, attempt, _, _ = task_context()
+        tid = write_task_id(self.options.transactional_id_prefix, self.write_id, partition, attempt)
+        return stage_batches(self.options, tid, iterator)
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
-        """Every task's records are acknowledged already: nothing is left to do."""
+        """exactly_once: every task's staged transaction as one decision; at_least_once:
+        every task's records are acknowledged already, nothing is left to do."""
+        if self.options.exactly_once:
+            commit_write(self.options, self.write_id, messages)
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
-        """Records acknowledged before the failure stay in the topic (at-least-once)."""
+        """exactly_once: every transaction of the write is aborted; at_least_once: records
+        acknowledged before the failure stay in the topic."""
+        if self.options.exactly_once:
+            abort_write(self.options, self.write_id, messages)
 
 
 class StromStreamWriter(DataSourceStreamArrowWriter):
-    """``df.writeStream.format("strom")``: each micro-batch as a batch write."""
+    """``df.writeStream.format("strom")``: each micro-batch as a batch write (exactly_once:
+    one decision per batch id)."""
 
     def __init__(self, options: SinkOptions) -> None:
         self.options = options
+        #: Unique per start of the query (tasks' transactional ids); Spark makes a new writer
+        #: for each commit, which does not need it.
+        self.run = new_run_token()
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> Written:  # type: ignore[override]
-        return write_batches(self.options, iterator)
+        if not self.options.exactly_once:
+            return write_batches(self.options, iterator)
+        partition, attempt, batch_id, query_id = task_context()
+        prefix = self.options.transactional_id_prefix
+        tid = streaming_task_id(prefix, batch_id, self.run, partition, attempt)
+        written = stage_batches(self.options, tid, iterator)
+        written.query_id = query_id
+        return written
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        """Nothing to do: the micro-batch's records were acknowledged by its tasks."""
+        """exactly_once: the batch's staged transactions as decision ``batchId`` (a replayed
+        batch id is recognised and its new output aborted); at_least_once: nothing to do."""
+        if self.options.exactly_once:
+            commit_micro_batch(self.options, batchId, messages)
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        """A micro-batch retried after a failure may write some records twice."""
+        """exactly_once: the batch's transactions are aborted; at_least_once: a micro-batch
+        retried after a failure may write some records twice."""
+        if self.options.exactly_once:
+            abort_micro_batch(self.options, batchId, messages)
