@@ -298,9 +298,12 @@ def read_values(
     return [value for p in range(partitions) for value in found[p]]
 
 
-def start_local_cluster(data_dir: Path, **spec: Any) -> Iterator[LocalCluster]:
+def start_local_cluster(
+    data_dir: Path, cluster_class: type[LocalCluster] = LocalCluster, **spec: Any
+) -> Iterator[LocalCluster]:
     """Start a cluster (``spec``: extra ``LocalClusterSpec`` fields, e.g. ``coordinators=2,
-    coordinator_flags=(...)``) and stop it afterwards."""
+    coordinator_flags=(...)``; ``cluster_class``: a LocalCluster that starts it its own way)
+    and stop it afterwards."""
     ports = SERVICE_PORTS + int(spec.get("coordinators", 1))
     base = free_port_range(ports)
     etcd_ports: list[int] = []
@@ -317,7 +320,7 @@ def start_local_cluster(data_dir: Path, **spec: Any) -> Iterator[LocalCluster]:
         controllers=2,
         **spec,
     )
-    cluster = LocalCluster(spec)
+    cluster = cluster_class(spec)
     try:
         cluster.start()
         cluster.wait_for_brokers()

@@ -427,12 +427,16 @@ def table(results: dict[str, int], outcome: Outcome, settings: ChaosSettings) ->
 
 
 def start_chaos_cluster(
-    data_dir: Path, coordinator_flags: tuple[str, ...] = ()
+    data_dir: Path,
+    coordinator_flags: tuple[str, ...] = (),
+    cluster_class: type[LocalCluster] = LocalCluster,
 ) -> Iterator[LocalCluster]:
     """The chaos runs' cluster: two coordinators, sessions of SESSION_MS everywhere, a short
-    replica lag bound (``coordinator_flags`` are added to the coordinators' own)."""
+    replica lag bound (``coordinator_flags`` are added to the coordinators' own;
+    ``cluster_class``: see ``start_local_cluster``)."""
     return start_local_cluster(
         data_dir,
+        cluster_class,
         coordinators=2,
         coordinator_flags=(
             "--coordinator.session.timeout.ms", str(SESSION_MS),

@@ -21,6 +21,7 @@ from strom_storage.log.cleaner.manager import LogCleaner
 from strom_storage.log.log_manager import LogManager
 from strom_storage.membership.cluster_link import ClusterLink
 from strom_storage.node import ReplicaManager
+from strom_storage.node.leader_lease import LeaderLease
 from strom_storage.replication import (
     AlterPartitionClient,
     FetcherSettings,
@@ -97,7 +98,9 @@ async def build(config: StorageConfig, server: GrpcServer) -> None:
             rack=config.rack,
             session_timeout_s=config.broker_session_timeout_ms / 1000,
             base_config=config.log_defaults(),
+            lease=LeaderLease(),
         )
+        replicas.lease = link.lease
         fetchers = ReplicaFetcherManager(
             replicas,
             node_id=config.node_id,

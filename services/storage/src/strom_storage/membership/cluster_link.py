@@ -9,6 +9,9 @@ with backoff and logged by ``EtcdStore``, whose watch resumes after the last rev
 delivered; the node keeps serving what it has meanwhile. A lease that expired while etcd was
 unreachable is replaced by a new registration.
 
+Every registration and keep-alive etcd answers renews the node's leader lease
+(``node.leader_lease``): how long it may still acknowledge acks=all writes as a leader.
+
 The same watch keeps what replication needs: every broker's address (followers fetch from
 leaders), the active controller's address (leaders send ISR changes), this node's broker epoch
 (the create revision of its registration) and the throttle of reassignments in progress; and
@@ -41,6 +44,7 @@ from strom_server.etcd.store import (
 from strom_storage.log import LogConfig
 from strom_storage.membership.assignment import assignments_for
 from strom_storage.node import ReplicaManager
+from strom_storage.node.leader_lease import LeaderLease
 
 log = structlog.get_logger(__name__)
 
@@ -65,7 +69,9 @@ class ClusterLink:
         rack: str,
         session_timeout_s: float,
         base_config: LogConfig,
+        lease: LeaderLease | None = None,
     ) -> None:
+        """``lease``: renewed by every registration and keep-alive etcd answers."""
         self.replicas = replicas
         self.store = store
         self.keys = keys
@@ -73,6 +79,7 @@ class ClusterLink:
         self.registration = {"id": node_id, "host": host, "port": port, "rack": rack}
         self.session_timeout_s = session_timeout_s
         self.base_config = base_config
+        self.lease = lease
         self._lease = 0
         self._topics: dict[str, dict[str, object]] = {}
         self._states: dict[tuple[str, int], dict[str, object]] = {}
@@ -126,7 +133,9 @@ class ClusterLink:
     async def _register(self) -> None:
         key = self.keys.broker(self.node_id)
         value = encode_value(self.registration)
-        lease = await self.store.grant_lease(max(1, round(self.session_timeout_s)))
+        ttl = max(1, round(self.session_timeout_s))
+        sent_at = self.lease.now() if self.lease is not None else 0.0
+        lease = await self.store.grant_lease(ttl)
         put = Put(key, value, lease)
         created = await self.store.txn([Compare.absent(key)], [put])
         if not created.succeeded:
@@ -156,6 +165,8 @@ class ClusterLink:
                     "its own --node-id"
                 )
         self._lease = lease
+        if self.lease is not None:
+            self.lease.renewed(sent_at, ttl)
         registered = await self.store.get(key)
         self.broker_epoch = registered.create_revision if registered is not None else 0
         log.info("registered", node_id=self.node_id, key=key, broker_epoch=self.broker_epoch)
@@ -165,7 +176,10 @@ class ClusterLink:
         while True:
             await asyncio.sleep(interval)
             try:
+                sent_at = self.lease.now() if self.lease is not None else 0.0
                 ttl = await self.store.keep_alive_once(self._lease, timeout_s=interval)
+                if ttl > 0 and self.lease is not None:
+                    self.lease.renewed(sent_at, ttl)
                 if ttl <= 0:
                     log.warning("registration lease expired; registering again")
                     await self._register()

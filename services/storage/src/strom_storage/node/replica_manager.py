@@ -61,6 +61,7 @@ from strom_storage.log import (
 )
 from strom_storage.log.log_manager import LogManager
 from strom_storage.membership.assignment import PartitionAssignment
+from strom_storage.node.leader_lease import LeaderLease
 from strom_storage.node.notifier import AppendNotifier
 from strom_storage.node.partition import IsrChange, Partition
 from strom_storage.node.txn import (
@@ -206,6 +207,8 @@ class ReplicaManager:
         self.isr_updates: IsrUpdates | None = None
         #: asks transaction coordinators (absent on a standalone node: nothing to ask)
         self.txn_verifier: TxnVerifier | None = None
+        #: bounds acks=all acknowledgements by the etcd session (absent on a standalone node)
+        self.lease: LeaderLease | None = None
         self._verifications = VerificationQueue()
         self._partitions: dict[tuple[str, int], Partition] = {}
         self._notifier: AppendNotifier | None = None
@@ -367,6 +370,11 @@ class ReplicaManager:
         if acks not in VALID_ACKS:
             invalid = InvalidRequiredAcksError(f"acks must be 0, 1 or -1 (all), got {acks}")
             return [ProducePartitionResult(t, p, invalid) for t, p, _ in entries]
+        if acks == -1 and self.lease is not None and self.lease.expired():
+            return [
+                ProducePartitionResult(t, p, self.lease.error(self.node_id, f"{t}-{p}"))
+                for t, p, _ in entries
+            ]
         notifier = self.notifier
         results: list[ProducePartitionResult] = []
         waits: list[tuple[int, Partition, int]] = []  # (result index, partition, offset)
@@ -570,16 +578,32 @@ class ReplicaManager:
         self, waits: Sequence[tuple[Partition, int]], timeout_ms: int
     ) -> list[BrokerResponseError | None]:
         """Per (partition, offset): None once the high watermark reached the offset, else why
-        not (REQUEST_TIMED_OUT after ``timeout_ms``, 0: the default)."""
+        not (REQUEST_TIMED_OUT after ``timeout_ms``, 0: the default; NOT_LEADER_OR_FOLLOWER
+        when the leader lease ran out first)."""
         futures = [partition.wait_for_high_watermark(offset) for partition, offset in waits]
         pending: set[asyncio.Future[None]] = {f for f in futures if not f.done()}
-        if pending:
-            timeout_ms = timeout_ms if timeout_ms > 0 else DEFAULT_PRODUCE_TIMEOUT_MS
-            _, pending = await asyncio.wait(pending, timeout=timeout_ms / 1000)
+        timeout_ms = timeout_ms if timeout_ms > 0 else DEFAULT_PRODUCE_TIMEOUT_MS
+        deadline = time.monotonic() + timeout_ms / 1000
+        lease_lost = False
+        while pending:
+            left = deadline - time.monotonic()
+            if self.lease is not None:
+                if self.lease.expired():
+                    lease_lost = True
+                    break
+                left = min(left, self.lease.remaining_s())
+            if left <= 0:
+                break
+            _, pending = await asyncio.wait(pending, timeout=left)
         errors: list[BrokerResponseError | None] = []
         for (partition, offset), future in zip(waits, futures, strict=True):
             error: BrokerResponseError | None
-            if future in pending:
+            if lease_lost:
+                # nothing is acknowledged once the lease ran out, not even what made it
+                future.cancel()
+                assert self.lease is not None
+                error = self.lease.error(self.node_id, f"{partition.topic}-{partition.index}")
+            elif future in pending:
                 future.cancel()
                 error = RequestTimedOutError(
                     f"{partition.topic}-{partition.index}: the in-sync replicas "
@@ -602,6 +626,16 @@ class ReplicaManager:
         it (acks=all; REQUEST_TIMED_OUT after ``timeout_ms``). A marker the partition already
         has (its epoch already ended) writes nothing and waits only for what the log holds to
         be committed."""
+        if self.lease is not None and self.lease.expired():
+            return [
+                TxnMarkerResult(
+                    m.producer_id,
+                    tuple(
+                        (t, p, self.lease.error(self.node_id, f"{t}-{p}")) for t, p in m.partitions
+                    ),
+                )
+                for m in markers
+            ]
         notifier = self.notifier
         rows: list[list[tuple[str, int, BrokerResponseError | None]]] = []
         waits: list[tuple[int, int, Partition, int]] = []  # (marker, partition, p, offset)
