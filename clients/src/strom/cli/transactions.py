@@ -46,6 +46,7 @@ def add_parsers(commands: Any) -> None:
     listing.add_argument(
         "--duration-ms", type=int, default=0, help="only those open for longer than this"
     )
+    listing.add_argument("--prefix", default=None, help="only transactional ids starting with this")
     _common(listing)
     listing.set_defaults(handler=transactions_list)
 
@@ -100,6 +101,7 @@ def transactions_list(args: argparse.Namespace) -> int:
             states=args.state or None,
             producer_ids=args.producer_id or None,
             duration_ms=args.duration_ms,
+            transactional_id_prefix=args.prefix,
         )
     _emit(
         args,
