@@ -24,6 +24,10 @@ P/coordinators/ids/<id>            {"id", "host", "port"} on the coordinator's l
 P/coordinators/owners/<p>          {"coordinator_id", "epoch"} on the owner's lease:      coord
                                    who serves partition p of __consumer_offsets
 P/coordinators/txn_owners/<p>      the same for partition p of __transaction_state       coord
+P/registry/leader                  {"id", "url"} on the schema registry writer's         reg
+                                   lease (created only if absent)
+P/registry/next_id                 {"next": n}: the next schema id to give, bumped by    reg
+                                   the writer in a transaction guarded by the leader key
 =================================  ====================================================  =======
 
 Every controller write is a transaction guarded by the value of ``P/controller/leader``, so a
@@ -156,6 +160,16 @@ class ClusterKeys:
 
     def transaction_owner(self, partition: int) -> str:
         return self._key("coordinators", "txn_owners", partition)
+
+    @property
+    def registry_leader(self) -> str:
+        """The schema registry's elected writer (on its lease)."""
+        return self._key("registry", "leader")
+
+    @property
+    def registry_next_id(self) -> str:
+        """The schema registry's next schema id."""
+        return self._key("registry", "next_id")
 
     def parse_coordinator_key(self, key: str) -> int | None:
         rest = key.removeprefix(self.coordinators)

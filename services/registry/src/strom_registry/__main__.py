@@ -1,0 +1,147 @@
+"""``python -m strom_registry`` / ``strom-registry``: run one schema registry instance.
+
+Flags, ``STROM_*`` environment variables and a TOML file configure it (``--help`` lists every
+setting; docs/schema-registry.md explains them). It reads the ``_schemas`` topic until caught
+up (creating it when missing), then serves the REST API and campaigns to be the writer.
+Exit codes as every Strom service: 0 after SIGTERM/SIGINT, 1 when serving failed, 2 for a
+configuration error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import sys
+
+from aiohttp import web
+
+from strom.errors import ConfigurationError, StromError
+from strom_registry.config import RegistryConfig
+from strom_registry.election import WriterElection
+from strom_registry.http import Node, build_app
+from strom_registry.registry import Registry
+from strom_registry.schemas_log import SchemasLog
+from strom_registry.state import RegistryState
+from strom_registry.store import TopicStore
+from strom_server.etcd.keys import ClusterKeys
+from strom_server.etcd.store import EtcdStore
+from strom_server.runtime.allocator import tune_allocator
+from strom_server.runtime.config import config_items, load_config
+from strom_server.runtime.logs import configure_logging, get_logger
+from strom_server.runtime.telemetry import setup_telemetry
+from strom_server.runtime.values import advertised_address, split_host_port
+
+log = get_logger(__name__)
+
+SERVICE = "strom-registry"
+
+
+async def _start_log(schemas: SchemasLog, stop: asyncio.Event) -> bool:
+    """Read the topic until caught up, waiting while the cluster is not reachable yet."""
+    backoff = 0.2
+    while not stop.is_set():
+        try:
+            await schemas.ensure_topic()
+            break
+        except (StromError, OSError) as exc:
+            log.warning("the cluster is not reachable yet; retrying", error=str(exc))
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, 2.0)
+    else:
+        return False
+    await schemas.start()
+    return True
+
+
+async def serve(config: RegistryConfig, stop: asyncio.Event) -> None:
+    """Run the instance until ``stop`` is set."""
+    state = RegistryState()
+    schemas = SchemasLog(
+        config.bootstrap_servers, state, topic=config.kafkastore_topic,
+        replication_factor=config.kafkastore_topic_replication_factor,
+        timeout_s=config.kafkastore_timeout_ms / 1000,
+    )  # fmt: skip
+    etcd = EtcdStore(config.etcd_endpoints)
+    election: WriterElection | None = None
+    runner: web.AppRunner | None = None
+    try:
+        if not await _start_log(schemas, stop):
+            return
+        log.info("schemas loaded", subjects=len(state.subjects), schemas=len(state.schemas),
+                 offset=schemas.position)  # fmt: skip
+        host, port = split_host_port(config.listen)
+        election = WriterElection(
+            etcd, ClusterKeys(config.etcd_prefix), instance_id=config.instance_id, url="",
+            ttl_s=config.lease_ttl_s, eligible=config.leader_eligibility,
+        )  # fmt: skip
+        registry = Registry(
+            state, TopicStore(schemas, election),
+            default_compatibility=config.schema_compatibility_level.upper(),
+        )  # fmt: skip
+        node = Node(
+            registry,
+            is_leader=lambda: election is not None and election.leading,
+            leader_url=lambda: election.leader.url if election and election.leader else None,
+            log_position=lambda: schemas.position,
+            wait_for=schemas.wait_for,
+            forward_timeout_s=config.kafkastore_timeout_ms / 1000,
+        )
+        runner = web.AppRunner(build_app(node), access_log=None)
+        await runner.setup()
+        site = web.TCPSite(runner, host or None, port, reuse_port=False)
+        await site.start()
+        bound = runner.addresses[0][1]
+        adv_host, adv_port = advertised_address(config.listen, "", bound)
+        election.url = config.advertised_url or f"http://{adv_host}:{adv_port}"
+        election.instance_id = config.instance_id or election.url
+        await election.start()
+        log.info("listening", url=election.url, port=bound)
+        await stop.wait()
+        log.info("stopping")
+    finally:
+        if election is not None:
+            await election.close()
+        if runner is not None:
+            await runner.cleanup()
+        await schemas.close()
+        await etcd.close()
+        log.info("stopped")
+
+
+async def _main(config: RegistryConfig) -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await serve(config, stop)
+
+
+def main() -> None:
+    try:
+        description = "Strom schema registry (Confluent's REST API)"
+        config = load_config(RegistryConfig, None, prog=SERVICE, description=description)
+    except ConfigurationError as exc:
+        print(f"{SERVICE}: configuration error: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
+    configure_logging(config.log_level, config.log_format, service=SERVICE)
+    log.info("starting", config=config_items(config), allocator_tuned=tune_allocator())
+    try:
+        telemetry = setup_telemetry(SERVICE, config.metrics_listen, config.otlp_endpoint)
+    except OSError:
+        log.exception("cannot set up telemetry")
+        raise SystemExit(1) from None
+    code = 0
+    try:
+        asyncio.run(_main(config))
+    except KeyboardInterrupt:
+        code = 130
+    except Exception:
+        log.exception("service failed")
+        code = 1
+    finally:
+        telemetry.shutdown()
+    raise SystemExit(code)
+
+
+if __name__ == "__main__":
+    main()

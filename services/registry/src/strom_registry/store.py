@@ -1,0 +1,29 @@
+"""The service's ``SchemaStore``: the ``_schemas`` topic, written only while elected."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from strom_registry.election import WriterElection
+from strom_registry.records import Record
+from strom_registry.schemas_log import SchemasLog
+
+__all__ = ["TopicStore"]
+
+
+class TopicStore:
+    """Writes go to the topic after etcd confirms this instance is still the writer."""
+
+    def __init__(self, log: SchemasLog, election: WriterElection) -> None:
+        self.log = log
+        self.election = election
+
+    async def sync(self) -> None:
+        await self.log.sync()
+
+    async def write(self, batch: Sequence[Record]) -> None:
+        await self.election.check_leading()
+        await self.log.append(batch)
+
+    async def next_id(self, at_least: int) -> int:
+        return await self.election.next_id(at_least)

@@ -1,0 +1,145 @@
+"""The schema registry as Confluent's own client sees it: two instances over a real cluster,
+values serialized with confluent-kafka's AvroSerializer round-tripping through a Strom topic,
+Confluent's errors, and ids that survive a restart and a writer failover."""
+
+from __future__ import annotations
+
+import json
+import signal
+import struct
+
+import pytest
+from registry_testkit import Registries, http
+from strom_testkit import wait_until
+
+from strom import Consumer, NewTopic, Producer, TopicPartition
+
+pytestmark = pytest.mark.integration
+
+schema_registry = pytest.importorskip("confluent_kafka.schema_registry")
+avro_serde = pytest.importorskip("confluent_kafka.schema_registry.avro")
+serialization = pytest.importorskip("confluent_kafka.serialization")
+
+USER_V1 = {
+    "type": "record",
+    "name": "User",
+    "namespace": "example",
+    "fields": [{"name": "name", "type": "string"}, {"name": "age", "type": "int"}],
+}
+USER_V2 = {  # adds a field with a default: BACKWARD compatible
+    **USER_V1,
+    "fields": [*USER_V1["fields"], {"name": "email", "type": "string", "default": ""}],
+}
+USER_BROKEN = {  # changes a type: incompatible
+    **USER_V1,
+    "fields": [{"name": "name", "type": "string"}, {"name": "age", "type": "string"}],
+}
+
+
+def _client(url: str) -> schema_registry.SchemaRegistryClient:
+    return schema_registry.SchemaRegistryClient({"url": url})
+
+
+def test_avro_values_round_trip_through_a_strom_topic(registries: Registries) -> None:
+    cluster = registries.cluster
+    topic = "users"
+    with cluster.admin() as admin:
+        admin.create_topics([NewTopic(topic, 1, 1)])
+    # Register through one instance (forwarded to the writer if needed), read through the other.
+    serializer = avro_serde.AvroSerializer(_client(registries.url("b")), json.dumps(USER_V1))
+    deserializer = avro_serde.AvroDeserializer(_client(registries.url("a")))
+    context = serialization.SerializationContext(topic, serialization.MessageField.VALUE)
+    users = [{"name": f"user-{i}", "age": 20 + i} for i in range(20)]
+    framed = [serializer(u, context) for u in users]
+    magic, schema_id = struct.unpack(">bI", framed[0][:5])
+    assert magic == 0 and schema_id >= 1
+    with Producer(cluster.gateway) as producer:
+        for value in framed:
+            producer.send(topic, value, partition=0)
+        producer.flush()
+    read: list[bytes] = []
+    with Consumer(bootstrap_servers=cluster.gateway, auto_offset_reset="earliest") as consumer:
+        consumer.assign([TopicPartition(topic, 0)])
+        wait_until(
+            lambda: (
+                read.extend(r.value for rs in consumer.poll(500).values() for r in rs)
+                or len(read) >= len(users)
+            ),
+            30.0,
+            "the framed values",
+        )
+    assert [deserializer(v, context) for v in read] == users
+
+    client = _client(registries.url("a"))
+    assert client.get_subjects() == [f"{topic}-value"]
+    latest = client.get_latest_version(f"{topic}-value")
+    assert (latest.schema_id, latest.version) == (schema_id, 1)
+    # A compatible evolution gets a new id and version 2; the same schema again changes nothing.
+    v2 = schema_registry.Schema(json.dumps(USER_V2), "AVRO")
+    v2_id = client.register_schema(f"{topic}-value", v2)
+    assert v2_id > schema_id
+    assert _client(registries.url("b")).register_schema(f"{topic}-value", v2) == v2_id
+    assert client.get_versions(f"{topic}-value") == [1, 2]
+    assert client.test_compatibility(f"{topic}-value", v2)
+
+
+def test_confluent_errors(registries: Registries) -> None:
+    url = registries.url("a")
+    client = _client(url)
+    subject = "errors-value"
+    client.register_schema(subject, schema_registry.Schema(json.dumps(USER_V1), "AVRO"))
+
+    def error(call: object) -> tuple[int, int]:
+        with pytest.raises(schema_registry.error.SchemaRegistryError) as caught:
+            call()  # type: ignore[operator]
+        return caught.value.http_status_code, caught.value.error_code
+
+    broken = schema_registry.Schema(json.dumps(USER_BROKEN), "AVRO")
+    assert error(lambda: client.register_schema(subject, broken)) == (409, 409)
+    assert error(lambda: client.get_latest_version("no-such-subject")) == (404, 40401)
+    assert error(lambda: client.get_version(subject, 7)) == (404, 40402)
+    assert error(lambda: client.get_schema(999_999)) == (404, 40403)
+    bad = schema_registry.Schema('{"type": "record", "name": "X"}', "AVRO")
+    assert error(lambda: client.register_schema(subject, bad)) == (422, 42201)
+    assert error(lambda: client.set_compatibility(subject, "SIDEWAYS")) == (422, 42203)
+    status, body = http("GET", f"{url}/subjects/{subject}/versions/zero")
+    assert (status, body["error_code"]) == (422, 42202)
+    status, body = http("POST", f"{url}/subjects/{subject}/versions", {"schema": "{not json"})
+    assert (status, body["error_code"]) == (422, 42201)
+    # Deleting: permanent needs a soft delete first (40405); a soft-deleted subject is gone.
+    status, body = http("DELETE", f"{url}/subjects/{subject}?permanent=true")
+    assert (status, body["error_code"]) == (404, 40405)
+    assert client.delete_subject(subject) == [1]
+    assert error(lambda: client.get_latest_version(subject)) == (404, 40401)
+    assert client.delete_subject(subject, permanent=True) == [1]
+    assert subject not in client.get_subjects(deleted=True)
+
+
+def test_ids_survive_restart_and_writer_failover(registries: Registries) -> None:
+    first = registries.writer()
+    other = "b" if first == "a" else "a"
+    ids = {}
+    for i in range(3):
+        schema = {"type": "record", "name": f"Kept{i}", "fields": [{"name": "x", "type": "int"}]}
+        status, body = http(
+            "POST", f"{registries.url(other)}/subjects/kept-{i}/versions",
+            {"schema": json.dumps(schema)},
+        )  # fmt: skip
+        assert status == 200, body
+        ids[i] = body["id"]
+    # Kill the writer: the other instance takes over and gives new, higher ids.
+    registries.processes[first].send_signal(signal.SIGKILL)
+    registries.processes[first].stop(10.0)
+    assert registries.writer() == other
+    url = registries.url(other)
+    new = {"type": "record", "name": "AfterFailover", "fields": [{"name": "y", "type": "long"}]}
+    status, body = http("POST", f"{url}/subjects/after/versions", {"schema": json.dumps(new)})
+    assert status == 200, body
+    assert body["id"] > max(ids.values())
+    # The killed instance restarts, rebuilds from _schemas and serves the same ids.
+    restarted = registries.start(first + "2")
+    for i, schema_id in ids.items():
+        status, body = http("GET", f"{restarted}/subjects/kept-{i}/versions/1")
+        assert (status, body["id"]) == (200, schema_id)
+    status, body = http("GET", f"{restarted}/subjects/after/versions/latest")
+    assert status == 200 and json.loads(body["schema"])["name"] == "AfterFailover"
