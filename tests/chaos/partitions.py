@@ -168,13 +168,16 @@ class PartitionNemesis(Nemesis):
     """Partitions instead of crashes (see the module docstring)."""
 
     cluster: ProxiedCluster
+    KINDS = ("isolate storage", "isolate controller", "isolate coordinator", "split halves")
+    _next: list[str]
 
     def one_fault(self) -> None:
-        kind = self.rng.choice(
-            ["isolate storage", "isolate storage", "isolate controller", "isolate coordinator",
-             "split halves", "split halves"]
-        )  # fmt: skip
-        seconds = self.rng.uniform(SESSION_MS / 1000 + 1, SESSION_MS / 1000 + 4)
+        """The next kind of a seeded shuffle of all four (each comes once per round)."""
+        if not getattr(self, "_next", None):
+            self._next = list(self.KINDS)
+            self.rng.shuffle(self._next)
+        kind = self._next.pop()
+        seconds = self.rng.uniform(SESSION_MS / 1000 + 0.5, SESSION_MS / 1000 + 3)
         if kind == "isolate storage":
             name = f"storage-{self.rng.randint(1, STORAGE_NODES)}"
             self._note(f"isolate {name} for {seconds:.1f} s")
