@@ -396,3 +396,21 @@ def test_staged_errors_reach_the_caller_as_strom_errors() -> None:
             await m.staged.commit("", 0, [])
 
     run(main())
+
+
+def test_committed_decisions_expire_like_idle_ids() -> None:
+    async def main() -> None:
+        w = World()
+        m = w.manager()
+        a = await w.stage(m, "a")
+        await m.staged.commit("q", 2, [a])
+        w.clock[0] += 604_800_000  # transactional.id.expiration.ms, not more
+        assert await m.staged.expire(604_800_000) == 0
+        w.clock[0] += 1
+        assert await m.staged.expire(604_800_000) == 1
+        assert m.staged.describe("q") is None
+        key, value = w.log.records()[-1]
+        assert records.decode_key(key) == records.StagedCommitKey("q") and value is None
+        assert w.manager().staged.describe("q") is None  # the tombstone replays too
+
+    run(main())

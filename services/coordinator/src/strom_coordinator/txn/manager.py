@@ -182,6 +182,7 @@ class TransactionManager:
             route=self._partitions.route,
             partition_of=self._partition_of,
             check=self._check,
+            is_served=self._partitions.is_served,
             check_generation=self._check_generation,
             generation=lambda partition: self._generation.get(partition, 0),
             members=staged_members,
@@ -432,9 +433,11 @@ class TransactionManager:
         return aborted
 
     async def expire(self) -> int:
-        """Remove ids idle for transactional.id.expiration.ms (tombstones); returns how many."""
+        """Remove ids idle for transactional.id.expiration.ms (tombstones), and staged-commit
+        decisions as old; returns how many."""
         now = self._now()
         limit = self._config.transactional_id_expiration_ms
+        removed_decisions = await self.staged.expire(limit)
         due = [m.transactional_id for m in self._served() if state.expired(m, now, limit)]
         removed = 0
         for tid in due:
@@ -453,7 +456,7 @@ class TransactionManager:
             except StromError as exc:
                 log.warning("expiring a transactional id failed", transactional_id=tid,
                             error=str(exc))  # fmt: skip
-        return removed
+        return removed + removed_decisions
 
     async def close(self) -> None:
         """Cancel every completion task (the process is stopping)."""

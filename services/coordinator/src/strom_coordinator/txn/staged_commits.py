@@ -20,7 +20,8 @@ A commit, under the commit id's lock (requests of one commit id run one at a tim
 
 A partition loaded from the log (failover, restart) starts the drive task of every decision
 it holds in Committing, so a decision written by a coordinator that died is finished by the
-next owner. Unloading a partition cancels its drive tasks.
+next owner. Unloading a partition cancels its drive tasks. A Committed decision not updated
+for ``transactional.id.expiration.ms`` is removed (``expire``), as idle transactional ids are.
 
 Test hook: when the environment variable ``STROM_TESTING_HALT_AFTER_STAGED_DECISION`` equals
 a commit id, the process exits (status 70) right after writing that commit id's next
@@ -96,6 +97,7 @@ class StagedCommits:
         route: Callable[[str], int],
         partition_of: Callable[[str], int | None],
         check: Callable[[int], int],
+        is_served: Callable[[int], bool],
         check_generation: Callable[[int, int], None],
         generation: Callable[[int], int],
         members: MemberCalls | None = None,
@@ -106,6 +108,7 @@ class StagedCommits:
         self._route = route
         self._partition_of = partition_of
         self._check = check
+        self._is_served = is_served
         self._check_generation = check_generation
         self._generation = generation
         #: Set by the process once the member client exists (it needs the manager).
@@ -160,6 +163,39 @@ class StagedCommits:
             raise InvalidRequestError("the commit id is empty")
         self._route(commit_id)
         return self._decisions.get(commit_id)
+
+    async def expire(self, expiration_ms: int) -> int:
+        """Remove Committed decisions not updated for ``expiration_ms`` (tombstones; a
+        commit id then starts over from any sequence); returns how many."""
+        now = self._now()
+
+        def due(decision: Decision | None) -> bool:
+            return (
+                decision is not None
+                and decision.state is StagedState.COMMITTED
+                and now - decision.last_update_ms > expiration_ms
+            )
+
+        removed = 0
+        for commit_id in [c for c, d in self._decisions.items() if due(d)]:
+            partition = self._partition_of(commit_id)
+            if partition is None or not self._is_served(partition):
+                continue
+            try:
+                async with self._lock(commit_id):
+                    generation = self._check(partition)
+                    if not due(self._decisions.get(commit_id)):
+                        continue
+                    key = records.staged_commit_key(commit_id)
+                    await self._log.append(partition, [(key, None)])
+                    self._check_generation(partition, generation)
+                    del self._decisions[commit_id]
+                    self._locks.pop(commit_id, None)
+                    removed += 1
+            except StromError as exc:
+                log.warning("expiring a staged commit failed", commit_id=commit_id,
+                            error=str(exc))  # fmt: skip
+        return removed
 
     def counts_by_state(self) -> dict[str, int]:
         counts: dict[str, int] = {}
