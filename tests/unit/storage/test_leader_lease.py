@@ -67,10 +67,18 @@ def test_an_expired_lease_refuses_acks_all_but_not_acks_1(tmp_path: Path) -> Non
 def test_an_acks_all_wait_ends_when_the_lease_runs_out(tmp_path: Path) -> None:
     async def scenario() -> None:
         replicas = await _leader(tmp_path)
-        replicas.lease = LeaderLease()
-        replicas.lease.renewed(time.monotonic(), 0.3)
+        now = [0.0]
+        lease = replicas.lease = LeaderLease(lambda: now[0])
+        lease.renewed(sent_at=0.0, ttl_s=0.2)
+
+        async def time_passes() -> None:
+            await asyncio.sleep(0.05)
+            now[0] = 1.0
+
+        helper = asyncio.ensure_future(time_passes())
         # the follower never fetches: without the lease this waits the full 30 s
         (result,) = await asyncio.wait_for(replicas.append(-1, 30000, [("t", 0, _batch())]), 20)
+        await helper
         assert isinstance(result.error, NotLeaderOrFollowerError)
         replicas.close()
 
@@ -80,13 +88,14 @@ def test_an_acks_all_wait_ends_when_the_lease_runs_out(tmp_path: Path) -> None:
 def test_a_renewed_lease_keeps_the_wait_going(tmp_path: Path) -> None:
     async def scenario() -> None:
         replicas = await _leader(tmp_path)
-        lease = replicas.lease = LeaderLease()
-        lease.renewed(time.monotonic(), 0.3)
+        now = [0.0]
+        lease = replicas.lease = LeaderLease(lambda: now[0])
+        lease.renewed(sent_at=0.0, ttl_s=0.2)
 
         async def renew_then_fetch() -> None:
-            await asyncio.sleep(0.2)
-            lease.renewed(time.monotonic(), 30)
-            await asyncio.sleep(0.3)  # past the first lease
+            await asyncio.sleep(0)
+            lease.renewed(sent_at=0.0, ttl_s=30)
+            await asyncio.sleep(0.4)  # the wait outlives the first lease's length
             replicas._partitions[("t", 0)].update_follower(2, 1, int(time.monotonic() * 1000))
 
         helper = asyncio.ensure_future(renew_then_fetch())
