@@ -7,7 +7,7 @@ finishing a decision left Committing."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -149,9 +149,9 @@ class LocalMembers:
     unreachable: int = 0
     ended: list[str] = field(default_factory=list)
 
-    async def describe(self, transactional_id: str) -> TxnMetadata | None:
+    async def describe(self, transactional_ids: Sequence[str]) -> dict[str, TxnMetadata | None]:
         assert self.manager is not None
-        return self.manager.get(transactional_id)
+        return {tid: self.manager.get(tid) for tid in transactional_ids}
 
     async def end(self, m: StagedTransaction) -> None:
         assert self.manager is not None

@@ -12,6 +12,7 @@ about the member); answers keep their own error.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import grpc
@@ -51,26 +52,35 @@ class CoordinatorMembers:
         #: The local manager (set once it exists: it holds this object).
         self.local: TransactionManager | None = None
 
-    async def describe(self, transactional_id: str) -> TxnMetadata | None:
+    async def describe(self, transactional_ids: Sequence[str]) -> dict[str, TxnMetadata | None]:
+        found: dict[str, TxnMetadata | None] = {}
+        remote: list[str] = []
         if self.local is not None:
-            (found,) = await self.local.describe_transactions([transactional_id])
-            if found.error is None:
-                return found.metadata
-            if isinstance(found.error, TransactionalIdNotFoundError):
-                return None
-            if not isinstance(found.error, NotCoordinatorError | CoordinatorLoadInProgressError):
-                raise found.error
-        request = transaction_pb2.DescribeTransactionsRequest(transactional_ids=[transactional_id])
-        what = f"describing staged transaction {transactional_id!r} at its coordinator"
+            for d in await self.local.describe_transactions(list(transactional_ids)):
+                if d.error is None:
+                    found[d.transactional_id] = d.metadata
+                elif isinstance(d.error, TransactionalIdNotFoundError):
+                    found[d.transactional_id] = None
+                elif isinstance(d.error, NotCoordinatorError | CoordinatorLoadInProgressError):
+                    remote.append(d.transactional_id)
+                else:
+                    raise d.error
+        else:
+            remote = list(transactional_ids)
+        if not remote:
+            return found
+        # One request: the gateway splits it by coordinator.
+        request = transaction_pb2.DescribeTransactionsRequest(transactional_ids=remote)
+        what = "describing staged transactions at their coordinators"
         response = await self._gateway("DescribeTransactions", request, what)
         for item in response.transactions:
-            if item.transactional_id != transactional_id:
-                continue
+            tid = item.transactional_id
             if item.error_code == ErrorCode.TRANSACTIONAL_ID_NOT_FOUND:
-                return None
-            _raise_for(item.error_code, item.error_message, what)
-            return TxnMetadata(
-                transactional_id=transactional_id,
+                found[tid] = None
+                continue
+            _raise_for(item.error_code, item.error_message, f"{what} ({tid!r})")
+            found[tid] = TxnMetadata(
+                transactional_id=tid,
                 producer_id=item.producer_id,
                 producer_epoch=item.producer_epoch,
                 timeout_ms=item.transaction_timeout_ms,
@@ -79,7 +89,10 @@ class CoordinatorMembers:
                 groups=frozenset(item.group_ids),
                 start_ms=item.transaction_start_time_ms,
             )
-        raise CoordinatorNotAvailableError(f"{what}: the answer does not name it")
+        missing = [tid for tid in remote if tid not in found]
+        if missing:
+            raise CoordinatorNotAvailableError(f"{what}: the answer does not name {missing}")
+        return found
 
     async def end(self, member: StagedTransaction) -> None:
         tid = member.transactional_id

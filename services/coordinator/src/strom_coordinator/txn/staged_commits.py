@@ -62,9 +62,9 @@ _BACKOFF_MAX_S = 2.0
 class MemberCalls(Protocol):
     """How the coordinator of a decision reaches its members' coordinators."""
 
-    async def describe(self, transactional_id: str) -> TxnMetadata | None:
-        """The id's state at its coordinator (None: unknown id); a retriable StromError
-        when its coordinator cannot answer now."""
+    async def describe(self, transactional_ids: Sequence[str]) -> dict[str, TxnMetadata | None]:
+        """Each id's state at its coordinator (None: unknown id); a retriable StromError
+        when a coordinator cannot answer now."""
         ...
 
     async def end(self, member: StagedTransaction) -> None:
@@ -250,10 +250,11 @@ class StagedCommits:
         return self.members
 
     async def _check_members(self, members: Sequence[StagedTransaction]) -> None:
-        calls = self._calls()
-        views = await asyncio.gather(*(calls.describe(m.transactional_id) for m in members))
-        for member, view in zip(members, views, strict=True):
-            problem = staged.member_problem(member, view)
+        if not members:
+            return
+        views = await self._calls().describe([m.transactional_id for m in members])
+        for member in members:
+            problem = staged.member_problem(member, views.get(member.transactional_id))
             if problem is not None:
                 raise problem
 
