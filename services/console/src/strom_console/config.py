@@ -1,0 +1,76 @@
+"""Settings of a console process (flags, ``STROM_*`` environment, TOML; docs/console.md)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from strom_server.runtime.config import setting
+from strom_server.runtime.values import HostPort
+
+__all__ = ["DEFAULT_LISTEN", "ConsoleConfig"]
+
+DEFAULT_LISTEN = "127.0.0.1:8080"
+
+
+def _check_user(user: str) -> str | None:
+    if user and (len(user) > 64 or not user.isprintable() or ":" in user):
+        return "a user name is 1-64 printable characters without ':'"
+    return None
+
+
+@dataclass(frozen=True, kw_only=True)
+class ConsoleConfig:
+    """A console's settings."""
+
+    listen: HostPort = setting(DEFAULT_LISTEN, help="host:port the web server listens on")
+    bootstrap_servers: str = setting(
+        "127.0.0.1:9092", help="the cluster's gateway address(es), comma-separated host:port"
+    )
+    read_only: bool = setting(
+        False, help="refuse every change (HTTP 403) and hide the controls that make one"
+    )
+    user: str = setting(
+        "", help="require a login with this user name (with --password-file)", check=_check_user
+    )
+    password_file: Path = setting(
+        "", help="file whose first line is the login password (needed with --user)"
+    )
+    request_timeout_ms: int = setting(
+        15000, help="deadline of each call to the cluster", min=100, max=600000
+    )
+    sample_interval_s: float = setting(
+        10.0,
+        help="how often the console samples end offsets and group offsets (rates, lag history)",
+        min=0.2,
+        max=3600.0,
+    )
+    lag_window_s: float = setting(
+        3600.0, help="how long the lag history kept for each group reaches back", min=1.0
+    )
+    lag_groups_max: int = setting(
+        2000, help="most groups whose lag the sampler follows (the first by name)", min=1
+    )
+    max_page_size: int = setting(
+        500, help="largest page size of the message browser (records per partition)", min=1
+    )
+    display_bytes: int = setting(
+        4096, help="bytes of a key, value or header shown before it is cut", min=16
+    )
+    search_max_records: int = setting(1_000_000, help="most records one search may scan", min=1)
+    search_max_seconds: float = setting(120.0, help="longest a search may run", min=1.0, max=3600.0)
+    log_level: str = setting(
+        "info", help="log threshold", choices=("debug", "info", "warning", "error", "critical")
+    )
+    log_format: str = setting(
+        "json", help="json lines (services) or console (people)", choices=("json", "console")
+    )
+    metrics_listen: str = setting(
+        "0", help="Prometheus scrape endpoint: 0 = off, a port on 127.0.0.1, or host:port"
+    )
+
+    def password(self) -> str | None:
+        """The login password (first line of ``password_file``), None when login is off."""
+        if not self.user:
+            return None
+        return self.password_file.read_text(encoding="utf-8").splitlines()[0]

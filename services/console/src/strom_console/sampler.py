@@ -1,0 +1,143 @@
+"""What the console samples in the background: end offsets (message counts and rates per
+topic), groups' committed offsets (lag and its history) and each topic's
+``min.insync.replicas`` (for the under-min-ISR counts).
+
+One sample every ``interval_s``; pages read the latest snapshot and never wait for it. The
+calls to the cluster are bounded: one Metadata, two ListOffsets rounds, one ListGroups, an
+OffsetFetch per followed group (``max_groups``, 16 at a time) and up to 50 DescribeConfigs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from dataclasses import dataclass, field
+
+from strom.aio import Admin
+from strom.errors import StromError
+from strom.types import TopicPartition
+from strom_console.lag import LagHistory, total_lag
+from strom_server.runtime.logs import get_logger
+
+__all__ = ["Sampler", "Snapshot"]
+
+log = get_logger(__name__)
+_CONFIG_LOOKUPS_PER_SAMPLE = 50
+_GROUP_CONCURRENCY = 16
+
+
+@dataclass
+class Snapshot:
+    """The latest sample (empty until the first one)."""
+
+    taken: float = 0.0
+    starts: dict[TopicPartition, int] = field(default_factory=dict)
+    ends: dict[TopicPartition, int] = field(default_factory=dict)
+    messages: dict[str, int] = field(default_factory=dict)
+    rates: dict[str, float] = field(default_factory=dict)
+    group_lag: dict[str, int] = field(default_factory=dict)
+
+
+class Sampler:
+    def __init__(
+        self, admin: Admin, *, interval_s: float, window_s: float, max_groups: int
+    ) -> None:
+        self.admin = admin
+        self.interval_s = interval_s
+        self.max_groups = max_groups
+        self.history = LagHistory(window_s)
+        self.snapshot = Snapshot()
+        self.min_isr: dict[str, int] = {}
+        self.samples = 0
+        self.last_error = ""
+        self._task: asyncio.Task[None] | None = None
+        self._wake = asyncio.Event()
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run())
+
+    def wake(self) -> None:
+        """Sample now (after a change the user wants to see, e.g. an offset reset)."""
+        self._wake.set()
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+
+    async def _run(self) -> None:
+        while True:
+            try:
+                await self.sample()
+                self.last_error = ""
+            except (StromError, OSError) as exc:
+                self.last_error = str(exc)
+                log.warning("sample failed", error=str(exc))
+            self._wake.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), self.interval_s)
+
+    async def sample(self) -> None:
+        """Take one sample now."""
+        topics = await self.admin.describe_topics()
+        tps = [
+            TopicPartition(t.name, p.partition)
+            for t in topics
+            if not t.is_internal
+            for p in t.partitions
+            if p.leader >= 0
+        ]
+        now = time.time()
+        ends_found = await self.admin.list_offsets(dict.fromkeys(tps, "latest"))
+        starts_found = await self.admin.list_offsets(dict.fromkeys(tps, "earliest"))
+        ends = {tp: o.offset for tp, o in ends_found.items()}
+        starts = {tp: o.offset for tp, o in starts_found.items()}
+        messages: dict[str, int] = {}
+        totals: dict[str, int] = {}
+        for tp, end in ends.items():
+            totals[tp.topic] = totals.get(tp.topic, 0) + end
+            messages[tp.topic] = messages.get(tp.topic, 0) + max(end - starts.get(tp, 0), 0)
+        previous = self.snapshot
+        rates: dict[str, float] = {}
+        if previous.taken and now > previous.taken:
+            before: dict[str, int] = {}
+            for tp, end in previous.ends.items():
+                before[tp.topic] = before.get(tp.topic, 0) + end
+            for topic, total in totals.items():
+                if topic in before:
+                    rates[topic] = max(total - before[topic], 0) / (now - previous.taken)
+        group_lag = await self._group_lag(ends)
+        self.history.record(now, group_lag)
+        self.snapshot = Snapshot(now, starts, ends, messages, rates, group_lag)
+        self.samples += 1
+        await self._refresh_min_isr([t.name for t in topics if not t.is_internal])
+
+    async def _group_lag(self, ends: dict[TopicPartition, int]) -> dict[str, int]:
+        groups = [g.group_id for g in await self.admin.list_consumer_groups()][: self.max_groups]
+        limit = asyncio.Semaphore(_GROUP_CONCURRENCY)
+        lags: dict[str, int] = {}
+
+        async def one(group: str) -> None:
+            async with limit:
+                try:
+                    committed = await self.admin.list_consumer_group_offsets(group)
+                except StromError:
+                    return  # deleted meanwhile or its coordinator is moving: next sample
+                lags[group] = total_lag({tp: o.offset for tp, o in committed.items()}, ends)
+
+        await asyncio.gather(*(one(g) for g in groups))
+        return lags
+
+    async def _refresh_min_isr(self, names: list[str]) -> None:
+        for name in list(self.min_isr):
+            if name not in names:
+                del self.min_isr[name]
+        missing = [n for n in names if n not in self.min_isr][:_CONFIG_LOOKUPS_PER_SAMPLE]
+        for name in missing:
+            try:
+                configs = await self.admin.describe_configs(name)
+            except StromError:
+                continue
+            value = configs.get("min.insync.replicas")
+            self.min_isr[name] = int(value.value) if value is not None else 1

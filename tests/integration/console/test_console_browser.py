@@ -1,0 +1,211 @@
+"""The console in a real browser (headless Chromium through Selenium) against a real cluster:
+the walk from the overview to a produced message, the script that stays inert, a group's lag
+and its chart, an offset reset dry run then apply, read-only mode, CSRF and the login.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import HttpSession, eventually, start_console, text_of
+from strom_testkit import wait_until
+
+from strom import Admin, Consumer, NewTopic, Producer, TopicPartition
+
+pytestmark = pytest.mark.integration
+
+SCRIPT = "<script>window.__pwned = 1</script>"
+IMG = '<img src=x onerror="window.__pwned = 2">'
+
+
+def _by() -> Any:
+    from selenium.webdriver.common.by import By
+
+    return By
+
+
+def _create(cluster: Any, name: str, partitions: int = 1) -> None:
+    with Admin(cluster.gateway) as admin:
+        admin.create_topics([NewTopic(name, partitions, 1)])
+
+        def ready() -> bool:
+            described = admin.describe_topics([name])[0]
+            return all(p.leader >= 0 for p in described.partitions)
+
+        wait_until(ready, timeout_s=30, what=f"leaders of {name}")
+
+
+def test_walk_from_overview_to_a_produced_message_whose_script_stays_inert(
+    cluster: Any, console: Any, browser: Any
+) -> None:
+    by, driver = _by(), browser.driver
+    _create(cluster, "walk", 2)
+    driver.get(console.url + "/")
+    assert "127.0.0.1" in text_of(driver, "#active-controller")
+    assert len(driver.find_elements(by.CSS_SELECTOR, "#nodes tbody tr")) == 3
+    driver.find_element(by.LINK_TEXT, "Topics").click()
+    driver.find_element(by.LINK_TEXT, "walk").click()
+    assert text_of(driver, "#topic-name") == "walk"
+    assert len(driver.find_elements(by.CSS_SELECTOR, "#partitions-table tbody tr")) == 2
+    driver.find_element(by.ID, "browse-link").click()
+    assert driver.find_elements(by.ID, "no-records")
+
+    driver.get(console.url + "/topics/walk/produce")
+    driver.find_element(by.ID, "produce-key").send_keys("k-" + SCRIPT)
+    driver.find_element(by.ID, "produce-value").send_keys(SCRIPT)
+    driver.find_element(by.ID, "produce-headers").send_keys("origin: " + IMG)
+    driver.find_element(by.ID, "produce-button").click()
+    assert "Written to partition" in text_of(driver, "#produce-result")
+    driver.find_element(by.ID, "see-it").click()
+    values = [e.text for e in driver.find_elements(by.CSS_SELECTOR, "pre.record-value")]
+    assert values == [SCRIPT]
+    assert text_of(driver, "pre.record-key") == "k-" + SCRIPT
+    assert text_of(driver, "pre.header-value") == IMG
+    assert driver.execute_script("return window.__pwned === undefined")
+    assert not driver.find_elements(by.CSS_SELECTOR, "#messages-table script, #messages-table img")
+    browser.snap("messages")
+
+
+def test_a_groups_lag_appears_after_it_commits_and_the_chart_draws(
+    cluster: Any, console: Any, browser: Any
+) -> None:
+    by, driver = _by(), browser.driver
+    _create(cluster, "lagged")
+    with Producer(cluster.gateway) as producer:
+        for i in range(50):
+            producer.send("lagged", value=f"v{i}".encode())
+        producer.flush()
+    with Consumer(
+        bootstrap_servers=cluster.gateway,
+        group_id="lagging",
+        enable_auto_commit=False,
+        auto_offset_reset="earliest",
+        max_poll_records=20,
+    ) as consumer:
+        consumer.subscribe(["lagged"])
+        read = 0
+        deadline = time.monotonic() + 30
+        while read < 20 and time.monotonic() < deadline:
+            for records in consumer.poll(timeout_ms=500, max_records=20 - read).values():
+                read += len(records)
+        assert read == 20
+        consumer.commit({TopicPartition("lagged", 0): 20})
+        driver.get(console.url + "/groups/lagging")  # a member, and what it is assigned
+        assert text_of(driver, "#group-state") == "Stable"
+        assert "lagged-0" in text_of(driver, "#members-table")
+    driver.get(console.url + "/groups")
+    driver.find_element(by.LINK_TEXT, "lagging").click()
+    eventually(lambda: text_of(driver, "#total-lag") == "30", "the lag of 30 to show")
+    assert text_of(driver, "#lag-table td.committed") == "20"
+    # The sampler adds a point every 0.5 s; the live refresh redraws the chart.
+    eventually(
+        lambda: len(driver.find_element(by.ID, "lag-line").get_attribute("points").split()) >= 2,
+        "the lag chart to draw a line",
+    )
+    browser.snap("group")
+
+
+def test_an_offset_reset_is_previewed_then_applied(
+    cluster: Any, console: Any, browser: Any
+) -> None:
+    by, driver = _by(), browser.driver
+    _create(cluster, "resettable")
+    with Producer(cluster.gateway) as producer:
+        for i in range(10):
+            producer.send("resettable", value=f"r{i}".encode())
+        producer.flush()
+    tp = TopicPartition("resettable", 0)
+    with Admin(cluster.gateway) as admin:
+        admin.alter_consumer_group_offsets("resetter", {tp: 7})
+        driver.get(console.url + "/groups/resetter")
+        driver.find_element(by.CSS_SELECTOR, "#reset-strategy option[value=shift]").click()
+        driver.find_element(by.ID, "reset-value").send_keys("-5")
+        driver.find_element(by.ID, "dry-run-button").click()
+        plan = driver.find_element(by.ID, "reset-plan")
+        assert plan.get_attribute("data-applied") == "0"
+        assert text_of(driver, "#reset-plan td.target") == "2"
+        assert admin.list_consumer_group_offsets("resetter")[tp].offset == 7  # only previewed
+        driver.find_element(by.ID, "apply-button").click()
+        assert driver.find_element(by.ID, "reset-plan").get_attribute("data-applied") == "1"
+        assert admin.list_consumer_group_offsets("resetter")[tp].offset == 2
+    eventually(lambda: text_of(driver, "#lag-table td.committed") == "2", "the new offset")
+
+
+def test_a_text_search_reports_what_it_scanned(cluster: Any, console: Any, browser: Any) -> None:
+    by, driver = _by(), browser.driver
+    _create(cluster, "searched", 2)
+    with Producer(cluster.gateway) as producer:
+        for i in range(200):
+            value = b'{"status": "failed"}' if i == 123 else b'{"status": "ok"}'
+            producer.send("searched", key=f"k{i}".encode(), value=value)
+        producer.flush()
+    driver.get(console.url + "/topics/searched/search")
+    driver.find_element(by.CSS_SELECTOR, "input[name=mode][value=filter]").click()
+    driver.find_element(by.ID, "search-query").send_keys('value.status == "failed"')
+    driver.find_element(by.ID, "search-button").click()
+    eventually(lambda: text_of(driver, "#search-status") == "done", "the search to end")
+    assert text_of(driver, "#search-scanned") == "200"
+    keys = [e.text for e in driver.find_elements(by.CSS_SELECTOR, "#search-results pre.record-key")]
+    assert keys == ["k123"]
+
+
+def test_read_only_hides_every_control_and_refuses_a_forged_change(
+    cluster: Any, console: Any, browser: Any, tmp_path: Path
+) -> None:
+    by, driver = _by(), browser.driver
+    _create(cluster, "kept")
+    read_only = start_console(cluster, tmp_path, "--read-only")
+    try:
+        for page in ("/topics", "/topics/kept", "/topics/kept/produce", "/groups/lagging"):
+            driver.get(read_only.url + page)
+            assert driver.find_elements(by.ID, "read-only-badge")
+            forms = driver.find_elements(by.CSS_SELECTOR, "main form[method=post]")
+            assert forms == [], f"{page} shows a change control"
+        forger = HttpSession(read_only.url)
+        assert forger.get("/topics/kept")[0] == 200
+        assert forger.token
+        status, body = forger.post("/topics/kept/delete", {"confirm": "kept"})
+        assert status == 403 and "read-only" in body
+        status, _ = forger.post("/topics/kept/produce", {"value": "x"})
+        assert status == 403
+        with Admin(cluster.gateway) as admin:
+            assert "kept" in admin.list_topics()
+    finally:
+        read_only.stop()
+
+
+def test_a_change_without_the_csrf_token_is_refused(cluster: Any, console: Any) -> None:
+    _create(cluster, "guarded")
+    client = HttpSession(console.url)
+    client.get("/topics/guarded")
+    status, body = client.post("/topics/guarded/delete", {"confirm": "guarded"}, token=False)
+    assert status == 403 and "CSRF" in body
+    stranger = HttpSession(console.url)  # another session's token is no good either
+    stranger.token = client.token
+    status, _ = stranger.post("/topics/guarded/delete", {"confirm": "guarded"})
+    assert status == 403
+    status, _ = client.post("/topics/guarded/delete", {"confirm": "guarded"})
+    assert status == 303
+    with Admin(cluster.gateway) as admin:
+        wait_until(lambda: "guarded" not in admin.list_topics(), what="guarded deleted")
+
+
+def test_login_is_required_when_a_user_is_set(cluster: Any, tmp_path: Path) -> None:
+    secret = tmp_path / "password"
+    secret.write_text("s3cret\n")
+    guarded = start_console(cluster, tmp_path, "--user", "ops", "--password-file", str(secret))
+    try:
+        client = HttpSession(guarded.url)
+        status, _ = client.get("/topics")
+        assert status == 303
+        client.get("/login")
+        assert client.post("/login", {"user": "ops", "password": "wrong"})[0] == 401
+        client.get("/login")
+        assert client.post("/login", {"user": "ops", "password": "s3cret"})[0] == 303
+        status, body = client.get("/topics")
+        assert status == 200 and "ops" in body
+    finally:
+        guarded.stop()
