@@ -307,10 +307,11 @@ def start_local_cluster(
     ports = SERVICE_PORTS + int(spec.get("coordinators", 1))
     base = free_port_range(ports)
     etcd_ports: list[int] = []
-    while len(etcd_ports) < 2:
+    while len(etcd_ports) < 3:  # etcd client, etcd peer, the gateway's Kafka listener
         port = free_port()
         if port not in etcd_ports and not base <= port < base + ports:
             etcd_ports.append(port)
+    spec.setdefault("kafka_port", etcd_ports[2])
     spec = LocalClusterSpec(
         data_dir=data_dir,
         etcd_client_port=etcd_ports[0],

@@ -54,6 +54,18 @@ def add_parser(commands: Any) -> None:
         help="gateway port; storage node N listens on base+N, then the controllers, then the "
         "coordinators (default: %(default)s)",
     )
+    up.add_argument(
+        "--kafka-port",
+        type=int,
+        default=None,
+        help="the gateway's Kafka-protocol listener (default: base port + 100, i.e. 9192)",
+    )
+    up.add_argument(
+        "--console-port",
+        type=int,
+        default=8080,
+        help="the web console's port on --host; 0: no console (default: %(default)s)",
+    )
     up.add_argument("--storage-nodes", type=int, default=3, help="default: %(default)s")
     up.add_argument("--controllers", type=int, default=2, help="default: %(default)s")
     up.add_argument(
@@ -132,6 +144,10 @@ def _spec(args: argparse.Namespace, local: ModuleType) -> Any:
         port = getattr(args, option)
         if not 1 <= port <= 65535:
             raise RuntimeError(f"--{option.replace('_', '-')} {port} is not a TCP port (1-65535)")
+    if args.kafka_port is not None and not 1 <= args.kafka_port <= 65535:
+        raise RuntimeError(f"--kafka-port {args.kafka_port} is not a TCP port (1-65535)")
+    if not 0 <= args.console_port <= 65535:
+        raise RuntimeError(f"--console-port {args.console_port} is not a port (0: no console)")
     if not 1 <= args.storage_nodes <= 100:
         raise RuntimeError(f"--storage-nodes {args.storage_nodes} must be between 1 and 100")
     if not 1 <= args.controllers <= 9:
@@ -158,6 +174,8 @@ def _spec(args: argparse.Namespace, local: ModuleType) -> Any:
         controllers=args.controllers,
         coordinators=args.coordinators,
         topics=topics,
+        console_port=args.console_port or None,
+        kafka_port=args.kafka_port,
     )
 
 

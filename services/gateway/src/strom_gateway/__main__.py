@@ -7,6 +7,7 @@ from strom_gateway.config import GatewayConfig
 from strom_gateway.coordinator_registry import CoordinatorRegistry
 from strom_gateway.coordinator_router import CoordinatorRouter
 from strom_gateway.data_path import DataPath
+from strom_gateway.kafka import start_kafka_listener
 from strom_gateway.leader_router import LeaderRouter
 from strom_gateway.metadata_cache import MetadataCache
 from strom_gateway.routing import ControllerRouter
@@ -33,8 +34,18 @@ async def build(config: GatewayConfig, server: GrpcServer) -> None:
         router, coordinators, data, default_timeout_s=config.request_timeout_ms / 1000
     )
     server.add_service(add_to_server, servicer)
+    kafka = await start_kafka_listener(
+        listen=config.kafka_port,
+        advertised=config.kafka_advertised,
+        router=router,
+        coordinators=coordinators,
+        data=data,
+        timeout_s=config.request_timeout_ms / 1000,
+        max_frame_bytes=int(config.max_message_size),
+    )
 
     async def close() -> None:
+        await kafka.close()
         await coordinators.close()
         await leaders.close()
         await router.close()

@@ -5,11 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from strom_server.runtime.config import ServerConfig, override, setting
-from strom_server.runtime.values import ByteSize, HostPort, MiB
+from strom_server.runtime.values import ByteSize, HostPort, MiB, check_optional_host_port
 
-__all__ = ["DEFAULT_LISTEN", "GatewayConfig"]
+__all__ = ["DEFAULT_KAFKA_LISTEN", "DEFAULT_LISTEN", "GatewayConfig"]
 
 DEFAULT_LISTEN = "127.0.0.1:9092"
+DEFAULT_KAFKA_LISTEN = "127.0.0.1:9192"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -34,4 +35,15 @@ class GatewayConfig(ServerConfig):
         help="how long partition leaders are cached without a leadership error refreshing them",
         min=100,
         max=86400000,
+    )
+    kafka_port: HostPort = setting(
+        DEFAULT_KAFKA_LISTEN,
+        help="host:port of the Kafka-protocol listener (docs/kafka-compatibility.md); port 0 "
+        "picks a free port",
+    )
+    kafka_advertised: str = setting(
+        "",
+        help="host:port Kafka clients are told to connect to (Metadata, FindCoordinator); "
+        "empty: the kafka-port address",
+        check=check_optional_host_port,
     )

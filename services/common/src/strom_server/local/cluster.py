@@ -26,6 +26,7 @@ import os
 import signal
 import sys
 import time
+import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
@@ -94,6 +95,11 @@ class LocalClusterSpec:
     storage_flags: tuple[str, ...] = ()
     controller_flags: tuple[str, ...] = ()
     coordinator_flags: tuple[str, ...] = ()
+    #: The web console's port (``strom cluster up`` passes 8080); None: no console (tests,
+    #: benchmarks).
+    console_port: int | None = None
+    #: The gateway's Kafka-protocol listener; None: ``base_port + 100`` (9192 by default).
+    kafka_port: int | None = None
 
     @property
     def etcd_endpoint(self) -> str:
@@ -102,6 +108,12 @@ class LocalClusterSpec:
     @property
     def gateway_address(self) -> str:
         return f"{self.host}:{self.base_port}"
+
+    @property
+    def kafka_address(self) -> str:
+        """Where Kafka clients bootstrap (the gateway's Kafka listener)."""
+        port = self.base_port + 100 if self.kafka_port is None else self.kafka_port
+        return f"{self.host}:{port}"
 
     def storage_address(self, node_id: int) -> str:
         return f"{self.host}:{self.base_port + node_id}"
@@ -122,6 +134,8 @@ class LocalClusterSpec:
             self._gateway(),
             # After the gateway: they bootstrap through it.
             *(self._coordinator(i) for i in range(1, self.coordinators + 1)),
+            # Last: a client of the gateway like any other.
+            *([self._console()] if self.console_port is not None else []),
         ]
 
     def _service(
@@ -172,7 +186,31 @@ class LocalClusterSpec:
         )  # fmt: skip
 
     def _gateway(self) -> ManagedProcess:
-        return self._service("gateway", None, "strom_gateway", self.gateway_address)
+        return self._service(
+            "gateway", None, "strom_gateway", self.gateway_address,
+            "--kafka-port", self.kafka_address,
+        )  # fmt: skip
+
+    @property
+    def console_url(self) -> str:
+        return f"http://{self.host}:{self.console_port}"
+
+    def _console(self) -> ManagedProcess:
+        """The web console (``strom_console``): an HTTP server and a gateway client."""
+        address = f"{self.host}:{self.console_port}"
+        argv = [
+            sys.executable, "-m", "strom_console",
+            "--listen", address,
+            "--bootstrap-servers", self.gateway_address,
+        ]  # fmt: skip
+        return ManagedProcess(
+            name="console",
+            argv=argv,
+            log_path=self.data_dir / "logs" / "console.log",
+            ready=lambda: http_ok(f"http://{address}/healthz"),
+            address=self.console_url,
+            role="console",
+        )
 
     def _etcd(self) -> ManagedProcess:
         argv = etcd_argv(
@@ -194,7 +232,8 @@ class LocalClusterSpec:
 
     def ports(self) -> dict[str, int]:
         ports = {"etcd client": self.etcd_client_port, "etcd peer": self.etcd_peer_port,
-                 "gateway": self.base_port}  # fmt: skip
+                 "gateway": self.base_port,
+                 "gateway kafka": int(self.kafka_address.rpartition(":")[2])}  # fmt: skip
         for node_id in range(1, self.storage_nodes + 1):
             ports[f"storage node {node_id}"] = self.base_port + node_id
         for controller_id in range(1, self.controllers + 1):
@@ -205,7 +244,18 @@ class LocalClusterSpec:
             ports[f"coordinator {coordinator_id}"] = (
                 self.base_port + self.storage_nodes + self.controllers + coordinator_id
             )
+        if self.console_port is not None:
+            ports["console"] = self.console_port
         return ports
+
+
+def http_ok(url: str) -> bool:
+    """Whether ``url`` answers 200 (the console's readiness probe)."""
+    try:
+        with urllib.request.urlopen(url, timeout=2) as response:
+            return bool(response.status == 200)
+    except OSError:
+        return False
 
 
 def parse_topic_spec(spec: str) -> NewTopic:
@@ -377,6 +427,9 @@ def run_cluster(
         if created:
             announce(f"  created topics: {', '.join(created)}")
         announce(f"  bootstrap (gateway): {spec.gateway_address}")
+        if spec.console_port is not None:
+            announce(f"  web console:         {spec.console_url}")
+        announce(f"  Kafka clients:       {spec.kafka_address}")
         announce(f"  etcd endpoints:      {spec.etcd_endpoint}")
         if not policy.enabled:
             announce("  --no-restart: a process that exits stays down")

@@ -1,0 +1,315 @@
+"""Produce, Fetch, ListOffsets and DeleteRecords: Kafka's data requests on the gateway's data
+path. Record batches pass through as the bytes the client sent or the leader stored.
+
+Produce requests of one connection go through one ``ProduceStreamRelay`` (``ProducePipe``), so
+each leader sees them in the connection's order, as an idempotent producer's sequence numbers
+need; their answers leave in that order too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections import deque
+from collections.abc import AsyncIterator, Callable, Iterable
+from typing import Any, TypeVar
+
+import grpc
+
+from strom.errors import ErrorCode
+from strom.protocol.v1 import common_pb2, storage_pb2
+from strom_gateway.byte_budget import TooLargeError
+from strom_gateway.data_path import DataPath
+from strom_gateway.kafka.backend import Backend, CallFailed, failure, kafka_code
+from strom_gateway.kafka.frames import Request
+from strom_gateway.kafka.listener import Connection
+from strom_gateway.produce_stream import ProduceStreamRelay
+from strom_gateway.routing import NoControllerError
+
+__all__ = ["ProducePipe", "delete_records", "fetch", "list_offsets", "produce"]
+
+T = TypeVar("T")
+
+#: Kafka's special ListOffsets timestamps.
+_SPECS = {-1: common_pb2.LATEST, -2: common_pb2.EARLIEST, -3: common_pb2.MAX_TIMESTAMP}
+
+
+def by_topic(
+    results: Iterable[T],
+    topic: Callable[[T], str],
+    entry: Callable[[T], dict[str, Any]],
+    name_key: str = "name",
+    list_key: str = "partitions",
+) -> list[dict[str, Any]]:
+    """Per-partition results grouped by topic, in first-seen order."""
+    topics: dict[str, list[dict[str, Any]]] = {}
+    for result in results:
+        topics.setdefault(topic(result), []).append(entry(result))
+    return [{name_key: name, list_key: entries} for name, entries in topics.items()]
+
+
+class ProducePipe:
+    """One connection's produce requests through one ProduceStreamRelay, answers in order."""
+
+    def __init__(self, data: DataPath, timeout_s: float) -> None:
+        self._requests: asyncio.Queue[storage_pb2.ProduceRequest | None] = asyncio.Queue()
+        self._waiting: deque[asyncio.Future[storage_pb2.ProduceResponse]] = deque()
+        self._relay = ProduceStreamRelay(data, timeout_s=timeout_s)
+        self.broken = False
+        self._task = asyncio.ensure_future(self._run())
+
+    async def _incoming(self) -> AsyncIterator[storage_pb2.ProduceRequest]:
+        while (request := await self._requests.get()) is not None:
+            yield request
+
+    async def _run(self) -> None:
+        problem: BaseException = ConnectionError("the produce relay ended")
+        try:
+            async for response in self._relay.run(self._incoming()):
+                if self._waiting:
+                    self._waiting.popleft().set_result(response)
+        except (TooLargeError, NoControllerError, grpc.aio.AioRpcError) as exc:
+            problem = exc
+        except asyncio.CancelledError:
+            problem = ConnectionError("the connection closed")
+        self.broken = True
+        while self._waiting:
+            future = self._waiting.popleft()
+            if not future.done():
+                future.set_exception(problem)
+
+    def submit(
+        self, request: storage_pb2.ProduceRequest
+    ) -> asyncio.Future[storage_pb2.ProduceResponse]:
+        future: asyncio.Future[storage_pb2.ProduceResponse]
+        future = asyncio.get_running_loop().create_future()
+        self._waiting.append(future)
+        self._requests.put_nowait(request)
+        return future
+
+    async def close(self) -> None:
+        self._requests.put_nowait(None)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.shield(self._task), 1.0)
+        self._task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._task
+
+
+def _pipe(backend: Backend, connection: Connection) -> ProducePipe:
+    pipe: ProducePipe | None = connection.state.get("produce")
+    if pipe is None or pipe.broken:
+        pipe = connection.state["produce"] = ProducePipe(backend.data, backend.timeout_s)
+        connection.closers.append(pipe.close)
+    return pipe
+
+
+async def produce(
+    backend: Backend, request: Request, connection: Connection
+) -> dict[str, Any] | None:
+    body = request.body
+    acks = body["acks"]
+    partitions = [
+        storage_pb2.ProducePartitionData(
+            topic=topic["name"], partition=p["index"], records=bytes(p["records"] or b"")
+        )
+        for topic in body["topic_data"]
+        for p in topic["partition_data"]
+    ]
+    forwarded = storage_pb2.ProduceRequest(
+        acks=acks,
+        timeout_ms=body["timeout_ms"],
+        partitions=partitions,
+        client_id=request.client_id or "",
+        transactional_id=body["transactional_id"] or "",
+    )
+    try:
+        answer = await _pipe(backend, connection).submit(forwarded)
+        results: list[storage_pb2.ProducePartitionResult] = list(answer.partitions)
+    except (TooLargeError, NoControllerError, grpc.aio.AioRpcError, ConnectionError) as exc:
+        failed = (
+            failure(exc, ErrorCode.NOT_LEADER_OR_FOLLOWER)
+            if not isinstance(exc, ConnectionError)
+            else CallFailed(ErrorCode.NETWORK_EXCEPTION, str(exc))
+        )
+        results = [
+            storage_pb2.ProducePartitionResult(
+                topic=p.topic, partition=p.partition, error_code=failed.code,  # type: ignore[arg-type]
+                error_message=failed.message, base_offset=-1, log_append_time_ms=-1,
+                log_start_offset=-1,
+            )
+            for p in partitions
+        ]  # fmt: skip
+    if acks == 0:
+        return None
+
+    def entry(r: storage_pb2.ProducePartitionResult) -> dict[str, Any]:
+        return {
+            "index": r.partition,
+            "error_code": kafka_code(r.error_code),
+            "base_offset": r.base_offset,
+            "log_append_time_ms": r.log_append_time_ms,
+            "log_start_offset": r.log_start_offset,
+            "record_errors": [
+                {"batch_index": e.batch_index, "batch_index_error_message": e.message}
+                for e in r.record_errors
+            ],
+            "error_message": r.error_message or None,
+        }
+
+    return {
+        "responses": by_topic(results, lambda r: r.topic, entry, list_key="partition_responses"),
+        "throttle_time_ms": 0,
+    }
+
+
+async def fetch(backend: Backend, request: Request, connection: Connection) -> dict[str, Any]:
+    body = request.body
+    read_committed = body["isolation_level"] == 1
+    partitions = []
+    for topic in body["topics"]:
+        for p in topic["partitions"]:
+            item = storage_pb2.FetchPartition(
+                topic=topic["topic"],
+                partition=p["partition"],
+                fetch_offset=p["fetch_offset"],
+                partition_max_bytes=p["partition_max_bytes"],
+            )
+            if p["current_leader_epoch"] >= 0:
+                item.current_leader_epoch = p["current_leader_epoch"]
+            partitions.append(item)
+    forwarded = storage_pb2.FetchRequest(
+        replica_id=-1,
+        max_wait_ms=max(body["max_wait_ms"], 0),
+        min_bytes=max(body["min_bytes"], 0),
+        max_bytes=max(body["max_bytes"], 0),
+        isolation_level=common_pb2.READ_COMMITTED
+        if read_committed
+        else common_pb2.READ_UNCOMMITTED,
+        partitions=partitions,
+        rack_id=body["rack_id"],
+        client_id=request.client_id or "",
+    )
+    top_error = 0
+    try:
+        wait_s = forwarded.max_wait_ms / 1000
+        results = await backend.data.fetch_results(forwarded, backend.deadline(wait_s))
+    except (TooLargeError, NoControllerError, grpc.aio.AioRpcError) as exc:
+        failed = failure(exc, ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        results = [
+            storage_pb2.FetchPartitionResult(
+                topic=p.topic, partition=p.partition, error_code=failed.code,  # type: ignore[arg-type]
+                high_watermark=-1, last_stable_offset=-1, log_start_offset=-1,
+            )
+            for p in partitions
+        ]  # fmt: skip
+
+    def entry(r: storage_pb2.FetchPartitionResult) -> dict[str, Any]:
+        aborted = (
+            [{"producer_id": a.producer_id, "first_offset": a.first_offset}
+             for a in r.aborted_transactions]
+            if read_committed else None
+        )  # fmt: skip
+        return {
+            "partition_index": r.partition,
+            "error_code": kafka_code(r.error_code),
+            "high_watermark": r.high_watermark,
+            "last_stable_offset": r.last_stable_offset,
+            "log_start_offset": r.log_start_offset,
+            "aborted_transactions": aborted,
+            "preferred_read_replica": -1,
+            "records": r.records,
+        }
+
+    return {
+        "throttle_time_ms": 0,
+        "error_code": top_error,
+        "session_id": 0,
+        "responses": by_topic(results, lambda r: r.topic, entry, name_key="topic"),
+    }
+
+
+async def list_offsets(
+    backend: Backend, request: Request, connection: Connection
+) -> dict[str, Any]:
+    body = request.body
+    partitions = []
+    for topic in body["topics"]:
+        for p in topic["partitions"]:
+            ts = p["timestamp"]
+            item = storage_pb2.ListOffsetsPartition(
+                topic=topic["name"],
+                partition=p["partition_index"],
+                spec=_SPECS.get(ts, common_pb2.TIMESTAMP),
+                timestamp_ms=max(ts, 0),
+            )
+            if p["current_leader_epoch"] >= 0:
+                item.current_leader_epoch = p["current_leader_epoch"]
+            partitions.append(item)
+    forwarded = storage_pb2.ListOffsetsRequest(
+        replica_id=-1,
+        isolation_level=common_pb2.READ_COMMITTED
+        if body["isolation_level"] == 1
+        else common_pb2.READ_UNCOMMITTED,
+        partitions=partitions,
+    )
+    try:
+        answer = await backend.data.list_offsets(forwarded, backend.deadline())
+        results = list(answer.partitions)
+    except (TooLargeError, NoControllerError, grpc.aio.AioRpcError) as exc:
+        failed = failure(exc, ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        results = [
+            storage_pb2.ListOffsetsPartitionResult(
+                topic=p.topic, partition=p.partition, error_code=failed.code,  # type: ignore[arg-type]
+                timestamp_ms=-1, offset=-1, leader_epoch=-1,
+            )
+            for p in partitions
+        ]  # fmt: skip
+
+    def entry(r: storage_pb2.ListOffsetsPartitionResult) -> dict[str, Any]:
+        return {
+            "partition_index": r.partition,
+            "error_code": kafka_code(r.error_code),
+            "timestamp": r.timestamp_ms,
+            "offset": r.offset,
+            "leader_epoch": r.leader_epoch,
+        }
+
+    return {"throttle_time_ms": 0, "topics": by_topic(results, lambda r: r.topic, entry)}
+
+
+async def delete_records(
+    backend: Backend, request: Request, connection: Connection
+) -> dict[str, Any]:
+    body = request.body
+    partitions = [
+        storage_pb2.DeleteRecordsPartition(
+            topic=topic["name"], partition=p["partition_index"], offset=p["offset"]
+        )
+        for topic in body["topics"]
+        for p in topic["partitions"]
+    ]
+    forwarded = storage_pb2.DeleteRecordsRequest(
+        partitions=partitions, timeout_ms=body["timeout_ms"]
+    )
+    try:
+        answer = await backend.data.delete_records(forwarded, backend.deadline())
+        results = list(answer.partitions)
+    except (TooLargeError, NoControllerError, grpc.aio.AioRpcError) as exc:
+        failed = failure(exc, ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        results = [
+            storage_pb2.DeleteRecordsResult(
+                topic=p.topic, partition=p.partition, error_code=failed.code,  # type: ignore[arg-type]
+                low_watermark=-1,
+            )
+            for p in partitions
+        ]  # fmt: skip
+
+    def entry(r: storage_pb2.DeleteRecordsResult) -> dict[str, Any]:
+        return {
+            "partition_index": r.partition,
+            "low_watermark": r.low_watermark,
+            "error_code": kafka_code(r.error_code),
+        }
+
+    return {"throttle_time_ms": 0, "topics": by_topic(results, lambda r: r.topic, entry)}

@@ -1,0 +1,224 @@
+"""The Kafka listener: an asyncio TCP server speaking Kafka's framing.
+
+Each connection reads frames (an int32 size, then the request), starts each request's handler
+as it arrives (so a long poll or a rebalance does not stop the requests behind it from being
+read) and writes the responses in request order, as Kafka clients expect. At most
+``MAX_IN_FLIGHT`` requests per connection are pending; reading waits beyond that.
+
+A frame that cannot be a request (a size below 8 or above ``max_frame_bytes``, a body that
+does not parse) closes that connection with one log line; an API or version Strom does not
+serve is answered UNSUPPORTED_VERSION (``frames.unsupported_frame``). A handler that fails
+unexpectedly closes its connection too (after logging the error): the client reconnects and
+retries, and nothing else is affected.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import socket
+import struct
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import structlog
+
+from strom_gateway.kafka.codec import MalformedMessageError
+from strom_gateway.kafka.frames import (
+    Request,
+    Unsupported,
+    parse_request,
+    response_frame,
+    unsupported_frame,
+)
+from strom_gateway.kafka.messages import APIS
+
+log = structlog.get_logger(__name__)
+
+__all__ = ["MAX_IN_FLIGHT", "Connection", "Dispatch", "KafkaListener", "served_versions"]
+
+MAX_IN_FLIGHT = 64
+_SIZE = struct.Struct(">i")
+
+#: Answers one request: the response body, or None for none (Produce with acks=0).
+Dispatch = Callable[[Request, "Connection"], Awaitable[dict[str, Any] | None]]
+
+
+def served_versions() -> list[dict[str, int]]:
+    """ApiVersions' list: every API with the versions Strom serves."""
+    return [
+        {"api_key": api.key, "min_version": api.min_version, "max_version": api.max_version}
+        for api in sorted(APIS, key=lambda a: a.key)
+    ]
+
+
+class Connection:
+    """One client connection; handlers keep per-connection state in ``state``."""
+
+    _ids = itertools.count(1)
+
+    def __init__(self, peer: str) -> None:
+        self.id = next(self._ids)
+        self.peer = peer
+        self.state: dict[str, Any] = {}
+        self.closers: list[Callable[[], Awaitable[None]]] = []
+
+    async def close(self) -> None:
+        for closer in self.closers:
+            try:
+                await closer()
+            except Exception:
+                log.exception("closing kafka connection state failed", connection=self.id)
+
+
+class KafkaListener:
+    """Serves Kafka clients on ``host:port`` (port 0: any free port), one ``dispatch`` for
+    every request."""
+
+    def __init__(self, dispatch: Dispatch, *, host: str, port: int, max_frame_bytes: int) -> None:
+        self._dispatch = dispatch
+        self._host = host
+        self._port = port
+        self._max_frame_bytes = max_frame_bytes
+        self._server: asyncio.Server | None = None
+        self._connections: set[asyncio.Task[None]] = set()
+
+    async def start(self) -> int:
+        """Bind and listen; returns the bound port."""
+        self._server = await asyncio.start_server(
+            self._serve, self._host, self._port, reuse_address=True, limit=1 << 16
+        )
+        sock = self._server.sockets[0]
+        port: int = sock.getsockname()[1]
+        log.info("kafka listener started", host=self._host, port=port)
+        return port
+
+    async def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        for task in list(self._connections):
+            task.cancel()
+        await asyncio.gather(*self._connections, return_exceptions=True)
+        if self._server is not None:
+            await self._server.wait_closed()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._connections.add(task)
+        sock = writer.get_extra_info("socket")
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        peer = writer.get_extra_info("peername")
+        connection = Connection(f"{peer[0]}:{peer[1]}" if peer else "?")
+        pending: asyncio.Queue[asyncio.Task[bytes | None] | bytes | None]
+        pending = asyncio.Queue(MAX_IN_FLIGHT)
+        sender = asyncio.ensure_future(self._send(pending, writer, connection))
+        try:
+            await self._read(reader, pending, connection, sender)
+        except (ConnectionError, asyncio.IncompleteReadError):
+            pass
+        finally:
+            await self._finish(pending, sender, writer, connection)
+            self._connections.discard(task)
+
+    async def _read(
+        self,
+        reader: asyncio.StreamReader,
+        pending: asyncio.Queue[asyncio.Task[bytes | None] | bytes | None],
+        connection: Connection,
+        sender: asyncio.Future[None],
+    ) -> None:
+        while not sender.done():
+            try:
+                head = await reader.readexactly(4)
+            except asyncio.IncompleteReadError as exc:
+                if exc.partial:
+                    self._malformed(connection, "the connection ended inside a frame size")
+                return
+            size = _SIZE.unpack(head)[0]
+            if size < 8 or size > self._max_frame_bytes:
+                self._malformed(connection, f"frame size {size} outside 8..{self._max_frame_bytes}")
+                return
+            try:
+                frame = await reader.readexactly(size)
+            except asyncio.IncompleteReadError:
+                self._malformed(connection, f"the connection ended inside a {size}-byte frame")
+                return
+            try:
+                request = parse_request(frame)
+            except MalformedMessageError as exc:
+                self._malformed(connection, str(exc), frame[:64])
+                return
+            if isinstance(request, Unsupported):
+                log.info(
+                    "kafka request not supported",
+                    api_key=request.api_key,
+                    api_version=request.version,
+                    connection=connection.id,
+                )
+                await pending.put(unsupported_frame(request, served_versions()))
+                continue
+            await pending.put(asyncio.ensure_future(self._answer(request, connection)))
+
+    async def _answer(self, request: Request, connection: Connection) -> bytes | None:
+        body = await self._dispatch(request, connection)
+        if body is None:
+            return None
+        return response_frame(request.api, request.version, request.correlation_id, body)
+
+    @staticmethod
+    async def _send(
+        pending: asyncio.Queue[asyncio.Task[bytes | None] | bytes | None],
+        writer: asyncio.StreamWriter,
+        connection: Connection,
+    ) -> None:
+        while (item := await pending.get()) is not None:
+            if isinstance(item, bytes):
+                frame: bytes | None = item
+            else:
+                try:
+                    frame = await item
+                except Exception:
+                    log.exception("kafka request failed; closing its connection",
+                                  connection=connection.id, peer=connection.peer)  # fmt: skip
+                    return
+            if frame is not None:
+                writer.write(frame)
+                await writer.drain()
+
+    async def _finish(
+        self,
+        pending: asyncio.Queue[asyncio.Task[bytes | None] | bytes | None],
+        sender: asyncio.Future[None],
+        writer: asyncio.StreamWriter,
+        connection: Connection,
+    ) -> None:
+        if not sender.done():
+            with contextlib.suppress(asyncio.QueueFull):
+                pending.put_nowait(None)
+            with contextlib.suppress(Exception, asyncio.CancelledError):
+                await asyncio.wait_for(asyncio.shield(sender), 0.5)
+        sender.cancel()
+        with contextlib.suppress(Exception, asyncio.CancelledError):
+            await sender
+        while not pending.empty():
+            left = pending.get_nowait()
+            if isinstance(left, asyncio.Task):
+                left.cancel()
+        writer.close()
+        with contextlib.suppress(Exception):
+            await writer.wait_closed()
+        await connection.close()
+
+    @staticmethod
+    def _malformed(connection: Connection, reason: str, head: bytes = b"") -> None:
+        log.warning(
+            "malformed kafka frame; closing the connection",
+            reason=reason,
+            peer=connection.peer,
+            connection=connection.id,
+            header=head.hex(),
+        )
