@@ -217,6 +217,8 @@ def test_a_second_gateway_with_a_small_budget(cluster: LocalCluster, topic: str)
             "strom_gateway",
             "--listen",
             address,
+            "--kafka-port",
+            "127.0.0.1:0",
             "--etcd-endpoints",
             f"127.0.0.1:{cluster.spec.etcd_client_port}",
             "--max-inflight-bytes",

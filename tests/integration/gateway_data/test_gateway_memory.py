@@ -60,7 +60,10 @@ def test_data_rpcs_leave_no_record_bytes_to_the_cycle_collector(
     etcd = f"127.0.0.1:{cluster.spec.etcd_client_port}"
 
     async def scenario() -> tuple[int, int]:
-        config = load_config(GatewayConfig, ["--listen", "127.0.0.1:0", "--etcd-endpoints", etcd])
+        config = load_config(
+            GatewayConfig,
+            ["--listen", "127.0.0.1:0", "--kafka-port", "127.0.0.1:0", "--etcd-endpoints", etcd],
+        )
         server = GrpcServer(config, "strom-gateway")
         await build(config, server)
         port = await server.start()
