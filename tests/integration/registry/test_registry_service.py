@@ -1,6 +1,9 @@
 """The schema registry as Confluent's own client sees it: two instances over a real cluster,
 values serialized with confluent-kafka's AvroSerializer round-tripping through a Strom topic,
-Confluent's errors, and ids that survive a restart and a writer failover."""
+Confluent's errors, and ids that survive a restart and a writer failover. Then strom.serde
+against it: Avro and JSON values through a topic with a producer's serializer and a
+consumer's deserializer, interchangeable with Confluent's; name strategies, auto-register off;
+the ``strom schemas`` commands. (One module: one cluster.)"""
 
 from __future__ import annotations
 
@@ -13,6 +16,17 @@ from registry_testkit import Registries, http
 from strom_testkit import wait_until
 
 from strom import Consumer, NewTopic, Producer, TopicPartition
+from strom.cli.main import main as strom_main
+from strom.serde import (
+    AvroDeserializer,
+    AvroSerializer,
+    JsonDeserializer,
+    JsonSerializer,
+    SchemaRegistryClient,
+    SchemaRegistryError,
+    SerializationError,
+    record_name_strategy,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -113,6 +127,121 @@ def test_confluent_errors(registries: Registries) -> None:
     assert error(lambda: client.get_latest_version(subject)) == (404, 40401)
     assert client.delete_subject(subject, permanent=True) == [1]
     assert subject not in client.get_subjects(deleted=True)
+
+
+ORDER = {
+    "type": "record",
+    "name": "Order",
+    "namespace": "shop",
+    "fields": [{"name": "id", "type": "long"}, {"name": "item", "type": "string"}],
+}
+ORDER_V2 = {**ORDER, "fields": [*ORDER["fields"], {"name": "qty", "type": "int", "default": 1}]}
+
+
+def _read(gateway: str, topic: str, count: int, deserializer: object) -> list[object]:
+    found: list[object] = []
+    with Consumer(
+        bootstrap_servers=gateway, auto_offset_reset="earliest", value_deserializer=deserializer
+    ) as consumer:
+        consumer.assign([TopicPartition(topic, 0)])
+        wait_until(
+            lambda: (
+                found.extend(r.value for rs in consumer.poll(500).values() for r in rs)
+                or len(found) >= count
+            ),
+            30.0,
+            f"{count} records of {topic}",
+        )
+    return found
+
+
+def test_avro_through_producer_and_consumer(registries: Registries) -> None:
+    gateway = registries.cluster.gateway
+    with registries.cluster.admin() as admin:
+        admin.create_topics([NewTopic("orders", 1, 1), NewTopic("json-events", 1, 1)])
+    registry = SchemaRegistryClient(registries.url("a"))
+    orders = [{"id": i, "item": f"item-{i}"} for i in range(10)]
+    with Producer(gateway, value_serializer=AvroSerializer(registry, ORDER, topic="orders")) as p:
+        for order in orders:
+            p.send("orders", order, partition=0)
+        p.flush()
+    # A later writer evolves the schema (BACKWARD compatible) on the same topic.
+    v2 = AvroSerializer(registry, ORDER_V2, topic="orders")
+    with Producer(gateway, value_serializer=v2) as p:
+        p.send("orders", {"id": 99, "item": "new", "qty": 3}, partition=0)
+        p.flush()
+    # Read with the writers' schemas, then resolved to v2 (the old records get qty's default).
+    read = _read(gateway, "orders", 11, AvroDeserializer(registry))
+    assert read == [*orders, {"id": 99, "item": "new", "qty": 3}]
+    as_v2 = _read(gateway, "orders", 11, AvroDeserializer(registry, ORDER_V2))
+    assert as_v2[0] == {"id": 0, "item": "item-0", "qty": 1}
+    assert registry.versions("orders-value") == [1, 2]
+    # Confluent's deserializer reads what strom.serde wrote, and the other way round.
+    context = serialization.SerializationContext("orders", serialization.MessageField.VALUE)
+    theirs = avro_serde.AvroDeserializer(
+        schema_registry.SchemaRegistryClient({"url": registries.url("b")})
+    )
+    ours = AvroSerializer(registry, ORDER, topic="orders")
+    assert theirs(ours(orders[3]), context) == orders[3]
+    their_writer = avro_serde.AvroSerializer(
+        schema_registry.SchemaRegistryClient({"url": registries.url("b")}), json.dumps(ORDER)
+    )
+    assert AvroDeserializer(registry)(their_writer(orders[4], context)) == orders[4]
+
+    # The record name strategy; auto-register off finds nothing for a new subject.
+    by_record = AvroSerializer(registry, ORDER, subject_name_strategy=record_name_strategy)
+    assert by_record({"id": 1, "item": "x"})[:1] == b"\x00"
+    assert "shop.Order" in registry.subjects()
+    unregistered = AvroSerializer(registry, ORDER, topic="elsewhere", auto_register=False)
+    with pytest.raises(SchemaRegistryError) as caught:
+        unregistered({"id": 1, "item": "x"})
+    assert caught.value.error_code == 40401
+    with pytest.raises(SerializationError):
+        ours({"id": "not a long", "item": "x"})
+    with pytest.raises(SerializationError):
+        AvroDeserializer(registry)(b"plain bytes")
+
+    # JSON Schema values.
+    schema = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
+    serializer = JsonSerializer(registry, schema, topic="json-events")
+    with Producer(gateway, value_serializer=serializer) as p:
+        for n in range(3):
+            p.send("json-events", {"n": n}, partition=0)
+        p.flush()
+    assert _read(gateway, "json-events", 3, JsonDeserializer(registry, validate=True)) == [
+        {"n": 0}, {"n": 1}, {"n": 2},
+    ]  # fmt: skip
+    with pytest.raises(SerializationError):
+        serializer({"n": "three"})
+    assert registry.version("json-events-value").schema_type == "JSON"
+
+
+def test_schemas_commands(
+    registries: Registries, tmp_path: object, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = ["--registry-url", registries.url("b")]
+    path = tmp_path / "payment.avsc"  # type: ignore[operator]
+    payment = {"type": "record", "name": "Payment", "fields": [{"name": "cents", "type": "long"}]}
+    path.write_text(json.dumps(payment))
+
+    def strom(*args: str) -> tuple[int, str]:
+        code = strom_main(list(args))
+        captured = capsys.readouterr()
+        return code, captured.out + captured.err
+
+    code, out = strom("schemas", "register", "payments-value", "--schema", str(path), *url)
+    assert code == 0 and "payments-value version 1" in out, out
+    code, out = strom("schemas", "list", *url, "--json")
+    assert code == 0 and any(s["subject"] == "payments-value" for s in json.loads(out))
+    code, out = strom("schemas", "get", "payments-value", *url)
+    assert code == 0 and '"Payment"' in out
+    broken = json.dumps({**payment, "fields": [{"name": "cents", "type": "string"}]})
+    code, out = strom("schemas", "check", "payments-value", "--schema-text", broken, *url)
+    assert code == 1 and "incompatible" in out
+    code, out = strom("schemas", "delete", "payments-value", *url)
+    assert code == 0 and "version(s) 1" in out
+    code, out = strom("schemas", "get", "payments-value", *url)
+    assert code == 1 and "40401" in out
 
 
 def test_ids_survive_restart_and_writer_failover(registries: Registries) -> None:

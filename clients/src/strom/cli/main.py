@@ -12,7 +12,16 @@ import os
 import sys
 
 from strom import __version__
-from strom.cli import admin_commands, cluster, console, dump_log, groups, perf, transactions
+from strom.cli import (
+    admin_commands,
+    cluster,
+    console,
+    dump_log,
+    groups,
+    perf,
+    schemas,
+    transactions,
+)
 from strom.errors import StromError
 
 EXIT_ERROR = 1
@@ -35,6 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
     console.add_parsers(commands)
     groups.add_parsers(commands)
     transactions.add_parsers(commands)
+    schemas.add_parsers(commands)
     perf.add_parser(commands)
     dump_log.add_parser(commands)
     return parser
