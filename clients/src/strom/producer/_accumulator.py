@@ -22,6 +22,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from strom.producer._batch import ProducerBatch
+from strom.producer._native import AccumulatorBase, cproducer
 from strom.records import BatchBuilder, Compression
 
 __all__ = ["Accumulator", "PartitionKey", "record_size"]
@@ -42,8 +43,12 @@ def record_size(key: bytes | None, value: bytes | None, headers: Sequence[Any] |
     return size
 
 
-class Accumulator:
-    """Per-partition batch queues bounded by ``buffer_memory``; thread-safe."""
+class Accumulator(AccumulatorBase):
+    """Per-partition batch queues bounded by ``buffer_memory``; thread-safe.
+
+    ``used``, ``buffer_memory`` and ``batch_size`` are ``AccumulatorBase``'s fields (a C
+    struct when the producer's fast path is built: its ``FastSend`` appends under ``_lock``
+    as ``append`` does, opening batches with ``_fresh_batch``)."""
 
     def __init__(
         self,
@@ -66,7 +71,8 @@ class Accumulator:
         self.used = 0
         self.flushing = 0
         self.closing = False
-        self._lock = threading.Lock()
+        # The C fast path's lock has threading.Lock's interface and is taken from C directly.
+        self._lock = threading.Lock() if cproducer is None else cproducer.Lock()
         self._room = threading.Condition(self._lock)
         self._room_waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
         self._queues: dict[PartitionKey, deque[ProducerBatch]] = {}
@@ -85,6 +91,16 @@ class Accumulator:
         queue.append(batch)
         self.incomplete.add(batch)
         return batch
+
+    def _fresh_batch(self, pk: PartitionKey) -> ProducerBatch:
+        """Close the open batch of ``pk`` (if any) and open a new one; under ``_lock`` (the C
+        fast path's way to a new batch)."""
+        queue = self._queues.get(pk)
+        if queue is None:
+            queue = self._queues[pk] = deque()
+        elif queue:
+            queue[-1].closed = True
+        return self._new_batch(pk, queue)
 
     def append(  # noqa: PLR0917 - the per-record hot path, positional for speed
         self,

@@ -13,12 +13,14 @@ per batch, created only when somebody actually waits.
 from __future__ import annotations
 
 import asyncio
+import functools
 import threading
 from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from typing import Any
 
 from strom.errors import StromError, StromTimeoutError
+from strom.producer._native import BatchBase, FutureBase
 from strom.records import BatchBuilder
 
 __all__ = ["DeliveryCallback", "ProducerBatch", "RecordFuture", "RecordMetadata"]
@@ -42,19 +44,22 @@ class RecordMetadata:
     serialized_value_size: int
 
 
-class ProducerBatch:
+class ProducerBatch(BatchBase):
     """One batch of one partition. Filled under the accumulator's lock; everything after
-    ``close()`` happens on the event loop."""
+    ``close()`` happens on the event loop.
+
+    The per-record fields (``size``, ``count``, ``closed``, ``append``, ``deliveries``) are
+    ``BatchBase``'s, a C struct when the producer's fast path is built. ``deliveries`` holds
+    the records' ``on_delivery`` callbacks and done callbacks as ``(future, callback)`` pairs
+    (``(None, call)`` for a done callback), run in registration order before the batch's own
+    ``callbacks`` when it completes."""
 
     __slots__ = (
-        "append",
         "attempts",
         "base_offset",
         "base_sequence",
         "builder",
         "callbacks",
-        "closed",
-        "count",
         "created",
         "data",
         "done",
@@ -66,7 +71,6 @@ class ProducerBatch:
         "producer_epoch",
         "producer_id",
         "retry_at",
-        "size",
         "topic",
     )
 
@@ -100,6 +104,7 @@ class ProducerBatch:
         self.log_append_time = -1
         self.error: BaseException | None = None
         self.callbacks: list[Callable[[ProducerBatch], Any]] | None = None
+        self.deliveries: list[tuple[Any, Any]] | None = []
         self.event: threading.Event | None = None
 
     def __repr__(self) -> str:
@@ -128,9 +133,22 @@ class ProducerBatch:
                 return
         fn(self)
 
+    def add_delivery(self, future: RecordFuture | None, callback: Any) -> None:
+        """Run ``callback(metadata, error)`` for ``future`` at completion (``callback()`` when
+        ``future`` is None); at once, in this thread, if the batch already completed."""
+        with _WAIT_LOCK:
+            if not self.done:
+                deliveries = self.deliveries
+                if deliveries is None:
+                    self.deliveries = [(future, callback)]
+                else:
+                    deliveries.append((future, callback))
+                return
+        _run_delivery(future, callback)
+
     def complete(self, base_offset: int, log_append_time: int, error: BaseException | None) -> None:
-        """Settle the batch (once) and run its callbacks; a failing callback is reported via
-        the loop's exception handler and does not stop the others."""
+        """Settle the batch (once) and run the records' callbacks, then its own; a failing
+        callback is reported via the loop's exception handler and does not stop the others."""
         with _WAIT_LOCK:
             if self.done:
                 return
@@ -141,11 +159,19 @@ class ProducerBatch:
             event = self.event
             callbacks = self.callbacks
             self.callbacks = None
+            deliveries = self.deliveries
+            self.deliveries = None
         self.builder = None
         self.append = _sealed
         self.data = None
         if event is not None:
             event.set()
+        if deliveries:
+            for future, callback in deliveries:
+                try:
+                    _run_delivery(future, callback)
+                except Exception as exc:  # a user callback must not break the sender
+                    _report(exc)
         if callbacks:
             for fn in callbacks:
                 try:
@@ -180,6 +206,17 @@ class ProducerBatch:
         return now - self.created >= delivery_timeout
 
 
+def _run_delivery(future: RecordFuture | None, callback: Any) -> None:
+    if future is None:
+        callback()
+        return
+    error = future._batch.error
+    if error is not None:
+        callback(None, error)
+    else:
+        callback(future._metadata(), None)
+
+
 def _sealed(*_args: object) -> int:
     raise RuntimeError("the batch is closed")
 
@@ -195,24 +232,23 @@ def _report(exc: BaseException) -> None:
     loop.call_exception_handler({"message": "strom producer callback failed", "exception": exc})
 
 
-class RecordFuture:
+class RecordFuture(FutureBase):
     """The outcome of one ``send()``: ``result(timeout)``, ``exception(timeout)``, ``done()``,
     ``add_done_callback(fn)``; awaitable in asyncio code (``metadata = await future``).
 
     Done callbacks run on the producer's event-loop thread (or at once in the caller's thread
-    when the record is already complete); they must not block.
+    when the record is already complete); they must not block. Built as
+    ``RecordFuture(batch, index, timestamp, key_size, value_size)``: ``FutureBase`` holds the
+    five fields (a C struct with the fast path, which creates futures without a Python call).
     """
 
-    __slots__ = ("_batch", "_index", "_key_size", "_timestamp", "_value_size")
+    __slots__ = ()
 
-    def __init__(
-        self, batch: ProducerBatch, index: int, timestamp: int, key_size: int, value_size: int
-    ) -> None:
-        self._batch = batch
-        self._index = index
-        self._timestamp = timestamp
-        self._key_size = key_size
-        self._value_size = value_size
+    _batch: ProducerBatch
+    _index: int
+    _timestamp: int
+    _key_size: int
+    _value_size: int
 
     def __repr__(self) -> str:
         batch = self._batch
@@ -250,7 +286,7 @@ class RecordFuture:
         return batch.error
 
     def add_done_callback(self, fn: Callable[[RecordFuture], Any]) -> None:
-        self._batch.add_callback(lambda _batch: fn(self))
+        self._batch.add_delivery(None, functools.partial(fn, self))
 
     def __await__(self) -> Generator[Any, None, RecordMetadata]:
         batch = self._batch

@@ -47,6 +47,7 @@ from strom.errors import (
 from strom.producer._accumulator import RECORD_OVERHEAD, Accumulator, record_size
 from strom.producer._batch import DeliveryCallback, ProducerBatch, RecordFuture, RecordMetadata
 from strom.producer._bulk import BulkTracker
+from strom.producer._native import cproducer
 from strom.producer._sender import Sender
 from strom.producer._transactions import TransactionAbortedError, TransactionManager, TxnState
 from strom.producer._waits import NeedMetadata, NeedRoom, blocked_too_long
@@ -125,6 +126,11 @@ class Producer:
         if self._loop is None:
             self._loop = asyncio.get_running_loop()
             self._sender.start()
+            # From now on ``send`` is the C fast path when it is built: an awaitable already
+            # done with the record's future (or this class's ``send`` for unusual calls).
+            fast = self._fast_send(Producer.send.__get__(self), awaitable=True)
+            if fast is not None:
+                self.send = fast  # type: ignore[method-assign]
 
     async def __aenter__(self) -> Producer:
         await self.start()
@@ -199,8 +205,31 @@ class Producer:
             self._sticky.next(topic, count, partition)  # type: ignore[arg-type]
         future = RecordFuture(batch, index, timestamp_ms, key_size, value_size)
         if on_delivery is not None:
-            batch.add_callback(lambda _b: _deliver(future, on_delivery))
+            batch.add_delivery(future, on_delivery)
         return future
+
+    def _fast_send(self, fallback: Callable[..., Any], *, awaitable: bool) -> Any:
+        """``send`` in C (``strom.producer._native``) for this producer, handing every
+        unusual call to ``fallback`` (the pure-Python ``send``); None when the extension is
+        off or serializers or a custom partitioner are set (their calls are Python's)."""
+        if cproducer is None or self._serializing or self._partitioner is not None:
+            return None
+        acc = self._acc
+        return cproducer.FastSend(
+            acc,
+            acc._queues,
+            acc._lock,
+            acc._fresh_batch,
+            self._metadata,
+            self._sticky_current,
+            self._sticky.next,
+            self._sender,
+            self._txn,
+            fallback,
+            RecordFuture,
+            self._max_record,
+            awaitable,
+        )
 
     def _too_large(self, size: int) -> MessageTooLargeError:
         return MessageTooLargeError(
@@ -610,14 +639,6 @@ class Producer:
     @property
     def cluster(self) -> ClusterClient:
         return self._cluster
-
-
-def _deliver(future: RecordFuture, callback: DeliveryCallback) -> None:
-    error = future._batch.error
-    if error is not None:
-        callback(None, error)
-    else:
-        callback(future._metadata(), None)
 
 
 def _on_loop(loop: asyncio.AbstractEventLoop, fn: Callable[..., None], *args: Any) -> None:

@@ -6,6 +6,8 @@ its default partitioner: ``(murmur2(key) & 0x7fffffff) % num_partitions``. The s
 on the same partition as with any Kafka client for the same partition count.
 
 A custom partitioner is any callable ``(topic, key_bytes, num_partitions) -> partition``.
+Both functions are bound to their C twins (``strom.producer._native``) when it is built; the
+pure-Python ones stay as the reference (``murmur2_py``, ``murmur2_partition_py``).
 """
 
 from __future__ import annotations
@@ -13,7 +15,16 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 
-__all__ = ["Partitioner", "StickyPartitioner", "murmur2", "murmur2_partition"]
+from strom.producer import _native
+
+__all__ = [
+    "Partitioner",
+    "StickyPartitioner",
+    "murmur2",
+    "murmur2_partition",
+    "murmur2_partition_py",
+    "murmur2_py",
+]
 
 #: A custom partitioner: ``(topic, serialized key or None, partition count) -> partition``.
 Partitioner = Callable[[str, bytes | None, int], int]
@@ -23,8 +34,8 @@ _SEED = 0x9747B28C
 _MASK = 0xFFFFFFFF
 
 
-def murmur2(data: bytes) -> int:
-    """Kafka's ``Utils.murmur2``: the signed 32-bit hash of ``data``."""
+def murmur2_py(data: bytes) -> int:
+    """Kafka's ``Utils.murmur2``: the signed 32-bit hash of ``data`` (pure Python)."""
     length = len(data)
     h = (_SEED ^ length) & _MASK
     end = length & ~3
@@ -48,9 +59,13 @@ def murmur2(data: bytes) -> int:
     return h - (1 << 32) if h & 0x80000000 else h
 
 
-def murmur2_partition(key: bytes, num_partitions: int) -> int:
+def murmur2_partition_py(key: bytes, num_partitions: int) -> int:
     """Kafka's default partition for a keyed record: ``toPositive(murmur2(key)) % n``."""
-    return (murmur2(key) & 0x7FFFFFFF) % num_partitions
+    return (murmur2_py(key) & 0x7FFFFFFF) % num_partitions
+
+
+murmur2: Callable[[bytes], int] = _native.murmur2 or murmur2_py
+murmur2_partition: Callable[[bytes, int], int] = _native.murmur2_partition or murmur2_partition_py
 
 
 class StickyPartitioner:

@@ -83,6 +83,11 @@ class Producer:
         self._bg.run(self._aio.start())
         self._try_send = self._aio._try_send
         self._max_block = self.config.max_block_ms / 1000
+        # ``send`` in C when the fast path is built (strom.producer._native); it hands every
+        # unusual call (waits, errors, serializers...) to this class's ``send``.
+        fast = self._aio._fast_send(Producer.send.__get__(self), awaitable=False)
+        if fast is not None:
+            self.send = fast  # type: ignore[method-assign]
         _OPEN.add(self)
 
     def __enter__(self) -> Producer:
