@@ -66,7 +66,7 @@ def test_docker_compose_config_accepts_it() -> None:
 
 
 def test_services_match_the_local_cluster(document: dict) -> None:
-    spec = LocalClusterSpec(data_dir=Path("/data"))
+    spec = LocalClusterSpec(data_dir=Path("/data"), console_port=8080)
     services = document["services"]
     processes = spec.processes()
     assert list(services) == [p.name for p in processes]
@@ -97,7 +97,8 @@ def test_services_match_the_local_cluster(document: dict) -> None:
             assert service["volumes"] == [f"{process.name}-data:{DATA_DIR}"]
         assert service.get("environment", {}) == dict(process.env)
         exposed = service.get("ports", service.get("expose"))
-        assert exposed == ([f"{port}:{port}"] if process.name == "gateway" else [port])
+        published = process.name in ("gateway", "console")
+        assert exposed == ([f"{port}:{port}"] if published else [port])
         assert port in service["healthcheck"]["test"][-1]
         earlier = [p.name for p in processes[:index]]
         assert service["depends_on"] == {n: {"condition": "service_healthy"} for n in earlier}
