@@ -52,6 +52,8 @@ def start_cluster(
     def start(*args: str) -> subprocess.Popen[str]:
         if "--base-port" not in args:  # gateway, 3 storage nodes, 2 controllers, 1 coordinator
             args = (*args, "--base-port", str(free_port_range(7)))
+        if "--registry-port" not in args:  # the registry has tests of its own (never 8081)
+            args = (*args, "--registry-port", "0")
         process = subprocess.Popen(
             [STROM, "cluster", "up", *args],
             stdout=subprocess.PIPE,

@@ -66,6 +66,12 @@ def add_parser(commands: Any) -> None:
         default=8080,
         help="the web console's port on --host; 0: no console (default: %(default)s)",
     )
+    up.add_argument(
+        "--registry-port",
+        type=int,
+        default=8081,
+        help="the schema registry's port on --host; 0: no registry (default: %(default)s)",
+    )
     up.add_argument("--storage-nodes", type=int, default=3, help="default: %(default)s")
     up.add_argument("--controllers", type=int, default=2, help="default: %(default)s")
     up.add_argument(
@@ -148,6 +154,8 @@ def _spec(args: argparse.Namespace, local: ModuleType) -> Any:
         raise RuntimeError(f"--kafka-port {args.kafka_port} is not a TCP port (1-65535)")
     if not 0 <= args.console_port <= 65535:
         raise RuntimeError(f"--console-port {args.console_port} is not a port (0: no console)")
+    if not 0 <= args.registry_port <= 65535:
+        raise RuntimeError(f"--registry-port {args.registry_port} is not a port (0: no registry)")
     if not 1 <= args.storage_nodes <= 100:
         raise RuntimeError(f"--storage-nodes {args.storage_nodes} must be between 1 and 100")
     if not 1 <= args.controllers <= 9:
@@ -175,6 +183,7 @@ def _spec(args: argparse.Namespace, local: ModuleType) -> Any:
         coordinators=args.coordinators,
         topics=topics,
         console_port=args.console_port or None,
+        registry_port=args.registry_port or None,
         kafka_port=args.kafka_port,
     )
 

@@ -98,6 +98,9 @@ class LocalClusterSpec:
     #: The web console's port (``strom cluster up`` passes 8080); None: no console (tests,
     #: benchmarks).
     console_port: int | None = None
+    #: The schema registry's port (``strom cluster up`` passes 8081); None: no registry
+    #: (tests, benchmarks).
+    registry_port: int | None = None
     #: The gateway's Kafka-protocol listener; None: ``base_port + 100`` (9192 by default).
     kafka_port: int | None = None
 
@@ -134,7 +137,8 @@ class LocalClusterSpec:
             self._gateway(),
             # After the gateway: they bootstrap through it.
             *(self._coordinator(i) for i in range(1, self.coordinators + 1)),
-            # Last: a client of the gateway like any other.
+            # Clients of the gateway like any other.
+            *([self._registry()] if self.registry_port is not None else []),
             *([self._console()] if self.console_port is not None else []),
         ]
 
@@ -195,6 +199,28 @@ class LocalClusterSpec:
     def console_url(self) -> str:
         return f"http://{self.host}:{self.console_port}"
 
+    @property
+    def registry_url(self) -> str:
+        return f"http://{self.host}:{self.registry_port}"
+
+    def _registry(self) -> ManagedProcess:
+        """The schema registry (``strom_registry``): REST API, data in the ``_schemas`` topic."""
+        address = f"{self.host}:{self.registry_port}"
+        argv = [
+            sys.executable, "-m", "strom_registry",
+            "--listen", address,
+            "--bootstrap-servers", self.gateway_address,
+            "--etcd-endpoints", f"{self.host}:{self.etcd_client_port}",
+        ]  # fmt: skip
+        return ManagedProcess(
+            name="registry",
+            argv=argv,
+            log_path=self.data_dir / "logs" / "registry.log",
+            ready=lambda: http_ok(f"http://{address}/"),
+            address=self.registry_url,
+            role="registry",
+        )
+
     def _console(self) -> ManagedProcess:
         """The web console (``strom_console``): an HTTP server and a gateway client."""
         address = f"{self.host}:{self.console_port}"
@@ -246,11 +272,13 @@ class LocalClusterSpec:
             )
         if self.console_port is not None:
             ports["console"] = self.console_port
+        if self.registry_port is not None:
+            ports["schema registry"] = self.registry_port
         return ports
 
 
 def http_ok(url: str) -> bool:
-    """Whether ``url`` answers 200 (the console's readiness probe)."""
+    """Whether ``url`` answers 200 (the console's and the registry's readiness probe)."""
     try:
         with urllib.request.urlopen(url, timeout=2) as response:
             return bool(response.status == 200)
@@ -429,6 +457,8 @@ def run_cluster(
         announce(f"  bootstrap (gateway): {spec.gateway_address}")
         if spec.console_port is not None:
             announce(f"  web console:         {spec.console_url}")
+        if spec.registry_port is not None:
+            announce(f"  schema registry:     {spec.registry_url}")
         announce(f"  Kafka clients:       {spec.kafka_address}")
         announce(f"  etcd endpoints:      {spec.etcd_endpoint}")
         if not policy.enabled:
