@@ -1,4 +1,5 @@
-# One image for every Strom service (storage, controller, coordinator, gateway, console) and the CLI;
+# One image for every Strom service (storage, controller, coordinator, gateway, registry, console)
+# and the CLI;
 # docker-compose.yml picks the service with its command (`python -m strom_storage ...`).
 # Dependencies come from the same pins as the venv (constraints.txt).
 FROM python:3.12-slim AS build
@@ -13,7 +14,7 @@ RUN python -m venv /opt/strom \
     && /opt/strom/bin/pip install --no-cache-dir -c constraints.txt pip setuptools wheel \
     && /opt/strom/bin/pip install --no-cache-dir --no-build-isolation -c constraints.txt \
         ./clients ./services/common ./services/storage ./services/controller \
-        ./services/coordinator ./services/gateway ./services/console
+        ./services/coordinator ./services/gateway ./services/registry ./services/console
 
 FROM python:3.12-slim
 COPY --from=build /opt/strom /opt/strom

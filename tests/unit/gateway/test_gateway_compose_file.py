@@ -66,7 +66,7 @@ def test_docker_compose_config_accepts_it() -> None:
 
 
 def test_services_match_the_local_cluster(document: dict) -> None:
-    spec = LocalClusterSpec(data_dir=Path("/data"), console_port=8080)
+    spec = LocalClusterSpec(data_dir=Path("/data"), console_port=8080, registry_port=8081)
     services = document["services"]
     processes = spec.processes()
     assert list(services) == [p.name for p in processes]
@@ -83,7 +83,9 @@ def test_services_match_the_local_cluster(document: dict) -> None:
         command = service["command"]
         assert command[:3] == ["python", "-m", process.argv[2]]
         local, container = flags(list(process.argv)), flags(command)
-        advertised = {"--advertised-address", "--advertised-listen"} & set(container)
+        advertised = {"--advertised-address", "--advertised-listen", "--advertised-url"} & set(
+            container
+        )
         assert set(container) - advertised == set(local)
         for flag, value in local.items():
             if flag not in CONTAINER_VALUES:
@@ -91,13 +93,13 @@ def test_services_match_the_local_cluster(document: dict) -> None:
         port = process.address.rpartition(":")[2]
         assert container["--listen"] == f"0.0.0.0:{port}"
         for flag in advertised:
-            assert container[flag] == f"{process.name}:{port}"
+            assert container[flag].removeprefix("http://") == f"{process.name}:{port}"
         if "--log-dirs" in local:
             assert container["--log-dirs"] == DATA_DIR
             assert service["volumes"] == [f"{process.name}-data:{DATA_DIR}"]
         assert service.get("environment", {}) == dict(process.env)
         exposed = service.get("ports", service.get("expose"))
-        published = process.name in ("gateway", "console")
+        published = process.name in ("gateway", "console", "registry")
         assert exposed == ([f"{port}:{port}"] if published else [port])
         assert port in service["healthcheck"]["test"][-1]
         earlier = [p.name for p in processes[:index]]
