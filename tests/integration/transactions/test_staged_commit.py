@@ -92,17 +92,34 @@ def coordinator_of(cluster: LocalCluster, key: str) -> str:
     return f"coordinator-{response.coordinator.node_id}"
 
 
+def ids_near_and_far(cluster: LocalCluster, prefix: str, commit_id: str) -> tuple[str, str]:
+    """A transactional id on the coordinator of ``commit_id`` and one on another."""
+    home = coordinator_of(cluster, commit_id)
+    near = far = ""
+    for i in range(100):
+        tid = f"{prefix}{i}"
+        if coordinator_of(cluster, tid) == home:
+            near = near or tid
+        else:
+            far = far or tid
+        if near and far:
+            return near, far
+    raise AssertionError(f"no ids with {prefix!r} on both sides of {home}")
+
+
 def test_staged_members_commit_as_one_decision_and_replays_commit_nothing(
     cluster: LocalCluster,
 ) -> None:
     make_topic(cluster, "st-one")
-    first = stage(cluster, "st-one-w-0", "st-one", ["a-0", "a-1", "a-2"])
-    second = stage(cluster, "st-one-w-1", "st-one", ["b-0", "b-1"])
+    # one member served by the decision's own coordinator, one by the other coordinator
+    local_id, remote_id = ids_near_and_far(cluster, "st-one-w-", "st-one")
+    first = stage(cluster, local_id, "st-one", ["a-0", "a-1", "a-2"])
+    second = stage(cluster, remote_id, "st-one", ["b-0", "b-1"])
     with cluster.admin() as admin:  # a third client
         listed = admin.list_transactions(transactional_id_prefix="st-one-w-")
-        assert [(t.transactional_id, t.state) for t in listed] == [
-            ("st-one-w-0", "Ongoing"), ("st-one-w-1", "Ongoing"),
-        ]  # fmt: skip
+        assert [(t.transactional_id, t.state) for t in listed] == sorted(
+            [(local_id, "Ongoing"), (remote_id, "Ongoing")]
+        )
         result = admin.commit_staged_transactions("st-one", 0, [first, second], b'{"batch": 0}')
         assert not result.already_committed
         assert result.commit.state == "Committed" and result.commit.sequence == 0
@@ -116,13 +133,13 @@ def test_staged_members_commit_as_one_decision_and_replays_commit_nothing(
         assert committed(cluster, "st-one") == ["a-0", "a-1", "a-2", "b-0", "b-1"]
 
         # a replayed batch with new members: nothing of it is committed, the caller aborts them
-        replayed = stage(cluster, "st-one-w-0-retry", "st-one", ["dup-0", "dup-1"])
+        replayed = stage(cluster, "st-one-retry", "st-one", ["dup-0", "dup-1"])
         again = admin.commit_staged_transactions("st-one", 0, [replayed], b"")
         assert again.already_committed and again.commit == result.commit
         admin.abort_staged_transactions([replayed])
         admin.abort_staged_transactions([replayed, first])  # ended ones: not an error
         # the next batch goes on
-        third = stage(cluster, "st-one-w-2", "st-one", ["c-0"])
+        third = stage(cluster, "st-one-next", "st-one", ["c-0"])
         nxt = admin.commit_staged_transactions("st-one", 1, [third], b'{"batch": 1}')
         assert not nxt.already_committed and nxt.commit.sequence == 1
     wait_until(lambda: "c-0" in committed(cluster, "st-one"), 30, "batch 1 visible")
