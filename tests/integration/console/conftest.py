@@ -26,7 +26,16 @@ import pytest
 from cluster_testkit import LocalCluster, cluster
 from strom_testkit import free_port, wait_until
 
-__all__ = ["ConsoleProcess", "HttpSession", "browser", "cluster", "console", "start_console"]
+__all__ = [
+    "ConsoleProcess",
+    "Consoles",
+    "HttpSession",
+    "browser",
+    "cluster",
+    "console",
+    "consoles",
+    "start_console",
+]
 
 CHROMIUM_FLAGS = (
     "--headless",
@@ -46,6 +55,20 @@ class ConsoleProcess:
     url: str
     popen: subprocess.Popen[bytes]
     log_path: Path
+    health: str = "/healthz"
+
+    def wait_ready(self) -> None:
+        try:
+            wait_until(
+                lambda: _healthy(self.url + self.health) or self.popen.poll() is not None,
+                timeout_s=60,
+                what=f"{self.url} to answer",
+            )
+            if self.popen.poll() is not None:
+                raise AssertionError(f"the process exited: {self.log_path.read_text()}")
+        except BaseException:
+            self.stop()
+            raise
 
     def stop(self) -> None:
         if self.popen.poll() is None:
@@ -59,50 +82,83 @@ class ConsoleProcess:
 
 def _healthy(url: str) -> bool:
     try:
-        with urllib.request.urlopen(url + "/healthz", timeout=2) as response:
+        with urllib.request.urlopen(url, timeout=2) as response:
             return bool(response.status == 200)
     except OSError:
         return False
 
 
-def start_console(cluster: LocalCluster, log_dir: Path, *flags: str) -> ConsoleProcess:
-    """A console process for ``cluster`` on a free port, started and healthy."""
+def launch(module: str, log_dir: Path, *flags: str, health: str = "/healthz") -> ConsoleProcess:
+    """Start ``python -m module --listen 127.0.0.1:PORT flags...`` on a free port (an HTTP
+    service answering 200 on ``health`` once ready); ``wait_ready`` waits for it."""
     port = free_port()
-    log_path = log_dir / f"console-{port}.log"
-    argv = [
-        sys.executable, "-m", "strom_console",
-        "--listen", f"127.0.0.1:{port}",
+    log_path = log_dir / f"{module}-{port}.log"
+    argv = [sys.executable, "-m", module, "--listen", f"127.0.0.1:{port}", *flags]
+    with log_path.open("wb") as out:
+        popen = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
+    return ConsoleProcess(f"http://127.0.0.1:{port}", popen, log_path, health)
+
+
+def launch_console(cluster: LocalCluster, log_dir: Path, *flags: str) -> ConsoleProcess:
+    return launch(
+        "strom_console", log_dir,
         "--bootstrap-servers", cluster.gateway,
         "--sample-interval-s", "0.5",
         "--log-format", "console",
         *flags,
-    ]  # fmt: skip
-    with log_path.open("wb") as out:
-        popen = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
-    process = ConsoleProcess(f"http://127.0.0.1:{port}", popen, log_path)
-    try:
-        wait_until(
-            lambda: _healthy(process.url) or popen.poll() is not None,
-            timeout_s=30,
-            what="the console to answer",
-        )
-        if popen.poll() is not None:
-            raise AssertionError(f"the console exited: {log_path.read_text()}")
-    except BaseException:
-        process.stop()
-        raise
+    )  # fmt: skip
+
+
+def start_console(cluster: LocalCluster, log_dir: Path, *flags: str) -> ConsoleProcess:
+    """A console process for ``cluster`` on a free port, started and healthy."""
+    process = launch_console(cluster, log_dir, *flags)
+    process.wait_ready()
     return process
 
 
+@dataclass
+class Consoles:
+    """The module's processes: the schema registry, a console that knows it, a read-only
+    console and one that needs a login (user ``ops``, password ``s3cret``)."""
+
+    registry: ConsoleProcess
+    main: ConsoleProcess
+    read_only: ConsoleProcess
+    login: ConsoleProcess
+
+
 @pytest.fixture(scope="module")
-def console(
-    cluster: LocalCluster, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[ConsoleProcess]:
-    process = start_console(cluster, tmp_path_factory.mktemp("console"))
+def consoles(cluster: LocalCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Consoles]:
+    """Started together (each takes seconds to import and bind), stopped even on failure."""
+    logs = tmp_path_factory.mktemp("console")
+    secret = logs / "password"
+    secret.write_text("s3cret\n")
+    started: list[ConsoleProcess] = []
     try:
-        yield process
+        registry = launch(
+            "strom_registry", logs,
+            "--bootstrap-servers", cluster.gateway,
+            "--etcd-endpoints", cluster.spec.etcd_endpoint.removeprefix("http://"),
+            health="/",
+        )  # fmt: skip
+        started.append(registry)
+        main = launch_console(cluster, logs, "--schema-registry-url", registry.url)
+        started.append(main)
+        read_only = launch_console(cluster, logs, "--read-only")
+        started.append(read_only)
+        login = launch_console(cluster, logs, "--user", "ops", "--password-file", str(secret))
+        started.append(login)
+        for process in started:
+            process.wait_ready()
+        yield Consoles(registry, main, read_only, login)
     finally:
-        process.stop()
+        for process in started:
+            process.stop()
+
+
+@pytest.fixture(scope="module")
+def console(consoles: Consoles) -> ConsoleProcess:
+    return consoles.main
 
 
 class HttpSession:

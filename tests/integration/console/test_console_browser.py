@@ -6,14 +6,14 @@ and its chart, an offset reset dry run then apply, read-only mode, CSRF and the 
 from __future__ import annotations
 
 import time
-from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import HttpSession, eventually, start_console, text_of
+from conftest import HttpSession, eventually, text_of
 from strom_testkit import wait_until
 
 from strom import Admin, Consumer, NewTopic, Producer, TopicPartition
+from strom.serde import SchemaRegistryClient
 
 pytestmark = pytest.mark.integration
 
@@ -153,28 +153,25 @@ def test_a_text_search_reports_what_it_scanned(cluster: Any, console: Any, brows
 
 
 def test_read_only_hides_every_control_and_refuses_a_forged_change(
-    cluster: Any, console: Any, browser: Any, tmp_path: Path
+    cluster: Any, consoles: Any, browser: Any
 ) -> None:
     by, driver = _by(), browser.driver
     _create(cluster, "kept")
-    read_only = start_console(cluster, tmp_path, "--read-only")
-    try:
-        for page in ("/topics", "/topics/kept", "/topics/kept/produce", "/groups/lagging"):
-            driver.get(read_only.url + page)
-            assert driver.find_elements(by.ID, "read-only-badge")
-            forms = driver.find_elements(by.CSS_SELECTOR, "main form[method=post]")
-            assert forms == [], f"{page} shows a change control"
-        forger = HttpSession(read_only.url)
-        assert forger.get("/topics/kept")[0] == 200
-        assert forger.token
-        status, body = forger.post("/topics/kept/delete", {"confirm": "kept"})
-        assert status == 403 and "read-only" in body
-        status, _ = forger.post("/topics/kept/produce", {"value": "x"})
-        assert status == 403
-        with Admin(cluster.gateway) as admin:
-            assert "kept" in admin.list_topics()
-    finally:
-        read_only.stop()
+    read_only = consoles.read_only
+    for page in ("/topics", "/topics/kept", "/topics/kept/produce", "/groups/lagging"):
+        driver.get(read_only.url + page)
+        assert driver.find_elements(by.ID, "read-only-badge")
+        forms = driver.find_elements(by.CSS_SELECTOR, "main form[method=post]")
+        assert forms == [], f"{page} shows a change control"
+    forger = HttpSession(read_only.url)
+    assert forger.get("/topics/kept")[0] == 200
+    assert forger.token
+    status, body = forger.post("/topics/kept/delete", {"confirm": "kept"})
+    assert status == 403 and "read-only" in body
+    status, _ = forger.post("/topics/kept/produce", {"value": "x"})
+    assert status == 403
+    with Admin(cluster.gateway) as admin:
+        assert "kept" in admin.list_topics()
 
 
 def test_a_change_without_the_csrf_token_is_refused(cluster: Any, console: Any) -> None:
@@ -193,19 +190,31 @@ def test_a_change_without_the_csrf_token_is_refused(cluster: Any, console: Any) 
         wait_until(lambda: "guarded" not in admin.list_topics(), what="guarded deleted")
 
 
-def test_login_is_required_when_a_user_is_set(cluster: Any, tmp_path: Path) -> None:
-    secret = tmp_path / "password"
-    secret.write_text("s3cret\n")
-    guarded = start_console(cluster, tmp_path, "--user", "ops", "--password-file", str(secret))
-    try:
-        client = HttpSession(guarded.url)
-        status, _ = client.get("/topics")
-        assert status == 303
-        client.get("/login")
-        assert client.post("/login", {"user": "ops", "password": "wrong"})[0] == 401
-        client.get("/login")
-        assert client.post("/login", {"user": "ops", "password": "s3cret"})[0] == 303
-        status, body = client.get("/topics")
-        assert status == 200 and "ops" in body
-    finally:
-        guarded.stop()
+def test_login_is_required_when_a_user_is_set(consoles: Any) -> None:
+    client = HttpSession(consoles.login.url)
+    status, _ = client.get("/topics")
+    assert status == 303
+    client.get("/login")
+    assert client.post("/login", {"user": "ops", "password": "wrong"})[0] == 401
+    client.get("/login")
+    assert client.post("/login", {"user": "ops", "password": "s3cret"})[0] == 303
+    status, body = client.get("/topics")
+    assert status == 200 and "ops" in body
+
+
+def test_the_schemas_pages_show_the_registrys_subjects(consoles: Any, browser: Any) -> None:
+    by, driver = _by(), browser.driver
+    schema = (
+        '{"type": "record", "name": "Order", "doc": "</pre><script>window.__pwned = 3</script>",'
+    )
+    schema += ' "fields": [{"name": "id", "type": "string"}]}'
+    with SchemaRegistryClient(consoles.registry.url) as registry:
+        registry.register("orders-value", schema)
+    driver.get(consoles.main.url + "/")
+    driver.find_element(by.LINK_TEXT, "Schemas").click()
+    driver.find_element(by.LINK_TEXT, "orders-value").click()
+    assert text_of(driver, "#schema-version") == "1"
+    assert "</pre><script>" in text_of(driver, "#schema-text")
+    assert driver.execute_script("return window.__pwned === undefined")
+    driver.get(consoles.read_only.url + "/")
+    assert not driver.find_elements(by.LINK_TEXT, "Schemas")  # no registry configured

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from strom_console.messages import show_bytes, show_record, timestamp_text
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+
 from strom_console.filters import FilterError, RecordView, compile_filter, substring_matcher
 
 

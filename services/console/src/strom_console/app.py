@@ -8,7 +8,9 @@ Jinja2 templates with autoescaping on; ``/fragments/...`` answer the parts that
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import json
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
@@ -24,6 +26,7 @@ from starlette.staticfiles import StaticFiles
 
 from strom.aio import Admin, Producer
 from strom.errors import ConfigurationError, StromError
+from strom.serde import SchemaRegistryClient, SchemaRegistryError
 from strom.types import TopicPartition
 from strom_console import browse, filters, lag, messages, offsets_reset, overview, topics
 from strom_console.charts import line_chart
@@ -65,6 +68,13 @@ class Console:
         )
         self.searches = SearchJobs(config.bootstrap_servers, config.request_timeout_ms)
         self.sessions = Sessions()
+        self.registry = (
+            SchemaRegistryClient(
+                config.schema_registry_url, timeout_s=config.request_timeout_ms / 1000
+            )
+            if config.schema_registry_url
+            else None
+        )
         self._producer: Producer | None = None
         self.env = jinja2.Environment(
             loader=jinja2.FileSystemLoader(_HERE / "templates"),
@@ -90,12 +100,15 @@ class Console:
         if self._producer is not None:
             await self._producer.close()
         await self.admin.close()
+        if self.registry is not None:
+            self.registry.close()
 
     def render(self, request: Request, name: str, status: int = 200, **context: Any) -> Response:
         session = session_of(request.scope)
         page = self.env.get_template(name).render(
             csrf=self.sessions.csrf_token(session),
             read_only=self.config.read_only,
+            schemas=self.registry is not None,
             user=session.user,
             login=self.password is not None,
             path=request.url.path,
@@ -143,6 +156,9 @@ def _route(console: Console, handler: Handler) -> Callable[[Request], Awaitable[
             return console.render(request, "error.html", 400, message=str(exc))
         except offsets_reset.ResetError as exc:
             return console.render(request, "error.html", 409, message=str(exc))
+        except SchemaRegistryError as exc:
+            status = exc.status if 400 <= exc.status < 500 else 502
+            return console.render(request, "error.html", status, message=str(exc))
         except StromError as exc:
             log.info("cluster call failed", path=request.url.path, error=str(exc))
             return console.render(request, "error.html", 502, message=str(exc))
@@ -681,6 +697,57 @@ async def page_transaction(console: Console, request: Request) -> Response:
     return console.render(request, "transaction.html", t=described, now_ms=int(time.time() * 1000))
 
 
+# --- schemas (read-only, from the schema registry) -----------------------------------------
+
+
+def _registry(console: Console) -> SchemaRegistryClient:
+    if console.registry is None:
+        raise BadInput("no schema registry is configured (--schema-registry-url)")
+    return console.registry
+
+
+async def page_schemas(console: Console, request: Request) -> Response:
+    registry = _registry(console)
+    q = request.query_params
+    subjects = await asyncio.to_thread(registry.subjects)
+    needle = q.get("q", "").strip().lower()
+    found = sorted(s for s in subjects if needle in s.lower())
+    page = topics.paginate(found, _int(q.get("page"), "page", 1, 1), _PER_PAGE)
+
+    def details() -> tuple[str, list[tuple[str, Any]]]:
+        level = registry.compatibility()
+        return level, [(s, registry.version(s, "latest")) for s in page.items]
+
+    level, latest = await asyncio.to_thread(details)
+    return console.render(
+        request, "schemas.html", page=page, latest=latest, q=q.get("q", ""), level=level
+    )
+
+
+async def page_subject(console: Console, request: Request) -> Response:
+    registry = _registry(console)
+    subject = request.path_params["subject"]
+    wanted = request.query_params.get("version", "latest")
+    version: int | str = "latest" if wanted == "latest" else _int(wanted, "version", minimum=1)
+
+    def read() -> tuple[list[int], Any, str]:
+        return (
+            registry.versions(subject),
+            registry.version(subject, version),
+            registry.compatibility(subject),
+        )
+
+    versions, shown, level = await asyncio.to_thread(read)
+    text = shown.schema
+    if shown.schema_type in ("AVRO", "JSON"):
+        with contextlib.suppress(ValueError):
+            text = json.dumps(json.loads(text), indent=2)
+    return console.render(
+        request, "subject.html", subject=subject, versions=versions, shown=shown, text=text,
+        level=level,
+    )  # fmt: skip
+
+
 # --- login ---------------------------------------------------------------------------------
 
 
@@ -762,6 +829,8 @@ def build_app(config: ConsoleConfig, password: str | None = None) -> Guard:
         r("/groups/{group}/reset", reset_offsets, post),
         r("/transactions", page_transactions),
         r("/transactions/{tid}", page_transaction),
+        r("/schemas", page_schemas),
+        r("/schemas/{subject}", page_subject),
         r("/login", page_login),
         r("/login", login, post),
         r("/logout", logout, post),

@@ -36,6 +36,10 @@ class ConsoleConfig:
     password_file: Path = setting(
         "", help="file whose first line is the login password (needed with --user)"
     )
+    schema_registry_url: str = setting(
+        "",
+        help="the schema registry (http://host:8081) for the read-only schemas pages; empty: none",
+    )
     request_timeout_ms: int = setting(
         15000, help="deadline of each call to the cluster", min=100, max=600000
     )

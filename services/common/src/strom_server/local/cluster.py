@@ -229,6 +229,8 @@ class LocalClusterSpec:
             "--listen", address,
             "--bootstrap-servers", self.gateway_address,
         ]  # fmt: skip
+        if self.registry_port is not None:  # its schemas pages
+            argv += ["--schema-registry-url", self.registry_url]
         return ManagedProcess(
             name="console",
             argv=argv,

@@ -58,6 +58,7 @@ def container_command(process: ManagedProcess, spec: LocalClusterSpec) -> list[s
         "--etcd-endpoints": lambda v: "etcd:2379",
         "--bootstrap-servers": lambda v: f"gateway:{_port(v)}",
         "--log-dirs": lambda v: DATA_DIR,
+        "--schema-registry-url": lambda v: f"http://registry:{_port(v)}",
     }
     for i, arg in enumerate(command[:-1]):
         if arg in replacements:
