@@ -9,6 +9,7 @@ with it, resolved against the reader schema when one is given (Avro's schema evo
 from __future__ import annotations
 
 import json
+import struct
 from collections.abc import Callable, Mapping
 from io import BytesIO
 from typing import Any
@@ -16,7 +17,7 @@ from typing import Any
 from strom.errors import ConfigurationError
 from strom.serde.naming import SubjectNameStrategy, topic_name_strategy
 from strom.serde.registry_client import RegisteredSchema, SchemaReference, SchemaRegistryClient
-from strom.serde.wire import MAGIC_BYTE, SerializationError, header
+from strom.serde.wire import HEADER, MAGIC_BYTE, SerializationError, header
 
 __all__ = ["AvroDeserializer", "AvroSerializer"]
 
@@ -74,6 +75,8 @@ class AvroSerializer:
         parsed = self._parsed
         self.record_name: str | None = parsed.get("name") if isinstance(parsed, dict) else None
         self._headers: dict[str | None, tuple[bytes, Any]] = {}
+        #: The header and schema for ``self.topic``, once resolved (the hot path's one lookup).
+        self._default: tuple[bytes, Any] | None = None
 
     def subject(self, topic: str | None) -> str:
         return self.subject_name_strategy(topic, self.record_name, self.is_key)
@@ -90,6 +93,8 @@ class AvroSerializer:
             looked_up = self.registry.lookup(subject, self.schema, "AVRO", self.references)
             found = (header(looked_up.schema_id), self._parsed)
         self._headers[topic] = found
+        if topic == self.topic:
+            self._default = found
         return found
 
     def serialize(self, value: Any, topic: str | None = None) -> bytes | None:
@@ -109,7 +114,19 @@ class AvroSerializer:
         return out.getvalue()
 
     def __call__(self, value: Any) -> bytes | None:
-        return self.serialize(value)
+        """``serialize(value)`` for ``self.topic``, inlined: this is the per-record path."""
+        if value is None:
+            return None
+        prefix, parsed = self._default or self._resolve(self.topic)
+        if self.to_dict is not None:
+            value = self.to_dict(value)
+        out = BytesIO()
+        out.write(prefix)
+        try:
+            self._writer(out, parsed, value)
+        except (ValueError, TypeError, KeyError, AttributeError) as exc:
+            raise SerializationError(f"value does not match the Avro schema: {exc}") from None
+        return out.getvalue()
 
 
 class AvroDeserializer:
@@ -147,11 +164,14 @@ class AvroDeserializer:
     def deserialize(self, data: bytes | None) -> Any:
         if data is None:
             return None
-        if len(data) < 5 or data[0] != MAGIC_BYTE:
+        try:
+            magic, schema_id = HEADER.unpack_from(data)
+        except struct.error:
+            magic = -1
+        if magic != MAGIC_BYTE:
             raise SerializationError(
                 "not a schema-registry framed value (expected magic byte 0 and a schema id)"
             )
-        schema_id = int.from_bytes(data[1:5], "big")
         writer = self._writers.get(schema_id) or self.writer_schema(schema_id)
         stream = BytesIO(data)
         stream.seek(5)

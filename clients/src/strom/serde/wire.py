@@ -6,11 +6,20 @@ import struct
 
 from strom.errors import StromError
 
-__all__ = ["HEADER_SIZE", "MAGIC_BYTE", "SerializationError", "frame", "header", "split_frame"]
+__all__ = [
+    "HEADER",
+    "HEADER_SIZE",
+    "MAGIC_BYTE",
+    "SerializationError",
+    "frame",
+    "header",
+    "split_frame",
+]
 
 MAGIC_BYTE = 0
 HEADER_SIZE = 5
-_HEADER = struct.Struct(">bI")
+#: The header's layout: the magic byte, the schema id.
+HEADER = struct.Struct(">bI")
 
 
 class SerializationError(StromError):
@@ -19,7 +28,7 @@ class SerializationError(StromError):
 
 def header(schema_id: int) -> bytes:
     """The 5 bytes in front of every value written with ``schema_id``."""
-    return _HEADER.pack(MAGIC_BYTE, schema_id)
+    return HEADER.pack(MAGIC_BYTE, schema_id)
 
 
 def frame(schema_id: int, payload: bytes) -> bytes:
@@ -33,4 +42,4 @@ def split_frame(data: bytes) -> tuple[int, memoryview]:
             f"not a schema-registry framed value (expected magic byte 0 and a 4-byte schema id, "
             f"got {bytes(data[:HEADER_SIZE])!r})"
         )
-    return _HEADER.unpack_from(data)[1], memoryview(data)[HEADER_SIZE:]
+    return HEADER.unpack_from(data)[1], memoryview(data)[HEADER_SIZE:]
