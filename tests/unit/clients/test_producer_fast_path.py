@@ -21,7 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from strom.errors import StromError
-from strom.producer import _native
+from strom.producer import _native, fast_path
 from strom.producer._batch import ProducerBatch, RecordFuture, RecordMetadata
 from strom.producer._waits import NeedMetadata, NeedRoom
 from strom.producer.aio import Producer
@@ -268,31 +268,17 @@ def test_fast_send_from_many_threads_keeps_every_record() -> None:
     assert all(b.build() for b in queued)
 
 
-def test_env_switch_forces_the_python_path() -> None:
-    code = (
-        "import strom.producer._native as n, strom.producer._batch as b;"
-        "from strom.producer.aio import Producer;"
-        "p = Producer('127.0.0.1:1');"
-        "print(n.cproducer is None, b.RecordFuture.__mro__[1].__name__,"
-        " p._fast_send(None, awaitable=False))"
-    )
-    env = dict(os.environ, STROM_PRODUCER_FAST_PATH="0")
-    out = subprocess.run(
-        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
-    ).stdout.split()
-    assert out == ["True", "_PyFutureBase", "None"]
-
-
-def test_pure_bases_complete_like_the_c_ones() -> None:
-    """ProducerBatch and RecordFuture on the pure-Python bases (what runs without the C
-    extension): append, complete, callbacks, in a process with the fast path off."""
-    code = """
+PURE_PATH = """
 import time
+import strom.producer._native as native
+import strom.producer.fast_path as fp
 from strom.producer._batch import ProducerBatch, RecordFuture
+from strom.producer.aio import Producer
 from strom.records import BatchBuilder
+print(native.cproducer is None, fp.IMPLEMENTATION, RecordFuture.__mro__[1].__name__,
+      Producer("127.0.0.1:1")._fast_send(None, awaitable=False))
 b = ProducerBatch("t", 0, BatchBuilder(), time.monotonic())
-seen = []
-fs = []
+seen, fs = [], []
 for i in range(3):
     idx = b.append(1000 + i, None, b"v", None)
     b.count = idx + 1
@@ -302,11 +288,24 @@ for i in range(3):
 b.complete(7, -1, None)
 print(seen, fs[2].result().offset, type(b).__mro__[1].__name__)
 """
+
+
+def test_env_switch_forces_the_python_path() -> None:
+    """STROM_PRODUCER_FAST_PATH=0: no FastSend, and ProducerBatch and RecordFuture on the
+    pure-Python bases append, complete and call back as on the C ones."""
     env = dict(os.environ, STROM_PRODUCER_FAST_PATH="0")
     out = subprocess.run(
-        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
-    ).stdout.strip()
-    assert out == "[7, 8, 9] 9 _PyBatchBase"
+        [sys.executable, "-c", PURE_PATH], env=env, capture_output=True, text=True, check=True
+    ).stdout.splitlines()
+    assert out == ["True python _PyFutureBase None", "[7, 8, 9] 9 _PyBatchBase"]
+
+
+@needs_c
+def test_fast_path_is_reported() -> None:
+    assert fast_path.IMPLEMENTATION == "c" and fast_path.REASON == ""
+    buf = bytearray(b"ab")
+    assert fast_path.append_floor is not None
+    assert fast_path.append_floor(buf, "t", b"cd") == 2 and buf == b"abcd"
 
 
 def test_batches_are_producer_batches() -> None:
