@@ -258,10 +258,12 @@ def consume_page(consumer: Consumer) -> dict[TopicPartition, list[Any]]:
     return consumer.poll(timeout_ms=1000, max_records=10_000)
 
 
-def pipeline_latency(gateway: str, profile: Profile, workdir: Path) -> dict[str, Any]:
+def pipeline_latency(
+    gateway: str, profile: Profile, workdir: Path, example: Path = EXAMPLE, name: str = "pipe"
+) -> dict[str, Any]:
     """The example application's end-to-end latency (see the module docstring): it runs as a
-    process of its own, as it would in production; this process feeds its input and reads its
-    output with read_committed."""
+    process of its own, as it would in production; this process feeds its input
+    (``<name>-in``) and reads its output (``<name>-out``) with read_committed."""
     stop = threading.Event()
     latencies: list[int] = []
 
@@ -272,18 +274,18 @@ def pipeline_latency(gateway: str, profile: Profile, workdir: Path) -> dict[str,
             enable_auto_commit=False,
             isolation_level="read_committed",
         ) as consumer:
-            consumer.assign(tps("pipe-out"))
+            consumer.assign(tps(f"{name}-out"))
             while not stop.is_set():
                 for records in consumer.poll(timeout_ms=100).values():
                     now = time.perf_counter_ns()
                     latencies.extend(now - int(r.value.split(b" ", 1)[0]) for r in records)
 
     argv = [
-        sys.executable, str(EXAMPLE), "pipe-in", "pipe-out", "--bootstrap-server", gateway,
-        "--group", "bench-pipeline", "--transactional-id", "bench-pipeline",
+        sys.executable, str(example), f"{name}-in", f"{name}-out", "--bootstrap-server", gateway,
+        "--group", f"bench-{name}", "--transactional-id", f"bench-{name}",
     ]  # fmt: skip
-    log = open(workdir / "transform-example.log", "wb")  # noqa: SIM115 - closed below
-    example = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
+    log = open(workdir / f"{name}-example.log", "wb")  # noqa: SIM115 - closed below
+    app = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
     reader = threading.Thread(target=read_output)
     reader.start()
     sent = 0
@@ -298,7 +300,7 @@ def pipeline_latency(gateway: str, profile: Profile, workdir: Path) -> dict[str,
                 if delay > 0:
                     time.sleep(delay)
                 value = f"{time.perf_counter_ns()} ".ljust(VALUE_SIZE).encode()
-                producer.send("pipe-in", value, partition=i % PARTITIONS)
+                producer.send(f"{name}-in", value, partition=i % PARTITIONS)
                 sent += 1
             producer.flush()
         deadline = time.monotonic() + 30
@@ -307,11 +309,11 @@ def pipeline_latency(gateway: str, profile: Profile, workdir: Path) -> dict[str,
     finally:
         stop.set()
         reader.join(60)
-        example.terminate()
+        app.terminate()
         try:
-            example.wait(30)
+            app.wait(30)
         except subprocess.TimeoutExpired:
-            example.kill()
+            app.kill()
         log.close()
     figures = latency_figures(latencies) if latencies else {}
     figures.update(rate=profile.e2e_rate, sent=sent, delivered=len(latencies))
@@ -323,18 +325,26 @@ def quantile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-def run_pipeline_only(profile: Profile, quick: bool, keep: bool) -> dict[str, Any]:
-    """``--pipeline-only``: the protocol's floor (the baseline) and the pipeline's latency."""
+def run_pipeline_only(
+    profile: Profile, quick: bool, keep: bool, example: Path, compare: Path | None
+) -> dict[str, Any]:
+    """``--pipeline-only``: the protocol's floor (the baseline) and the pipeline's latency;
+    with ``compare``, that program's latency too (same cluster, topics of its own)."""
     workdir = Path(tempfile.mkdtemp(prefix="strom-bench-txn-"))
     summary: dict[str, Any] = {"quick": quick, "pipeline_only": True, "cpus": os.cpu_count()}
     try:
         progress(f"starting a cluster in {workdir} ...")
         with running(workdir) as gateway:
-            create_topics(gateway, ["pipe-in", "pipe-out", "floor"])
+            create_topics(gateway, ["pipe-in", "pipe-out", "floor", "other-in", "other-out"])
             progress("the protocol's floor ...")
             summary["protocol_floor"] = protocol_floor(gateway, "floor", 30 if quick else 100)
-            progress("consume-transform-produce latency ...")
-            summary["pipeline_e2e"] = pipeline_latency(gateway, profile, workdir)
+            progress(f"consume-transform-produce latency of {example} ...")
+            summary["pipeline_e2e"] = pipeline_latency(gateway, profile, workdir, example)
+            if compare is not None:
+                progress(f"consume-transform-produce latency of {compare} ...")
+                summary["compared_e2e"] = pipeline_latency(
+                    gateway, profile, workdir, compare, "other"
+                )
     except BaseException:
         keep = True
         print(f"benchmark failed; data and logs kept in {workdir}", file=sys.stderr)
@@ -342,18 +352,29 @@ def run_pipeline_only(profile: Profile, quick: bool, keep: bool) -> dict[str, An
     finally:
         if not keep:
             shutil.rmtree(workdir, ignore_errors=True)
-    e2e, floor = summary["pipeline_e2e"], summary["protocol_floor"]
-    if "p50_ms" in e2e:
-        summary["ratios"] = {"pipeline_p50_vs_floor": e2e["p50_ms"] / floor["total_p50_ms"]}
+    floor = summary["protocol_floor"]
+    ratios: dict[str, float] = {}
+    for key, program in (("pipeline_e2e", example), ("compared_e2e", compare)):
+        e2e = summary.get(key, {})
+        if "p50_ms" not in e2e:
+            continue
+        ratios[f"{key}_p50_vs_floor"] = e2e["p50_ms"] / floor["total_p50_ms"]
         print(
-            f"\nconsume-transform-produce at {e2e['rate']}/s: p50 {e2e['p50_ms']:.1f} ms, "
-            f"p99 {e2e['p99_ms']:.1f} ms ({e2e['delivered']} of {e2e['sent']} delivered); "
-            f"the protocol's floor per transaction {floor['total_p50_ms']:.1f} ms"
+            f"\n{program}: consume-transform-produce at {e2e['rate']}/s: p50 "
+            f"{e2e['p50_ms']:.1f} ms, p99 {e2e['p99_ms']:.1f} ms ({e2e['delivered']} of "
+            f"{e2e['sent']} delivered)"
         )
+    if "p50_ms" in summary.get("compared_e2e", {}) and "p50_ms" in summary["pipeline_e2e"]:
+        for q in ("p50_ms", "p99_ms"):
+            ratios[f"pipeline_{q[:3]}_vs_compared"] = (
+                summary["pipeline_e2e"][q] / summary["compared_e2e"][q]
+            )
+    print(f"the protocol's floor per transaction {floor['total_p50_ms']:.1f} ms; ratios {ratios}")
+    summary["ratios"] = ratios
     return summary
 
 
-def run(profile: Profile, quick: bool, keep: bool) -> dict[str, Any]:
+def run(profile: Profile, quick: bool, keep: bool, example: Path = EXAMPLE) -> dict[str, Any]:
     workdir = Path(tempfile.mkdtemp(prefix="strom-bench-txn-"))
     summary: dict[str, Any] = {
         "quick": quick,
@@ -399,7 +420,7 @@ def run(profile: Profile, quick: bool, keep: bool) -> dict[str, Any]:
             progress("the protocol's floor ...")
             summary["protocol_floor"] = protocol_floor(gateway, "floor", 30 if quick else 100)
             progress("consume-transform-produce latency ...")
-            summary["pipeline_e2e"] = pipeline_latency(gateway, profile, workdir)
+            summary["pipeline_e2e"] = pipeline_latency(gateway, profile, workdir, example)
         progress("done")
     except BaseException:
         keep = True
@@ -463,12 +484,28 @@ def main() -> None:
         action="store_true",
         help="measure only the protocol's floor and the consume-transform-produce latency",
     )
+    parser.add_argument(
+        "--example",
+        type=Path,
+        default=EXAMPLE,
+        help="the consume-transform-produce program to measure (the example's CLI)",
+    )
+    parser.add_argument(
+        "--compare-example",
+        type=Path,
+        default=None,
+        help="with --pipeline-only: a second such program, measured in the same run",
+    )
     args = parser.parse_args()
     profile = QUICK if args.quick else FULL
     if args.pipeline_only:
-        print_summary(lambda: run_pipeline_only(profile, args.quick, args.keep))
+        print_summary(
+            lambda: run_pipeline_only(
+                profile, args.quick, args.keep, args.example, args.compare_example
+            )
+        )
         return
-    print_summary(lambda: run(profile, args.quick, args.keep))
+    print_summary(lambda: run(profile, args.quick, args.keep, args.example))
 
 
 if __name__ == "__main__":

@@ -30,6 +30,7 @@ new owner starts from the committed offsets.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import logging
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -95,6 +96,7 @@ class TransactionalLoop:
         self._transform = transform
         self._stop = threading.Event()
         self._batch: TxnBatch | None = None
+        self._registering: concurrent.futures.Future[None] | None = None
         self._closed = False
         self.stats = LoopStats()
         self._bg = BackgroundLoop.shared()
@@ -170,14 +172,32 @@ class TransactionalLoop:
         polled = self.consumer.poll(timeout_ms=timeout_ms, max_records=limit)
         if polled:
             if self._batch is None:
-                self.producer.begin_transaction()
-                self._batch = TxnBatch(
-                    options.max_batch_records, options.max_batch_interval_ms / 1000
-                )
+                self._begin()
+                assert self._batch is not None
             if not self._process(self._batch, polled):
                 return
         if self._batch is not None and self._batch.due():
             self._finish(self._batch)
+
+    def _begin(self) -> None:
+        """Begin a transaction and register the group with it at once, in the background
+        (``send_offsets_to_transaction`` with no offsets: AddOffsetsToTxn, which waits for the
+        previous transaction's markers, then an empty TxnOffsetCommit). The offsets themselves
+        follow at the end, when AddOffsetsToTxn has nothing left to write: one replicated
+        write fewer between the last record and the commit."""
+        self.producer.begin_transaction()
+        options = self.options
+        self._batch = TxnBatch(options.max_batch_records, options.max_batch_interval_ms / 1000)
+        metadata = self.consumer.group_metadata()
+        self._registering = self._bg.submit(
+            self.producer.aio.send_offsets_to_transaction({}, metadata)
+        )
+
+    def _registered(self) -> None:
+        """Wait for the group's registration of ``_begin`` (raises its error)."""
+        registering, self._registering = self._registering, None
+        if registering is not None:
+            registering.result(self.producer.config.max_block_ms / 1000 * 2 + 30)
 
     def _process(self, batch: TxnBatch, polled: dict[TopicPartition, list[ConsumerRecord]]) -> bool:
         """Transform and send; False when the transaction had to be aborted."""
@@ -199,6 +219,7 @@ class TransactionalLoop:
     def _finish(self, batch: TxnBatch) -> None:
         """Commit the open transaction with its input offsets (KIP-691 on errors)."""
         try:
+            self._registered()
             self._send_offsets(batch)
         except StromError as exc:
             if classify(exc, committing=False) is Action.STOP:
@@ -225,9 +246,8 @@ class TransactionalLoop:
         stats.records_produced += batch.produced
 
     def _send_offsets(self, batch: TxnBatch) -> None:
-        """``send_offsets_to_transaction`` while the transaction's records are being sent
-        (both wait for the previous transaction's markers; overlapped, not one after the
-        other)."""
+        """``send_offsets_to_transaction`` (TxnOffsetCommit) while the transaction's last
+        records are being sent, overlapped rather than one after the other."""
         offsets = batch.offsets()
         metadata = self.consumer.group_metadata()
         aio = self.producer.aio
@@ -251,6 +271,11 @@ class TransactionalLoop:
         if batch is None:
             return
         log.warning("aborting the transaction (%d input records): %s", batch.consumed, reason)
+        try:
+            self._registered()  # not in flight while aborting: it would land on the next epoch
+        except StromError as exc:
+            if is_fatal(exc):
+                raise
         while True:
             try:
                 self.producer.abort_transaction()
