@@ -263,7 +263,11 @@ def _write_struct(
     for f in plain:
         _write_value(w, f, value[f.name] if f.name in value else f.zero(), version, flexible)
     if flexible:
-        present = [(f, value[f.name]) for f in tagged if value.get(f.name) is not None]
+        present = [
+            (f, value[f.name])
+            for f in tagged
+            if value.get(f.name) is not None and value[f.name] != f.zero()
+        ]  # Kafka writes a tagged field only when it differs from its default
         w.uvarint(len(present))
         for f, item in present:
             inner = Writer()

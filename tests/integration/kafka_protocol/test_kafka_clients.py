@@ -1,0 +1,258 @@
+"""Kafka's own clients against a real Strom cluster through the gateway's Kafka listener:
+confluent-kafka (librdkafka) admin, idempotent producer and a consumer group of two with a
+rebalance; kafka-python and aiokafka; kcat; records crossing between Kafka clients and
+Strom's own client in both directions."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import subprocess
+import time
+from typing import Any
+
+import pytest
+from cluster_testkit import LocalCluster
+from strom_testkit import wait_until
+
+from strom import Consumer as StromConsumer
+from strom import NewTopic
+from strom import Producer as StromProducer
+from strom import TopicPartition
+
+confluent_kafka = pytest.importorskip("confluent_kafka")
+admin_module = pytest.importorskip("confluent_kafka.admin")
+
+pytestmark = pytest.mark.integration
+
+#: librdkafka settings for a test: fast metadata and group timers on a loaded machine.
+LIBRDKAFKA = {"topic.metadata.refresh.interval.ms": 2000, "socket.timeout.ms": 30000}
+GROUP = {"session.timeout.ms": 10000, "heartbeat.interval.ms": 300, "auto.offset.reset": "earliest"}
+
+
+def make_topic(cluster: LocalCluster, name: str, partitions: int) -> None:
+    with cluster.admin() as admin:
+        admin.create_topics([NewTopic(name, partitions, 3)])
+    for p in range(partitions):
+        cluster.wait_hosted(name, p)
+
+
+def produce(kafka: str, topic: str, values: list[bytes], **settings: Any) -> None:
+    producer = confluent_kafka.Producer({"bootstrap.servers": kafka, **LIBRDKAFKA, **settings})
+    failures: list[Any] = []
+    for i, value in enumerate(values):
+        producer.produce(
+            topic, key=b"k%d" % i, value=value, headers=[("n", str(i).encode())],
+            on_delivery=lambda err, _msg: failures.append(err) if err else None,
+        )  # fmt: skip
+    assert producer.flush(60) == 0
+    assert failures == []
+
+
+def test_confluent_admin_creates_describes_alters_and_deletes_topics(kafka: str) -> None:
+    admin = admin_module.AdminClient({"bootstrap.servers": kafka, **LIBRDKAFKA})
+    topic = "kafka-admin"
+    created = admin.create_topics(
+        [admin_module.NewTopic(topic, 2, 3, config={"retention.ms": "3600000"})]
+    )
+    created[topic].result(60)
+    duplicate = admin.create_topics([admin_module.NewTopic(topic, 2, 3)])
+    with pytest.raises(confluent_kafka.KafkaException) as raised:
+        duplicate[topic].result(60)
+    assert raised.value.args[0].code() == confluent_kafka.KafkaError.TOPIC_ALREADY_EXISTS
+
+    described = admin.list_topics(topic, timeout=30).topics[topic]
+    assert sorted(described.partitions) == [0, 1]
+    assert all(len(p.replicas) == 3 for p in described.partitions.values())
+
+    resource = admin_module.ConfigResource(admin_module.ResourceType.TOPIC, topic)
+    configs = admin.describe_configs([resource])[resource].result(30)
+    assert configs["retention.ms"].value == "3600000"
+    change = admin_module.ConfigResource(
+        admin_module.ResourceType.TOPIC,
+        topic,
+        incremental_configs=[
+            admin_module.ConfigEntry(
+                "retention.ms", "7200000",
+                incremental_operation=admin_module.AlterConfigOpType.SET,
+            )
+        ],
+    )  # fmt: skip
+    admin.incremental_alter_configs([change])[change].result(30)
+    configs = admin.describe_configs([resource])[resource].result(30)
+    assert configs["retention.ms"].value == "7200000"
+
+    admin.create_partitions([admin_module.NewPartitions(topic, 3)])[topic].result(60)
+    wait_until(
+        lambda: len(admin.list_topics(topic, timeout=30).topics[topic].partitions) == 3,
+        30,
+        "three partitions",
+    )
+
+    admin.delete_topics([topic])[topic].result(60)
+    wait_until(lambda: topic not in admin.list_topics(timeout=30).topics, 30, "topic deleted")
+
+
+def test_confluent_idempotent_producer_and_a_group_of_two_with_a_rebalance(
+    cluster: LocalCluster, kafka: str
+) -> None:
+    topic = "kafka-group"
+    make_topic(cluster, topic, 4)
+    values = [b"v%d" % i for i in range(400)]
+    produce(kafka, topic, values, **{"enable.idempotence": True, "linger.ms": 5})
+
+    def consumer() -> Any:
+        c = confluent_kafka.Consumer(
+            {"bootstrap.servers": kafka, "group.id": "kafka-group-g", **LIBRDKAFKA, **GROUP,
+             "enable.auto.commit": False}
+        )  # fmt: skip
+        c.subscribe([topic])
+        return c
+
+    first = consumer()
+    seen: dict[int, bytes] = {}
+
+    def drain(c: Any, timeout: float = 0.2) -> None:
+        message = c.poll(timeout)
+        if message is not None and message.error() is None:
+            seen[int(dict(message.headers())["n"])] = message.value()
+            c.commit(message, asynchronous=False)
+
+    deadline = time.monotonic() + 60
+    while len(first.assignment()) != 4 or len(seen) < 100:
+        assert time.monotonic() < deadline, f"first consumer: {first.assignment()} {len(seen)}"
+        drain(first)
+    second = consumer()
+    deadline = time.monotonic() + 60
+    while not (len(first.assignment()) == 2 and len(second.assignment()) == 2):
+        assert time.monotonic() < deadline, f"rebalance: {first.assignment()} {second.assignment()}"
+        drain(first)
+        drain(second)
+    owned = {tp.partition for tp in first.assignment()} | {tp.partition for tp in second.assignment()}
+    assert owned == {0, 1, 2, 3}
+    deadline = time.monotonic() + 60
+    while len(seen) < len(values):
+        assert time.monotonic() < deadline, f"read {len(seen)} of {len(values)}"
+        drain(first)
+        drain(second)
+    assert [seen[i] for i in range(len(values))] == values
+    first.close()
+    second.close()
+
+
+def test_kafka_python_and_aiokafka_produce_and_consume(cluster: LocalCluster, kafka: str) -> None:
+    kafka_python = pytest.importorskip("kafka")
+    aiokafka = pytest.importorskip("aiokafka")
+    topic = "kafka-python-aio"
+    make_topic(cluster, topic, 2)
+
+    producer = kafka_python.KafkaProducer(bootstrap_servers=kafka, acks="all")
+    for i in range(50):
+        producer.send(topic, key=b"p%d" % i, value=b"kafka-python %d" % i)
+    producer.flush(30)
+    producer.close()
+
+    async def aio() -> list[bytes]:
+        sender = aiokafka.AIOKafkaProducer(bootstrap_servers=kafka, enable_idempotence=True)
+        await sender.start()
+        try:
+            for i in range(50):
+                await sender.send_and_wait(topic, key=b"a%d" % i, value=b"aiokafka %d" % i)
+        finally:
+            await sender.stop()
+        reader = aiokafka.AIOKafkaConsumer(
+            topic, bootstrap_servers=kafka, group_id="aio-group", auto_offset_reset="earliest",
+            isolation_level="read_committed",
+        )  # fmt: skip
+        await reader.start()
+        got: list[bytes] = []
+        try:
+            async with asyncio.timeout(60):
+                async for message in reader:
+                    got.append(message.value)
+                    if len(got) == 100:
+                        break
+            await reader.commit()
+        finally:
+            await reader.stop()
+        return got
+
+    got = asyncio.run(aio())
+    assert sorted(got) == sorted(
+        [b"kafka-python %d" % i for i in range(50)] + [b"aiokafka %d" % i for i in range(50)]
+    )
+    consumer = kafka_python.KafkaConsumer(
+        topic, bootstrap_servers=kafka, group_id="kp-group", auto_offset_reset="earliest",
+        consumer_timeout_ms=30000,
+    )  # fmt: skip
+    values = []
+    for message in consumer:
+        values.append(message.value)
+        if len(values) == 100:
+            break
+    consumer.close()
+    assert sorted(values) == sorted(got)
+
+
+def test_kcat_lists_produces_and_consumes(cluster: LocalCluster, kafka: str) -> None:
+    kcat = shutil.which("kcat") or shutil.which("kafkacat")
+    if kcat is None:
+        pytest.skip("kcat is not installed (Debian package kcat; .ci/run installs it)")
+    topic = "kafka-kcat"
+    make_topic(cluster, topic, 1)
+    listing = subprocess.run(
+        [kcat, "-b", kafka, "-L", "-t", topic], capture_output=True, text=True, timeout=60,
+        check=True,
+    )  # fmt: skip
+    assert f'topic "{topic}" with 1 partitions' in listing.stdout
+    lines = "".join(f"line {i}\n" for i in range(20))
+    subprocess.run(
+        [kcat, "-b", kafka, "-P", "-t", topic, "-p", "0"], input=lines, text=True, timeout=60,
+        check=True,
+    )  # fmt: skip
+    consumed = subprocess.run(
+        [kcat, "-b", kafka, "-C", "-t", topic, "-p", "0", "-o", "beginning", "-e", "-q"],
+        capture_output=True, text=True, timeout=60, check=True,
+    )  # fmt: skip
+    assert consumed.stdout == lines
+
+
+def test_records_cross_between_kafka_clients_and_strom_clients(
+    cluster: LocalCluster, kafka: str
+) -> None:
+    topic = "kafka-crossing"
+    make_topic(cluster, topic, 1)
+    values = [b"from librdkafka %d" % i for i in range(30)]
+    produce(kafka, topic, values, **{"compression.type": "lz4"})
+
+    with StromConsumer(
+        bootstrap_servers=cluster.gateway, auto_offset_reset="earliest", enable_auto_commit=False
+    ) as reader:
+        reader.assign([TopicPartition(topic, 0)])
+        got: list[Any] = []
+        deadline = time.monotonic() + 30
+        while len(got) < len(values):
+            assert time.monotonic() < deadline, f"Strom's consumer read {len(got)}"
+            got += [r for rs in reader.poll(timeout_ms=300).values() for r in rs]
+    assert [r.value for r in got] == values
+    assert [r.key for r in got] == [b"k%d" % i for i in range(30)]
+    assert [dict(r.headers)["n"] for r in got] == [str(i).encode() for i in range(30)]
+
+    with StromProducer(bootstrap_servers=cluster.gateway, acks="all") as producer:
+        for i in range(30):
+            producer.send(topic, value=b"from strom %d" % i, key=b"s%d" % i, partition=0)
+        producer.flush(30)
+    reader = confluent_kafka.Consumer(
+        {"bootstrap.servers": kafka, "group.id": "crossing", "enable.auto.commit": False,
+         **LIBRDKAFKA, **GROUP}
+    )  # fmt: skip
+    reader.assign([confluent_kafka.TopicPartition(topic, 0, 30)])
+    read: list[bytes] = []
+    deadline = time.monotonic() + 30
+    while len(read) < 30:
+        assert time.monotonic() < deadline, f"librdkafka read {len(read)}"
+        message = reader.poll(0.5)
+        if message is not None and message.error() is None:
+            read.append(message.value())
+    reader.close()
+    assert read == [b"from strom %d" % i for i in range(30)]
