@@ -1,20 +1,26 @@
 """``strom.TransactionalLoop`` on a real cluster: a loop process killed with SIGKILL mid-run and
-restarted with the same transactional id, and two loops sharing a group through rebalances
-(one joins, one leaves); a read_committed reader of the output finds every input exactly once."""
+restarted with the same transactional id, two loops sharing a group through rebalances (one
+joins, one leaves), and the asyncio loop stopped by a failing transform and resumed; a
+read_committed reader of the output finds every input exactly once."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import signal
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from cluster_testkit import LocalCluster, read_values
 from strom_testkit import wait_until
 
-from strom import NewTopic
+from strom import NewTopic, OutputRecord
+from strom.aio import TransactionalLoop as AioTransactionalLoop
+from strom.eos import LoopStats
+from strom.types import ConsumerRecord
 
 pytestmark = pytest.mark.integration
 
@@ -137,3 +143,46 @@ def test_two_loops_share_the_input_through_rebalances(
     assert stats_a["records_consumed"] > 0
     assert stats_b["records_consumed"] > 0
     assert sorted(committed_output(cluster, "share")) == sorted(inputs)
+
+
+def test_the_asyncio_loop_aborts_on_a_failing_transform_and_resumes(cluster: LocalCluster) -> None:
+    make_topics(cluster, "aio-in", "aio-out")
+    inputs = [f"a-{i}" for i in range(400)]
+    feed(cluster, "aio-in", inputs)
+
+    def loop(transform: Any) -> AioTransactionalLoop:
+        return AioTransactionalLoop(
+            cluster.gateway,
+            input_topics="aio-in",
+            group_id="aio-group",
+            transactional_id="aio-loop",
+            transform=transform,
+            max_batch_records=100,
+            consumer_options={"auto_offset_reset": "earliest"},
+        )
+
+    def failing(record: ConsumerRecord) -> list[OutputRecord]:
+        if record.value == b"a-201":
+            raise ValueError("a bug in the transform")
+        return [OutputRecord("aio-out", record.value)]
+
+    async def copy(record: ConsumerRecord) -> list[OutputRecord]:
+        await asyncio.sleep(0)
+        return [OutputRecord("aio-out", record.value)]
+
+    async def scenario() -> LoopStats:
+        with pytest.raises(ValueError, match="a bug in the transform"):
+            await loop(failing).run()  # its open transaction is aborted before it raises
+        assert done_inputs(cluster, "aio-group", "aio") < len(inputs)
+        resumed = loop(copy)
+        running = asyncio.ensure_future(resumed.run())
+        while await asyncio.to_thread(done_inputs, cluster, "aio-group", "aio") < len(inputs):
+            assert not running.done(), running.exception()
+            await asyncio.sleep(0.2)
+        resumed.stop()
+        await running
+        return resumed.stats
+
+    stats = asyncio.run(asyncio.wait_for(scenario(), 120))
+    assert 0 < stats.records_consumed < len(inputs)
+    assert sorted(committed_output(cluster, "aio")) == sorted(inputs)

@@ -31,7 +31,7 @@ EXPECTED = {
         "TopicPartition",
         "TransactionalLoop",
     ],
-    strom.aio: ["Admin", "Consumer", "ConsumerGroupMetadata", "Producer"],
+    strom.aio: ["Admin", "Consumer", "ConsumerGroupMetadata", "Producer", "TransactionalLoop"],
     strom.cluster: [
         "DEFAULT_BOOTSTRAP_SERVERS",
         "DEFAULT_MAX_MESSAGE_SIZE",

@@ -2,7 +2,8 @@
 
 from strom.admin.aio import Admin
 from strom.consumer.aio import Consumer
+from strom.eos.aio import TransactionalLoop
 from strom.producer.aio import Producer
 from strom.types import ConsumerGroupMetadata
 
-__all__ = ["Admin", "Consumer", "ConsumerGroupMetadata", "Producer"]
+__all__ = ["Admin", "Consumer", "ConsumerGroupMetadata", "Producer", "TransactionalLoop"]

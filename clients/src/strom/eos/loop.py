@@ -50,7 +50,7 @@ from strom.eos._batch import (
     classify,
     output_records,
 )
-from strom.errors import StromError
+from strom.errors import ConfigurationError, StromError
 from strom.producer import Producer, is_fatal
 from strom.types import ConsumerRecord, TopicPartition
 
@@ -92,7 +92,7 @@ class TransactionalLoop:
         check_client_options(consumer_options, producer_options)
         self._topics = [input_topics] if isinstance(input_topics, str) else list(input_topics)
         if not self._topics:
-            raise StromError("input_topics is empty: name at least one topic to read")
+            raise ConfigurationError("input_topics is empty: name at least one topic to read")
         self._transform = transform
         self._stop = threading.Event()
         self._batch: TxnBatch | None = None
