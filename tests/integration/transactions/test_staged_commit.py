@@ -11,7 +11,7 @@ from pathlib import Path
 
 import grpc
 import pytest
-from cluster_testkit import LocalCluster, read_values
+from cluster_testkit import LocalCluster, assert_ok, read_values
 from strom_testkit import wait_until
 
 from strom import NewTopic, Producer
@@ -127,6 +127,14 @@ def test_staged_members_commit_as_one_decision_and_replays_commit_nothing(
         assert result.commit.failed_members == () and result.commit.metadata == b'{"batch": 0}'
         assert admin.describe_staged_commit("st-one") == result.commit
         assert admin.describe_staged_commit("st-none") is None
+        shown = assert_ok(cluster.strom("transactions", "describe-commit", "--commit-id",
+                                        "st-one", "--json")).json()  # fmt: skip
+        assert (shown["sequence"], shown["state"], shown["metadata"]) == (
+            0,
+            "Committed",
+            '{"batch": 0}',
+        )
+        assert {m["transactional_id"] for m in shown["members"]} == {local_id, remote_id}
         # the same call again (a lost answer): recognised, answered alike
         assert admin.commit_staged_transactions("st-one", 0, [second, first], b"") == result
         wait_until(lambda: len(committed(cluster, "st-one")) == 5, 30, "both members visible")

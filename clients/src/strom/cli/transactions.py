@@ -1,5 +1,6 @@
-"""``strom transactions list|describe|describe-producers|find-hanging|abort``: transactions
-through the gateway, as Kafka's ``kafka-transactions.sh``.
+"""``strom transactions list|describe|describe-commit|describe-producers|find-hanging|abort``:
+transactions through the gateway, as Kafka's ``kafka-transactions.sh`` (``describe-commit``:
+a commit id's staged-commit decision, Strom's own).
 
 ``abort`` ends an open transaction by fencing its transactional id (InitProducerId, as a new
 producer with the id would): Strom has no client-facing WriteTxnMarkers, so Kafka's
@@ -20,7 +21,7 @@ from strom.admin.transactions import STATES, HangingTransaction
 from strom.cli.admin_commands import _admin, _common
 from strom.cli.groups import _emit, _table
 from strom.errors import ConfigurationError, StromError
-from strom.types import TopicPartition
+from strom.types import StagedTransaction, TopicPartition
 
 #: Kafka's default of find-hanging's --max-transaction-timeout, in minutes.
 DEFAULT_MAX_TRANSACTION_TIMEOUT_MIN = 15
@@ -56,6 +57,11 @@ def add_parsers(commands: Any) -> None:
     describe.add_argument("--transactional-id", required=True)
     _common(describe)
     describe.set_defaults(handler=transactions_describe)
+
+    commit = actions.add_parser("describe-commit", help="a commit id's last staged-commit decision")
+    commit.add_argument("--commit-id", required=True)
+    _common(commit)
+    commit.set_defaults(handler=transactions_describe_commit)
 
     producers = actions.add_parser(
         "describe-producers", help="the producers a partition's leader knows"
@@ -148,6 +154,38 @@ def transactions_describe(args: argparse.Namespace) -> int:
                     duration or "-",
                     partitions,
                     ",".join(found.group_ids) or "-",
+                )
+            ],
+        ),
+    )
+    return 0
+
+
+def transactions_describe_commit(args: argparse.Namespace) -> int:
+    with _admin(args) as admin:
+        found = admin.describe_staged_commit(args.commit_id)
+    if found is None:
+        raise StromError(f"commit id {args.commit_id!r} has no staged-commit decision")
+
+    def names(members: tuple[StagedTransaction, ...]) -> str:
+        return ",".join(f"{m.transactional_id}:{m.producer_id}:{m.producer_epoch}"
+                        for m in members) or "-"  # fmt: skip
+
+    value = asdict(found)
+    value["metadata"] = found.metadata.decode(errors="replace")
+    _emit(
+        args,
+        value,
+        _table(
+            ("COMMIT-ID", "SEQUENCE", "STATE", "MEMBERS", "FAILED-MEMBERS", "METADATA"),
+            [
+                (
+                    found.commit_id,
+                    found.sequence,
+                    found.state,
+                    names(found.members),
+                    names(found.failed_members),
+                    value["metadata"] or "-",
                 )
             ],
         ),
