@@ -23,6 +23,9 @@ case. Rates run from the first call to the last acknowledgement.
 * the floor: ``strom.producer.fast_path.append_floor(buf, topic, value)``, a C function of
   the same call shape that only appends the value to a bytearray, in the same loop; and the
   empty loop.
+* where a call's time goes, without a cluster: each part of the pure-Python path alone
+  (``_try_send``, ``Accumulator.append``, the record writer, the clock, ``RecordFuture``,
+  murmur2) and the C path, CPU microseconds per call.
 * Redis: ``redis-benchmark XADD -P 1000`` with 50 connections (its default) and with one,
   a 100-byte field; redis-py (hiredis) ``XADD`` pipelined 1,000 per round trip.
 
@@ -279,6 +282,112 @@ def floor(data: Data) -> dict[str, float]:
     return best
 
 
+def breakdown(data: Data) -> dict[str, float]:
+    """Where a send() call's time goes, without a cluster: CPU us per call of each part of
+    the pure-Python path (a never-started asyncio producer with the topic's metadata planted,
+    its batches kept in memory) and of the C path, each part alone in the same loop; best
+    of 3. The empty loop is included in every figure."""
+    from strom.producer.partitioner import murmur2_partition, murmur2_partition_py
+
+    values = data.values[:200_000]
+    keys = data.keys[: len(values)]
+    n = len(values)
+
+    def fresh() -> Any:
+        p = strom.aio.Producer("127.0.0.1:1", **dict(OPTIONS, buffer_memory=1 << 30))
+        p._cluster._topics["t"] = tuple(range(PARTITIONS))
+        p._sticky.partition("t", PARTITIONS)
+        return p
+
+    def timed(body: Callable[[], None]) -> float:
+        best = float("inf")
+        for _ in range(3):
+            gc.collect()
+            c0 = time.thread_time()
+            body()
+            best = min(best, (time.thread_time() - c0) / n * 1e6)
+        return best
+
+    out: dict[str, float] = {}
+
+    def empty() -> None:
+        for value in values:  # noqa: B007 - the loop alone
+            pass
+
+    def python_send() -> None:
+        send = fresh()._try_send
+        for value in values:
+            send("t", value, None, None, None, None, None)
+
+    def python_send_keyed() -> None:
+        send = fresh()._try_send
+        headers = HEADERS
+        for key, value in zip(keys, values, strict=True):
+            send("t", value, key, headers, None, None, None)
+
+    def accumulator_append() -> None:
+        append = fresh()._acc.append
+        for value in values:
+            append("t", 0, 1_700_000_000_000, None, value, None, 112)
+
+    def writer_append() -> None:
+        p = fresh()
+        batch, _ = p._acc.append("t", 0, 1, None, b"x", None, 13)
+        append = batch.append
+        for value in values:
+            append(1_700_000_000_000, None, value, None)
+
+    def wall_clock() -> None:
+        clock = time.time
+        for _ in values:
+            int(clock() * 1000)
+
+    def record_future() -> None:
+        p = fresh()
+        batch, _ = p._acc.append("t", 0, 1, None, b"x", None, 13)
+        make = type(p._try_send("t", b"x", None, None, 0, 1, None))
+        for i in range(n):
+            make(batch, i, 1_700_000_000_000, -1, 100)
+
+    def murmur_py() -> None:
+        for key in keys:
+            murmur2_partition_py(key, PARTITIONS)
+
+    def murmur_c() -> None:
+        for key in keys:
+            murmur2_partition(key, PARTITIONS)
+
+    def c_send() -> None:
+        p = fresh()
+        send = p._fast_send(None, awaitable=False)
+        for value in values:
+            send("t", value)
+
+    def c_send_keyed() -> None:
+        p = fresh()
+        send = p._fast_send(None, awaitable=False)
+        headers = HEADERS
+        for key, value in zip(keys, values, strict=True):
+            send("t", value, key, headers)
+
+    parts: list[tuple[str, Callable[[], None]]] = [
+        ("empty loop", empty),
+        ("python: _try_send, no key (all below)", python_send),
+        ("python: _try_send, key + 2 headers", python_send_keyed),
+        ("python: Accumulator.append (lock, queue, batch)", accumulator_append),
+        ("python: the record writer's append (C)", writer_append),
+        ("python: int(time.time() * 1000)", wall_clock),
+        ("python: RecordFuture(...)", record_future),
+        ("python: murmur2_partition (pure)", murmur_py),
+        ("c: murmur2_partition", murmur_c),
+    ]
+    if fast_path.IMPLEMENTATION == "c":
+        parts += [("c: FastSend, no key", c_send), ("c: FastSend, key + 2 headers", c_send_keyed)]
+    for name, body in parts:
+        out[name] = timed(body)
+    return out
+
+
 # --------------------------------------------------------------------------- redis
 
 
@@ -401,6 +510,8 @@ def run(profile: Profile, quick: bool, keep: bool) -> dict[str, Any]:
     try:
         progress("the floor: a C call of send()'s shape that only appends to a buffer ...")
         summary["floor"] = floor(data)
+        progress("where a send() call's time goes (no cluster) ...")
+        summary["breakdown_cpu_us"] = breakdown(data)
         progress(f"starting a cluster and redis-server in {workdir} ...")
         spec = cluster_spec(workdir)
         supervisor = Supervisor(spec.processes(), grace_s=30.0)
@@ -512,6 +623,9 @@ def report(summary: dict[str, Any]) -> None:
         loop = f"{row['loop_us']:8.3f}" if "loop_us" in row else " " * 8
         cpu = f"{row['caller_cpu_us']:7.3f}" if "caller_cpu_us" in row else " " * 7
         print(f"{name:44} {row['rate']:11,.0f} {row['rate_spread']:7.2f} {loop} {cpu}")
+    print("where a send() call's time goes, CPU us per call (each part alone, loop included):")
+    for name, us in summary["breakdown_cpu_us"].items():
+        print(f"  {name:52} {us:7.3f}")
     fl = summary.get("floor")
     if fl:
         print(

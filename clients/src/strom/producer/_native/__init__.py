@@ -41,8 +41,9 @@ elif os.environ.get("STROM_PRODUCER_FAST_PATH", "") in ("0", "false", "no"):
 else:
     try:
         from strom.producer._native import _cproducer as cproducer
-    except ImportError as exc:  # not built (no compiler) or built for another interpreter
-        reason = f"C extension unavailable: {exc}"
+    except Exception as exc:  # not built, built for another interpreter, or the codec's
+        # C twin lacks the append API this one takes (an older build of it)
+        reason = f"C extension unavailable: {exc!r}"
 
 
 class _PyBatchBase:

@@ -397,6 +397,8 @@ static PyType_Spec ready_spec = {
     "strom.producer._native._cproducer.Ready", sizeof(Ready), 0, Py_TPFLAGS_DEFAULT,
     ready_slots};
 
+#define PK_CACHE 64
+
 /* ------------------------------------------------------------------ Lock */
 
 /* The accumulator's lock: threading.Lock's interface (acquire(blocking, timeout), release,
@@ -614,6 +616,7 @@ typedef struct {
     PyTypeObject *future_type; /* RecordFuture (a FutureBase subclass) */
     Py_ssize_t max_record;
     int awaitable;            /* return Ready(future) (the asyncio producer) */
+    PyObject *pk_cache[PK_CACHE]; /* (topic, partition) keys of acc._queues, reused */
 } FastSend;
 
 static PyObject *str_fatal, *str_block, *str_wakeup;
@@ -635,6 +638,8 @@ fast_traverse(FastSend *self, visitproc visit, void *arg)
     Py_VISIT(self->txn);
     Py_VISIT(self->fallback);
     Py_VISIT(self->future_type);
+    for (int i = 0; i < PK_CACHE; i++)
+        Py_VISIT(self->pk_cache[i]);
     return 0;
 }
 
@@ -654,6 +659,8 @@ fast_clear(FastSend *self)
     Py_CLEAR(self->txn);
     Py_CLEAR(self->fallback);
     Py_CLEAR(self->future_type);
+    for (int i = 0; i < PK_CACHE; i++)
+        Py_CLEAR(self->pk_cache[i]);
     return 0;
 }
 
@@ -668,6 +675,14 @@ fast_dealloc(FastSend *self)
 }
 
 static PyTypeObject *acc_type, *batch_type, *future_base_type;
+
+/* The record codec's C append (strom.records._native._crecords._append_api) and its
+ * RecordsWriter type: a batch whose ``append`` is a RecordsWriter's bound method is appended
+ * to through it. */
+typedef int (*writer_append_fn)(PyObject *, PyObject *, PyObject *, PyObject *, PyObject *,
+                                Py_ssize_t *);
+static writer_append_fn writer_append;
+static PyTypeObject *writer_type;
 
 static PyObject *fast_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf,
                                  PyObject *kwnames);
@@ -852,7 +867,8 @@ fast_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObje
             return NULL;
         return fast_fallback(self, args, nargsf, kwnames);
     }
-    Py_ssize_t count = PyObject_Length(partitions);
+    Py_ssize_t count = PyTuple_CheckExact(partitions) ? PyTuple_GET_SIZE(partitions)
+                                                      : PyObject_Length(partitions);
     if (count <= 0)
         return count < 0 ? NULL : fast_fallback(self, args, nargsf, kwnames);
     Py_ssize_t partition;
@@ -901,19 +917,25 @@ fast_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObje
             return fast_fallback(self, args, nargsf, kwnames);  /* the writer's error */
         ts_obj = Py_NewRef(a[A_TIMESTAMP]);
     }
-    PyObject *pk = PyTuple_New(2);
-    if (pk == NULL) {
-        Py_DECREF(ts_obj);
-        return NULL;
+    /* The queue's key (topic, partition): a cached tuple when this topic object and
+     * partition came before (no allocation, and the dict lookup compares by identity). */
+    size_t slot = ((size_t)topic >> 4) * 31u + (size_t)partition;
+    slot &= PK_CACHE - 1;
+    PyObject *pk = self->pk_cache[slot];
+    if (pk != NULL && PyTuple_GET_ITEM(pk, 0) == topic &&
+        PyLong_AsSsize_t(PyTuple_GET_ITEM(pk, 1)) == partition) {
+        Py_INCREF(pk);
     }
-    PyTuple_SET_ITEM(pk, 0, Py_NewRef(topic));
-    PyObject *pobj = PyLong_FromSsize_t(partition);
-    if (pobj == NULL) {
-        Py_DECREF(pk);
-        Py_DECREF(ts_obj);
-        return NULL;
+    else {
+        PyObject *pobj = PyLong_FromSsize_t(partition);
+        pk = pobj == NULL ? NULL : PyTuple_Pack(2, topic, pobj);
+        Py_XDECREF(pobj);
+        if (pk == NULL) {
+            Py_DECREF(ts_obj);
+            return NULL;
+        }
+        Py_XSETREF(self->pk_cache[slot], Py_NewRef(pk));
     }
-    PyTuple_SET_ITEM(pk, 1, pobj);
 
     /* -- under the accumulator's lock -- */
     if (lock_take(self->lock, -1) < 0) {
@@ -961,18 +983,24 @@ fast_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObje
         wake = 1;
     }
     {
-        PyObject *wargs[4] = {ts_obj, key, value, headers};
-        PyObject *index_obj = PyObject_Vectorcall(batch->append, wargs, 4, NULL);
-        if (index_obj == NULL) {
+        Py_ssize_t index;
+        PyObject *append = batch->append;
+        if (append != NULL && PyCFunction_Check(append) &&
+            Py_TYPE(PyCFunction_GET_SELF(append)) == writer_type) {
+            if (writer_append(PyCFunction_GET_SELF(append), ts_obj, key, value, headers,
+                              &index) < 0)
+                index = -1;
+        }
+        else {
+            PyObject *wargs[4] = {ts_obj, key, value, headers};
+            PyObject *index_obj = append == NULL ? NULL : PyObject_Vectorcall(append, wargs, 4, NULL);
+            index = index_obj == NULL ? -1 : PyLong_AsSsize_t(index_obj);
+            Py_XDECREF(index_obj);
+        }
+        if (index < 0) {
             /* A bad record: the Python path raises the same error and drops an empty batch. */
             PyErr_Clear();
             fallback = 1;
-            Py_CLEAR(batch);
-            goto unlock;
-        }
-        Py_ssize_t index = PyLong_AsSsize_t(index_obj);
-        Py_DECREF(index_obj);
-        if (index == -1 && PyErr_Occurred()) {
             Py_CLEAR(batch);
             goto unlock;
         }
@@ -1149,6 +1177,17 @@ module_exec(PyObject *module)
         if (arg_strs[i] == NULL)
             return -1;
     }
+    writer_append = (writer_append_fn)PyCapsule_Import(
+        "strom.records._native._crecords._append_api", 0);
+    if (writer_append == NULL)
+        return -1;
+    PyObject *crecords = PyImport_ImportModule("strom.records._native._crecords");
+    if (crecords == NULL)
+        return -1;
+    writer_type = (PyTypeObject *)PyObject_GetAttrString(crecords, "RecordsWriter");
+    Py_DECREF(crecords);
+    if (writer_type == NULL)
+        return -1;
     str_fatal = PyUnicode_InternFromString("fatal");
     str_block = PyUnicode_InternFromString("block");
     str_wakeup = PyUnicode_InternFromString("wakeup");

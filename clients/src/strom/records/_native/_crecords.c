@@ -873,6 +873,28 @@ writer_append(Writer *w, PyObject *const *args, Py_ssize_t nargs)
     return PyLong_FromSsize_t(od);
 }
 
+static PyTypeObject WriterType;
+
+/* RecordsWriter.append for other C code (the producer's fast path, strom.producer._native),
+ * exported as the capsule ``_crecords._append_api``: the same checks and errors, the offset
+ * delta in ``*od``, no method call and no int object for the result. */
+static int
+capi_writer_append(PyObject *writer, PyObject *ts_obj, PyObject *key_obj, PyObject *value_obj,
+                   PyObject *headers_obj, Py_ssize_t *od)
+{
+    if (Py_TYPE(writer) != &WriterType) {
+        PyErr_SetString(PyExc_TypeError, "not a RecordsWriter");
+        return -1;
+    }
+    Writer *w = (Writer *)writer;
+    if (writer_enter(w) < 0) {
+        return -1;
+    }
+    int rc = append_one(w, ts_obj, key_obj, value_obj, headers_obj, od);
+    w->busy = 0;
+    return rc;
+}
+
 static PyObject *
 writer_append_many(Writer *w, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -1200,6 +1222,13 @@ PyInit__crecords(void)
     Py_INCREF(&WriterType);
     if (PyModule_AddObject(module, "RecordsWriter", (PyObject *)&WriterType) < 0) {
         Py_DECREF(&WriterType);
+        Py_DECREF(module);
+        return NULL;
+    }
+    PyObject *api = PyCapsule_New((void *)capi_writer_append,
+                                  "strom.records._native._crecords._append_api", NULL);
+    if (api == NULL || PyModule_AddObject(module, "_append_api", api) < 0) {
+        Py_XDECREF(api);
         Py_DECREF(module);
         return NULL;
     }
