@@ -265,11 +265,17 @@ class PartitionOwnership:
             try:
                 await self._reconcile()
                 backoff = _BACKOFF_S
+                continue
             except (EtcdUnavailableError, StromError) as exc:
                 log.warning("placement failed; will retry", topic=self.topic, error=str(exc))
-                await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, _BACKOFF_MAX_S)
-                self._wanted.set()
+            except Exception:
+                # Never let placement stop for good: etcd refuses a claim made on a lease that
+                # expired while the claim waited out a partition (NOT_FOUND), and the next
+                # round claims on the new lease.
+                log.exception("placement failed; will retry", topic=self.topic)
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, _BACKOFF_MAX_S)
+            self._wanted.set()
 
     async def _reconcile(self) -> None:
         me = self.coordinator_id
