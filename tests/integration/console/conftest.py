@@ -104,6 +104,7 @@ def launch_console(cluster: LocalCluster, log_dir: Path, *flags: str) -> Console
         "strom_console", log_dir,
         "--bootstrap-servers", cluster.gateway,
         "--sample-interval-s", "0.5",
+        "--metadata-cache-s", "0",
         "--log-format", "console",
         *flags,
     )  # fmt: skip

@@ -27,8 +27,15 @@ from starlette.staticfiles import StaticFiles
 from strom.aio import Admin, Producer
 from strom.errors import ConfigurationError, StromError
 from strom.serde import SchemaRegistryClient, SchemaRegistryError
-from strom.types import TopicPartition
+from strom.types import (
+    ClusterDescription,
+    ConsumerGroupListing,
+    NewTopic,
+    TopicDescription,
+    TopicPartition,
+)
 from strom_console import browse, filters, lag, messages, offsets_reset, overview, topics
+from strom_console.cache import Cached
 from strom_console.charts import line_chart
 from strom_console.config import ConsoleConfig
 from strom_console.guard import Guard, session_of
@@ -67,6 +74,17 @@ class Console:
             max_groups=config.lag_groups_max,
         )
         self.searches = SearchJobs(config.bootstrap_servers, config.request_timeout_ms)
+        fresh = config.metadata_cache_s
+        self.topics_cache: Cached[list[TopicDescription]] = Cached(
+            self.admin.describe_topics, fresh_s=fresh, max_age_s=15 * fresh
+        )
+        self.cluster_cache: Cached[ClusterDescription] = Cached(
+            self.admin.describe_cluster, fresh_s=fresh, max_age_s=15 * fresh
+        )
+        self.groups_cache: Cached[list[ConsumerGroupListing]] = Cached(
+            self.admin.list_consumer_groups, fresh_s=fresh, max_age_s=15 * fresh
+        )
+        self.sampler.on_topics = self.topics_cache.put
         self.sessions = Sessions()
         self.registry = (
             SchemaRegistryClient(
@@ -83,6 +101,13 @@ class Console:
         )
         self.env.filters["rate"] = _rate
         self.env.filters["count"] = _count
+
+    def changed(self) -> None:
+        """The console changed the cluster: listings are asked again, the sampler samples."""
+        self.topics_cache.invalidate()
+        self.cluster_cache.invalidate()
+        self.groups_cache.invalidate()
+        self.sampler.wake()
 
     async def producer(self) -> Producer:
         if self._producer is None:
@@ -170,9 +195,9 @@ def _route(console: Console, handler: Handler) -> Callable[[Request], Awaitable[
 
 
 async def _overview_data(console: Console) -> overview.Overview:
-    cluster = await console.admin.describe_cluster()
-    described = await console.admin.describe_topics()
-    groups = await console.admin.list_consumer_groups()
+    cluster, described, groups = await asyncio.gather(
+        console.cluster_cache.get(), console.topics_cache.get(), console.groups_cache.get()
+    )
     snap = console.sampler.snapshot
     return overview.summarize(
         cluster, described, groups, min_isr=console.sampler.min_isr, rates=snap.rates or None
@@ -189,7 +214,7 @@ async def fragment_overview(console: Console, request: Request) -> Response:
 
 async def _topic_page(console: Console, request: Request) -> dict[str, Any]:
     q = request.query_params
-    described = await console.admin.describe_topics()
+    described = await console.topics_cache.get()
     snap = console.sampler.snapshot
     rows = topics.topic_rows(
         described, min_isr=console.sampler.min_isr, messages=snap.messages, rates=snap.rates
@@ -215,8 +240,6 @@ async def create_topic(console: Console, request: Request) -> Response:
     name = _field(form, "name").strip()
     if not name:
         raise BadInput("the topic name is empty")
-    from strom.types import NewTopic
-
     await console.admin.create_topics(
         [
             NewTopic(
@@ -226,7 +249,7 @@ async def create_topic(console: Console, request: Request) -> Response:
             )
         ]
     )
-    console.sampler.wake()
+    console.changed()
     return RedirectResponse(f"/topics/{name}", 303)
 
 
@@ -296,7 +319,7 @@ async def add_partitions(console: Console, request: Request) -> Response:
     form = await request.form()
     count = _int(_field(form, "count"), "count", minimum=1)
     await console.admin.create_partitions({name: count})
-    console.sampler.wake()
+    console.changed()
     return RedirectResponse(f"/topics/{name}?notice=now {count} partitions", 303)
 
 
@@ -306,7 +329,7 @@ async def delete_topic(console: Console, request: Request) -> Response:
     if _field(form, "confirm") != name:
         raise BadInput(f"type the topic's name ({name}) to confirm its deletion")
     await console.admin.delete_topics([name])
-    console.sampler.wake()
+    console.changed()
     return RedirectResponse("/topics", 303)
 
 
@@ -317,6 +340,7 @@ async def elect_leaders(console: Console, request: Request) -> Response:
         "preferred", [TopicPartition(name, p.partition) for p in described.partitions]
     )
     elected = sum(code == "NONE" for code in outcome.values())
+    console.changed()
     return RedirectResponse(
         f"/topics/{name}?notice=preferred leaders elected on {elected} partition(s)", 303
     )
@@ -358,6 +382,7 @@ async def reassign(console: Console, request: Request) -> Response:
         await console.admin.alter_partition_reassignments(
             {TopicPartition(name, p): r for p, r in changed.items()}
         )
+        console.changed()
     return RedirectResponse(
         f"/topics/{name}?notice=reassignment of {len(changed)} partition(s) started", 303
     )
@@ -573,7 +598,7 @@ async def stop_search(console: Console, request: Request) -> Response:
 
 async def _groups_page(console: Console, request: Request) -> dict[str, Any]:
     q = request.query_params
-    listed = await console.admin.list_consumer_groups()
+    listed = await console.groups_cache.get()
     needle = q.get("q", "").strip().lower()
     found = [g for g in listed if needle in g.group_id.lower()]
     page = topics.paginate(found, _int(q.get("page"), "page", 1, 1), _PER_PAGE)
@@ -670,7 +695,7 @@ async def reset_offsets(console: Console, request: Request) -> Response:
             group_id, {row.tp: row.target for row in plan}
         )
         applied = True
-        console.sampler.wake()
+        console.changed()
     data = await _group_data(console, group_id)
     return console.render(
         request,

@@ -43,6 +43,13 @@ class ConsoleConfig:
     request_timeout_ms: int = setting(
         15000, help="deadline of each call to the cluster", min=100, max=600000
     )
+    metadata_cache_s: float = setting(
+        2.0,
+        help="pages reuse the cluster's topic, node and group listings this long; up to 15 times "
+        "as long they get the last one at once while it is refreshed; 0: always ask",
+        min=0.0,
+        max=600.0,
+    )
     sample_interval_s: float = setting(
         10.0,
         help="how often the console samples end offsets and group offsets (rates, lag history)",

@@ -12,11 +12,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from strom.aio import Admin
 from strom.errors import StromError
-from strom.types import TopicPartition
+from strom.types import TopicDescription, TopicPartition
 from strom_console.lag import LagHistory, total_lag
 from strom_server.runtime.logs import get_logger
 
@@ -51,6 +52,8 @@ class Sampler:
         self.min_isr: dict[str, int] = {}
         self.samples = 0
         self.last_error = ""
+        #: Called with each sample's topic descriptions (the pages' cache takes them).
+        self.on_topics: Callable[[list[TopicDescription]], None] | None = None
         self._task: asyncio.Task[None] | None = None
         self._wake = asyncio.Event()
 
@@ -81,6 +84,8 @@ class Sampler:
     async def sample(self) -> None:
         """Take one sample now."""
         topics = await self.admin.describe_topics()
+        if self.on_topics is not None:
+            self.on_topics(topics)
         tps = [
             TopicPartition(t.name, p.partition)
             for t in topics

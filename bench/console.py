@@ -1,0 +1,292 @@
+"""Benchmark of the web console: page latency over HTTP with many topics and groups, and the
+console's memory while browsing a large topic; beside baselines measured in the same run.
+
+One real local cluster on loopback (``LocalClusterSpec``: etcd, 2 controllers, 3 storage
+nodes, the gateway, a coordinator) and one console process (``python -m strom_console``,
+sampling every 5 s), data in a temporary directory, everything stopped at the end.
+
+* Setup: 1,000 topics x 10 partitions (``--quick``: 50 x 10), 50 consumer groups (``--quick``:
+  10) with committed offsets on 10 partitions each, and one large topic of 3 partitions
+  holding 1 GiB (``--quick``: 32 MiB) of 64 KiB values.
+* Latency: sequential GETs on one kept-alive HTTP connection (the way a browser tab asks) of
+  the overview (``/``), the topics list (``/topics``, first page of 100 rows over all
+  topics) and a group page (``/groups/bench-group-0``), 200 each (``--quick``: 50) after 5
+  warm-up requests; p50 and p99. Baselines: ``/healthz`` (the HTTP floor: uvicorn, the guard,
+  routing) and the cluster calls each page makes, made directly by a ``strom.aio.Admin`` in
+  this process (the cluster's floor). Ratio: page p50 / (healthz p50 + calls p50): what the
+  console adds on top of what it must ask.
+* Memory: the console's RSS (``/proc/PID/status`` VmRSS) before and while browsing the large
+  topic: 100 pages (``--quick``: 20) of 50 records per partition from random offsets, as text
+  (each value cut at 4 KiB for display). Flat means the growth after the first 10 pages is
+  small next to the data browsed.
+
+The last line is ``SUMMARY {json}``.
+
+    .venv/bin/python bench/console.py            # full run, several minutes (topic creation)
+    .venv/bin/python bench/console.py --quick    # under a minute
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import http.client
+import os
+import random
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from benchkit import bench_arguments, free_base_port, free_port, print_summary, progress
+
+from strom import NewTopic, Producer, TopicPartition
+from strom.aio import Admin
+from strom_server.local.cluster import LocalClusterSpec
+from strom_server.local.supervisor import Supervisor
+
+NODES = 3
+BIG_TOPIC = "bench-big"
+VALUE_BYTES = 64 * 1024
+PAGE_SIZE = 50
+
+
+@contextlib.contextmanager
+def running_cluster(workdir: Path) -> Iterator[LocalClusterSpec]:
+    spec = LocalClusterSpec(
+        data_dir=workdir,
+        etcd_client_port=free_port(),
+        etcd_peer_port=free_port(),
+        base_port=free_base_port(1 + NODES + 2 + 1),
+        storage_nodes=NODES,
+        controllers=2,
+        coordinators=1,
+    )
+    supervisor = Supervisor(spec.processes(), grace_s=30.0)
+    try:
+        supervisor.start_all(90.0)
+        yield spec
+    finally:
+        supervisor.stop_all()
+
+
+async def populate(gateway: str, topics: int, groups: int) -> None:
+    async with Admin(gateway, request_timeout_ms=120_000) as admin:
+        names = [f"bench-topic-{i:04d}" for i in range(topics)]
+        for start in range(0, topics, 100):
+            await admin.create_topics([NewTopic(n, 10, 1) for n in names[start : start + 100]])
+            progress(f"  {min(start + 100, topics)} topics created")
+        await admin.create_topics([NewTopic(BIG_TOPIC, 3, 1)])
+        deadline = time.monotonic() + 300
+        while True:
+            described = await admin.describe_topics()
+            if all(p.leader >= 0 for t in described for p in t.partitions):
+                break
+            if time.monotonic() > deadline:
+                raise RuntimeError("the benchmark topics got no leaders in time")
+            await asyncio.sleep(0.5)
+        for g in range(groups):
+            topic = names[g % len(names)]
+            await admin.alter_consumer_group_offsets(
+                f"bench-group-{g}", {TopicPartition(topic, p): 0 for p in range(10)}
+            )
+        progress(f"  {groups} groups committed offsets")
+
+
+def fill_big_topic(gateway: str, total_bytes: int) -> int:
+    value = os.urandom(VALUE_BYTES // 2).hex().encode()
+    count = total_bytes // VALUE_BYTES
+    with Producer(gateway, linger_ms=5, batch_size=1024 * 1024) as producer:
+        for i in range(count):
+            producer.send(BIG_TOPIC, value=value, key=str(i).encode())
+        producer.flush()
+    return count
+
+
+def start_console(gateway: str, workdir: Path) -> tuple[subprocess.Popen[bytes], int]:
+    port = free_port()
+    log = (workdir / "console.log").open("wb")
+    popen = subprocess.Popen(
+        [sys.executable, "-m", "strom_console", "--listen", f"127.0.0.1:{port}",
+         "--bootstrap-servers", gateway, "--sample-interval-s", "5"],
+        stdout=log, stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    return popen, port
+
+
+def get(conn: http.client.HTTPConnection, path: str) -> tuple[int, bytes]:
+    conn.request("GET", path)
+    response = conn.getresponse()
+    return response.status, response.read()
+
+
+def wait_for(condition: Callable[[], bool], timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{what} did not happen in {timeout_s} s")
+        time.sleep(0.2)
+
+
+def percentiles(samples: list[float]) -> tuple[float, float]:
+    ordered = sorted(samples)
+    p99 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
+    return statistics.median(ordered) * 1000, p99 * 1000
+
+
+def page_latency(port: int, path: str, n: int) -> tuple[float, float, int]:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    size = 0
+    for _ in range(5):
+        status, body = get(conn, path)
+        if status != 200:
+            raise RuntimeError(f"{path}: HTTP {status}: {body[:300]!r}")
+        size = len(body)
+    samples = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        status, _ = get(conn, path)
+        samples.append(time.perf_counter() - t0)
+        assert status == 200, path
+    conn.close()
+    p50, p99 = percentiles(samples)
+    return p50, p99, size
+
+
+async def call_latency(
+    gateway: str, calls: Callable[[Admin], Awaitable[Any]], n: int
+) -> tuple[float, float]:
+    async with Admin(gateway) as admin:
+        for _ in range(3):
+            await calls(admin)
+        samples = []
+        for _ in range(n):
+            t0 = time.perf_counter()
+            await calls(admin)
+            samples.append(time.perf_counter() - t0)
+    return percentiles(samples)
+
+
+async def overview_calls(admin: Admin) -> None:
+    await admin.describe_cluster()
+    await admin.describe_topics()
+    await admin.list_consumer_groups()
+
+
+async def topics_calls(admin: Admin) -> None:
+    await admin.describe_topics()
+
+
+async def group_calls(admin: Admin) -> None:
+    group = "bench-group-0"
+    await admin.describe_consumer_groups([group])
+    committed = await admin.list_consumer_group_offsets(group)
+    await admin.list_offsets(dict.fromkeys(committed, "latest"))
+
+
+def rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError("no VmRSS")
+
+
+def run(quick: bool, keep: bool) -> dict[str, Any]:
+    topics, groups = (50, 10) if quick else (1000, 50)
+    big_bytes = 32 * 1024 * 1024 if quick else 1024 * 1024 * 1024
+    requests, pages = (50, 20) if quick else (200, 100)
+    workdir = Path(tempfile.mkdtemp(prefix="strom-bench-console-"))
+    summary: dict[str, Any] = {"quick": quick, "topics": topics, "partitions": topics * 10,
+                               "groups": groups}  # fmt: skip
+    try:
+        with running_cluster(workdir) as spec:
+            progress(f"cluster up; creating {topics} topics x 10 partitions, {groups} groups")
+            asyncio.run(populate(spec.gateway_address, topics, groups))
+            progress(f"writing {big_bytes >> 20} MiB of {VALUE_BYTES >> 10} KiB values")
+            records = fill_big_topic(spec.gateway_address, big_bytes)
+            summary["big_topic_mib"] = big_bytes >> 20
+            popen, port = start_console(spec.gateway_address, workdir)
+            try:
+                conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+
+                def sampled() -> bool:
+                    with contextlib.suppress(OSError, http.client.HTTPException):
+                        status, body = get(conn, "/fragments/groups/bench-group-0")
+                        return status == 200 and b"sample(s) from" in body
+                    conn.close()
+                    return False
+
+                wait_for(sampled, 120, "the console's first sample")
+                progress("console up and sampled; measuring page latency")
+                http_p50, http_p99, _ = page_latency(port, "/healthz", requests)
+                summary.update(healthz_p50_ms=http_p50, healthz_p99_ms=http_p99)
+                for name, path, calls in (
+                    ("overview", "/", overview_calls),
+                    ("topics", "/topics", topics_calls),
+                    ("group", "/groups/bench-group-0", group_calls),
+                ):
+                    p50, p99, size = page_latency(port, path, requests)
+                    c50, c99 = asyncio.run(call_latency(spec.gateway_address, calls, requests))
+                    ratio = p50 / (http_p50 + c50)
+                    progress(
+                        f"  {name:<8} p50 {p50:6.1f} ms  p99 {p99:6.1f} ms  ({size >> 10} KiB)"
+                        f"  | floor: http {http_p50:.1f} + calls {c50:.1f} ms (p99 {c99:.1f})"
+                        f"  -> x{ratio:.2f}"
+                    )
+                    summary.update(
+                        {f"{name}_p50_ms": round(p50, 2), f"{name}_p99_ms": round(p99, 2),
+                         f"{name}_calls_p50_ms": round(c50, 2),
+                         f"{name}_vs_floor": round(ratio, 2)}
+                    )  # fmt: skip
+                progress(f"browsing {BIG_TOPIC} ({records} records): {pages} pages")
+                rng = random.Random(7)
+                per_partition = records // 3
+                rss = [rss_mb(popen.pid)]
+                conn.close()  # idle past uvicorn's keep-alive while the pages were measured
+                conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+                for _ in range(pages):
+                    offset = rng.randrange(max(per_partition - PAGE_SIZE, 1))
+                    status, body = get(
+                        conn,
+                        f"/topics/{BIG_TOPIC}/messages?partition=all&start=offset"
+                        f"&value={offset}&page_size={PAGE_SIZE}&format=text",
+                    )
+                    assert status == 200, body[:300]
+                    rss.append(rss_mb(popen.pid))
+                browsed = pages * PAGE_SIZE * 3 * VALUE_BYTES / 2**20
+                summary.update(
+                    rss_before_mib=round(rss[0], 1), rss_after_10_pages_mib=round(rss[10], 1),
+                    rss_end_mib=round(rss[-1], 1), rss_max_mib=round(max(rss), 1),
+                    rss_growth_after_10_pages_mib=round(rss[-1] - rss[10], 1),
+                    browsed_mib=round(browsed),
+                )  # fmt: skip
+                progress(
+                    f"  RSS {rss[0]:.0f} MiB before, {rss[10]:.0f} after 10 pages, "
+                    f"{rss[-1]:.0f} at the end (max {max(rss):.0f}) having browsed "
+                    f"{browsed:.0f} MiB of values"
+                )
+            finally:
+                popen.terminate()
+                popen.wait(30)
+    finally:
+        if keep:
+            progress(f"kept {workdir}")
+        else:
+            shutil.rmtree(workdir, ignore_errors=True)
+    p99s = [summary[f"{n}_p99_ms"] for n in ("overview", "topics", "group")]
+    summary["goal_p99_under_300_ms"] = max(p99s) < 300
+    return summary
+
+
+def main() -> None:
+    args = bench_arguments(__doc__ or "", "50 topics, 10 groups, a 32 MiB topic").parse_args()
+    print_summary(lambda: run(args.quick, args.keep))
+
+
+if __name__ == "__main__":
+    main()
