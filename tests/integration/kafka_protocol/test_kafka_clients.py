@@ -112,11 +112,12 @@ def test_confluent_idempotent_producer_and_a_group_of_two_with_a_rebalance(
     first = consumer()
     seen: dict[int, bytes] = {}
 
-    def drain(c: Any, timeout: float = 0.2) -> None:
-        message = c.poll(timeout)
-        if message is not None and message.error() is None:
+    def drain(c: Any, timeout: float = 0.1) -> None:
+        messages = [m for m in c.consume(100, timeout) if m.error() is None]
+        for message in messages:
             seen[int(dict(message.headers())["n"])] = message.value()
-            c.commit(message, asynchronous=False)
+        if messages:
+            c.commit(messages[-1], asynchronous=True)
 
     deadline = time.monotonic() + 60
     while len(first.assignment()) != 4 or len(seen) < 100:
