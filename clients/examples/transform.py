@@ -4,9 +4,10 @@ write the results to another topic, and commit the input offsets in the same tra
     python clients/examples/transform.py [--bootstrap-server localhost:9092] \\
         [--group uppercaser] [--transactional-id uppercaser-1] INPUT OUTPUT
 
-It is ``strom.TransactionalLoop`` with a transform function: each transaction holds the
-output records of a batch of polls (up to ``--max-batch-records`` input records, or
-``--max-batch-interval-ms`` after the first one) and the next input offsets. Either both
+It is ``strom.TransactionalLoop`` with a transform function: each poll becomes one
+transaction holding its output records and the next input offsets (with
+``--max-batch-interval-ms N``, a transaction takes the polls of N ms after its first record,
+up to ``--max-batch-records`` input records: fewer, larger transactions). Either both
 commit or neither does, so after a crash the group resumes from the last committed offsets
 and the output holds every input exactly once for a read_committed reader. Run several copies
 with the same group and a different ``--transactional-id`` each to share the input's
@@ -59,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--transactional-id", default="uppercaser-1")
     parser.add_argument("--transaction-timeout-ms", type=int, default=60000)
     parser.add_argument("--max-batch-records", type=int, default=1000)
-    parser.add_argument("--max-batch-interval-ms", type=int, default=100)
+    parser.add_argument("--max-batch-interval-ms", type=int, default=0)
     args = parser.parse_args(argv)
     loop = TransactionalLoop(
         args.bootstrap_server,
