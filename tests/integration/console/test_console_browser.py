@@ -218,3 +218,28 @@ def test_the_schemas_pages_show_the_registrys_subjects(consoles: Any, browser: A
     assert driver.execute_script("return window.__pwned === undefined")
     driver.get(consoles.read_only.url + "/")
     assert not driver.find_elements(by.LINK_TEXT, "Schemas")  # no registry configured
+
+
+def test_reassignment_and_preferred_election_from_the_topic_page(
+    cluster: Any, console: Any
+) -> None:
+    _create(cluster, "moved")
+    client = HttpSession(console.url)
+    assert client.get("/topics/moved")[0] == 200
+    with Admin(cluster.gateway) as admin:
+        (before,) = admin.describe_topics(["moved"])[0].partitions
+        target = next(b for b in (1, 2, 3) if b not in before.replicas)
+        status, body = client.post("/topics/moved/reassign", {"plan": f"0: {target}"})
+        assert status == 303, body
+
+        def moved() -> bool:
+            (p,) = admin.describe_topics(["moved"])[0].partitions
+            return p.replicas == (target,) and p.leader == target
+
+        wait_until(moved, timeout_s=60, what="the partition to move")
+    status, body = client.post("/topics/moved/reassign", {"plan": "7: 1"})
+    assert status == 400 and "no partition 7" in body
+    status, _ = client.post("/topics/moved/elect", {})
+    assert status == 303
+    status, body = client.get("/topics/moved")
+    assert status == 200 and f"<td>{target}</td>" in body
