@@ -16,9 +16,8 @@ from cluster_testkit import LocalCluster
 from strom_testkit import wait_until
 
 from strom import Consumer as StromConsumer
-from strom import NewTopic
+from strom import NewTopic, TopicPartition
 from strom import Producer as StromProducer
-from strom import TopicPartition
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 admin_module = pytest.importorskip("confluent_kafka.admin")
@@ -129,7 +128,9 @@ def test_confluent_idempotent_producer_and_a_group_of_two_with_a_rebalance(
         assert time.monotonic() < deadline, f"rebalance: {first.assignment()} {second.assignment()}"
         drain(first)
         drain(second)
-    owned = {tp.partition for tp in first.assignment()} | {tp.partition for tp in second.assignment()}
+    owned = {tp.partition for tp in first.assignment()} | {
+        tp.partition for tp in second.assignment()
+    }
     assert owned == {0, 1, 2, 3}
     deadline = time.monotonic() + 60
     while len(seen) < len(values):
@@ -257,3 +258,49 @@ def test_records_cross_between_kafka_clients_and_strom_clients(
             read.append(message.value())
     reader.close()
     assert read == [b"from strom %d" % i for i in range(30)]
+
+
+def _librdkafka_reads(kafka: str, topic: str, isolation: str, count: int) -> list[bytes]:
+    """What a librdkafka consumer with ``isolation`` reads of partition 0: ``count`` records
+    (within 30 s), and whatever else a further second of polling brings."""
+    reader = confluent_kafka.Consumer(
+        {"bootstrap.servers": kafka, "group.id": f"txn-{isolation}", "isolation.level": isolation,
+         "enable.auto.commit": False, **LIBRDKAFKA}
+    )  # fmt: skip
+    reader.assign([confluent_kafka.TopicPartition(topic, 0, 0)])
+    values: list[bytes] = []
+    deadline = time.monotonic() + 30
+    while len(values) < count and time.monotonic() < deadline:
+        values += [m.value() for m in reader.consume(500, 0.2) if m.error() is None]
+    values += [m.value() for m in reader.consume(500, 1.0) if m.error() is None]
+    reader.close()
+    return values
+
+
+def test_read_committed_kafka_consumers_skip_aborted_and_open_transactions(
+    cluster: LocalCluster, kafka: str
+) -> None:
+    """Transactions written by Strom's producer, read through the listener: librdkafka's
+    read_committed consumer (its default) sees committed records only and stops at the last
+    stable offset of an open transaction; read_uncommitted sees everything."""
+    topic = "kafka-txn"
+    make_topic(cluster, topic, 1)
+    with StromProducer(bootstrap_servers=cluster.gateway, transactional_id="kafka-txn") as txn:
+        txn.init_transactions()
+        for name, commit in (("a", True), ("b", False), ("c", True), ("d", None)):
+            txn.begin_transaction()
+            for i in range(5):
+                txn.send(topic, value=f"{name}{i}".encode(), partition=0)
+            txn.flush(30)
+            if commit is True:
+                txn.commit_transaction()
+            elif commit is False:
+                txn.abort_transaction()
+        # "d" is still open: the last stable offset stays at its first record.
+        committed = [f"{n}{i}".encode() for n in "ac" for i in range(5)]
+        assert _librdkafka_reads(kafka, topic, "read_committed", 10) == committed
+        everything = [f"{n}{i}".encode() for n in "abcd" for i in range(5)]
+        assert _librdkafka_reads(kafka, topic, "read_uncommitted", 20) == everything
+        txn.commit_transaction()
+    wanted = [f"{n}{i}".encode() for n in "acd" for i in range(5)]
+    assert _librdkafka_reads(kafka, topic, "read_committed", 15) == wanted

@@ -34,10 +34,7 @@ def _primitive(kind: str) -> st.SearchStrategy[Any]:
 def _field(
     f: Field, version: int, flexible: bool, *, allow_null: bool = True
 ) -> st.SearchStrategy[Any]:
-    if isinstance(f.type, Struct):
-        item = message(f.type, version, flexible)
-    else:
-        item = _primitive(f.type)
+    item = message(f.type, version, flexible) if isinstance(f.type, Struct) else _primitive(f.type)
     value = st.lists(item, max_size=3) if f.array else item
     if allow_null and (version in f.nullable or (f.type == "records" and not f.array)):
         value = st.none() | value
