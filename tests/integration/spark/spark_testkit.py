@@ -18,11 +18,12 @@ from strom import NewTopic, Producer
 
 
 def new_spark_session(app: str, warehouse: Path) -> SparkSession:
-    """``local[2]`` whose Python workers run this interpreter (where strom_spark is installed)."""
+    """``local[4,2]`` (4 task slots; a failed task is tried again once, as on a cluster) whose
+    Python workers run this interpreter (where strom_spark is installed)."""
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     spark = (
-        SparkSession.builder.master("local[2]")
+        SparkSession.builder.master("local[4,2]")
         .appName(app)
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")

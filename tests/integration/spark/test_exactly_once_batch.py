@@ -1,0 +1,194 @@
+"""Batch writes with deliveryGuarantee=exactly_once, real local Spark against a real cluster:
+retried tasks add no duplicate, a failed job leaves nothing visible and nothing open, and
+read_committed / read_uncommitted readers side by side show what is staged but not decided."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from py4j.protocol import Py4JJavaError
+from pyspark.errors import PySparkException
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from spark_testkit import new_topic, reader
+
+from strom import Admin
+from strom.types import TopicPartition
+
+pytestmark = pytest.mark.integration
+
+TASKS = 4
+PER_TASK = 5_000
+ROWS = TASKS * PER_TASK
+ARROW_BATCH = "spark.sql.execution.arrow.maxRecordsPerBatch"
+#: States of a transactional id whose transaction is not finished.
+UNFINISHED = ("Ongoing", "PrepareCommit", "PrepareAbort")
+
+
+@pytest.fixture(autouse=True)
+def small_arrow_batches(spark: SparkSession) -> Iterator[None]:
+    """Rows reach the writer in batches of 1,000 (not 10,000), so a task failing near its
+    end has sent most of its rows already."""
+    spark.conf.set(ARROW_BATCH, "1000")
+    try:
+        yield
+    finally:
+        spark.conf.unset(ARROW_BATCH)
+
+
+def source(spark: SparkSession, ddl_udf) -> DataFrame:  # type: ignore[no-untyped-def]
+    """ROWS rows in TASKS contiguous ranges (task p holds ids [p * PER_TASK, ...)), each value
+    passed through ``ddl_udf`` (a UDF that may fail or wait, by task and attempt)."""
+    df = spark.range(0, ROWS, 1, numPartitions=TASKS)
+    return df.select(ddl_udf(F.col("id")).alias("value"))
+
+
+def write(df: DataFrame, gateway: str, topic: str, prefix: str) -> None:
+    (
+        df.write.format("strom")
+        .mode("append")
+        .option("strom.bootstrap.servers", gateway)
+        .option("topic", topic)
+        .option("deliveryGuarantee", "exactly_once")
+        .option("transactionalIdPrefix", prefix)
+        .option("transactionTimeoutMs", "120000")
+        .save()
+    )
+
+
+def values(spark, cluster, topic: str, level: str) -> list[str]:  # type: ignore[no-untyped-def]
+    df = reader(spark, cluster, subscribe=topic, **{"kafka.isolation.level": level})
+    return [bytes(r.value).decode() for r in df.select("value").collect()]
+
+
+def transactions(cluster, prefix: str) -> dict[str, str]:  # type: ignore[no-untyped-def]
+    with cluster.admin() as admin:
+        listed = admin.list_transactions(transactional_id_prefix=f"{prefix}-")
+    return {t.transactional_id: t.state for t in listed}
+
+
+def settled(cluster, prefix: str, timeout: float = 60.0) -> dict[str, str]:  # type: ignore[no-untyped-def]
+    """The prefix's ids once none is in the middle of ending (aborts complete asynchronously)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        states = transactions(cluster, prefix)
+        if not set(states.values()) & {"PrepareCommit", "PrepareAbort"}:
+            return states
+        if time.monotonic() > deadline:
+            return states
+        time.sleep(0.2)
+
+
+def expected() -> list[str]:
+    return [f"row-{i}" for i in range(ROWS)]
+
+
+def test_retried_tasks_write_each_row_once(spark, spark_cluster, tmp_path: Path) -> None:
+    topic, prefix = new_topic(spark_cluster, 3), f"eos-retry-{uuid.uuid4().hex[:6]}"
+    marks = str(tmp_path)
+
+    @F.udf("string")
+    def fail_first_attempt(i: int) -> str:
+        from pyspark import TaskContext
+
+        context = TaskContext.get()
+        task = i // PER_TASK
+        # Tasks 1 and 3 fail near their end on their first attempt, after most rows went out.
+        if task in (1, 3) and context.attemptNumber() == 0 and i == (task + 1) * PER_TASK - 20:
+            Path(marks, f"failed-{task}").touch()
+            raise RuntimeError(f"injected failure of task {task}")
+        return f"row-{i}"
+
+    write(source(spark, fail_first_attempt), spark_cluster.gateway, topic, prefix)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["failed-1", "failed-3"]
+    got = values(spark, spark_cluster, topic, "read_committed")
+    assert len(got) == ROWS
+    assert Counter(got) == Counter(expected())
+    states = settled(spark_cluster, prefix)
+    # 4 committed attempts; the 2 failed attempts' transactions ended (aborted or fenced).
+    assert list(states.values()).count("CompleteCommit") == TASKS
+    assert len(states) >= TASKS + 2
+    assert not set(states.values()) & set(UNFINISHED), states
+
+
+def test_failed_job_leaves_nothing_visible_and_nothing_open(
+    spark, spark_cluster, tmp_path: Path
+) -> None:
+    topic, prefix = new_topic(spark_cluster, 3), f"eos-fail-{uuid.uuid4().hex[:6]}"
+    gateway = spark_cluster.gateway
+
+    @F.udf("string")
+    def last_task_fails(i: int) -> str:
+        task = i // PER_TASK
+        if task == TASKS - 1 and i == ROWS - 1:
+            # Every attempt of the last task fails once the other tasks' rows are all in the
+            # log (staged), so the job fails after some tasks wrote.
+            with Admin(gateway) as admin:
+                parts = [TopicPartition(topic, p) for p in range(3)]
+                deadline = time.monotonic() + 240
+                while time.monotonic() < deadline:
+                    ends = admin.list_offsets(dict.fromkeys(parts, "latest"))
+                    if sum(o.offset for o in ends.values()) >= (TASKS - 1) * PER_TASK:
+                        break
+                    time.sleep(0.1)
+            raise RuntimeError("injected failure of the last task")
+        return f"row-{i}"
+
+    with pytest.raises((Py4JJavaError, PySparkException), match="injected failure"):
+        write(source(spark, last_task_fails), gateway, topic, prefix)
+    assert values(spark, spark_cluster, topic, "read_committed") == []
+    # The rows are in the log (read_uncommitted sees them), but aborted.
+    assert len(values(spark, spark_cluster, topic, "read_uncommitted")) >= (TASKS - 1) * PER_TASK
+    states = settled(spark_cluster, prefix)
+    assert len(states) >= TASKS
+    assert "CompleteCommit" not in states.values()
+    assert not set(states.values()) & set(UNFINISHED), states
+
+
+def test_read_committed_and_uncommitted_side_by_side(spark, spark_cluster, tmp_path: Path) -> None:
+    topic, prefix = new_topic(spark_cluster, 3), f"eos-sbs-{uuid.uuid4().hex[:6]}"
+    release = tmp_path / "release"
+    flag = str(release)
+
+    @F.udf("string")
+    def last_task_waits(i: int) -> str:
+        if i == ROWS - 1:  # the last task's last row: wait for the test
+            deadline = time.monotonic() + 270
+            while not Path(flag).exists() and time.monotonic() < deadline:
+                time.sleep(0.05)
+        return f"row-{i}"
+
+    failure: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            write(source(spark, last_task_waits), spark_cluster.gateway, topic, prefix)
+        except BaseException as exc:  # reported below
+            failure.append(exc)
+
+    writer = threading.Thread(target=run)
+    writer.start()
+    try:
+        # Three tasks staged their rows: in the log, not decided.
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline:
+            uncommitted = values(spark, spark_cluster, topic, "read_uncommitted")
+            if len(uncommitted) >= (TASKS - 1) * PER_TASK:
+                break
+            time.sleep(0.5)
+        assert len(uncommitted) >= (TASKS - 1) * PER_TASK
+        assert values(spark, spark_cluster, topic, "read_committed") == []
+        assert "Ongoing" in transactions(spark_cluster, prefix).values()
+    finally:
+        release.touch()
+        writer.join(180)
+    assert not failure, failure
+    committed = values(spark, spark_cluster, topic, "read_committed")
+    assert Counter(committed) == Counter(expected())
+    assert Counter(values(spark, spark_cluster, topic, "read_uncommitted")) == Counter(committed)
