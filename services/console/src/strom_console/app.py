@@ -24,6 +24,7 @@ from starlette.responses import HTMLResponse, PlainTextResponse, RedirectRespons
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from strom import errors
 from strom.aio import Admin, Producer
 from strom.errors import ConfigurationError, StromError
 from strom.serde import SchemaRegistryClient, SchemaRegistryError
@@ -172,6 +173,28 @@ def _field(form: FormData, name: str) -> str:
 
 Handler = Callable[[Console, Request], Awaitable[Response]]
 
+_NOT_FOUND = (
+    errors.UnknownTopicOrPartitionError,
+    errors.GroupIdNotFoundError,
+    errors.TransactionalIdNotFoundError,
+)
+_REFUSED = (
+    errors.InvalidTopicError,
+    errors.TopicAlreadyExistsError,
+    errors.InvalidPartitionsError,
+    errors.InvalidReplicationFactorError,
+    errors.InvalidConfigError,
+    errors.InvalidRequestError,
+    errors.PolicyViolationError,
+)
+
+
+def status_for(exc: StromError) -> int:
+    """404 for what does not exist, 400 for what the cluster refused as invalid, else 502."""
+    if isinstance(exc, _NOT_FOUND):
+        return 404
+    return 400 if isinstance(exc, _REFUSED) else 502
+
 
 def _route(console: Console, handler: Handler) -> Callable[[Request], Awaitable[Response]]:
     async def endpoint(request: Request) -> Response:
@@ -186,7 +209,7 @@ def _route(console: Console, handler: Handler) -> Callable[[Request], Awaitable[
             return console.render(request, "error.html", status, message=str(exc))
         except StromError as exc:
             log.info("cluster call failed", path=request.url.path, error=str(exc))
-            return console.render(request, "error.html", 502, message=str(exc))
+            return console.render(request, "error.html", status_for(exc), message=str(exc))
 
     return endpoint
 
