@@ -37,6 +37,7 @@ Throughput figures are the best of 2 repetitions (``--quick``: 1). The last line
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import gc
 import os
 import platform
@@ -290,7 +291,7 @@ def pipeline_latency(
     reader.start()
     sent = 0
     try:
-        time.sleep(4)  # the example joined its group
+        wait_for_member(gateway, f"bench-{name}")
         # Digits and spaces: the example upper-cases values, which leaves them alone.
         with Producer(gateway, acks="all", enable_idempotence=True, linger_ms=0) as producer:
             start = time.perf_counter()
@@ -318,6 +319,19 @@ def pipeline_latency(
     figures = latency_figures(latencies) if latencies else {}
     figures.update(rate=profile.e2e_rate, sent=sent, delivered=len(latencies))
     return figures
+
+
+def wait_for_member(gateway: str, group: str) -> None:
+    """Until the example owns partitions in its group (then its input is read at once)."""
+    with Admin(gateway) as admin:
+
+        def assigned() -> bool:
+            described = admin.describe_consumer_groups([group])[group]
+            return described.state == "Stable" and any(
+                m.assignment.topic_partitions for m in described.members
+            )
+
+        poll_until(assigned, 120, f"the example's consumer in group {group!r}")
 
 
 def quantile(values: list[float], q: float) -> float:
@@ -496,8 +510,16 @@ def main() -> None:
         default=None,
         help="with --pipeline-only: a second such program, measured in the same run",
     )
+    parser.add_argument(
+        "--e2e-rate",
+        type=int,
+        default=None,
+        help="input records per second of the pipeline measurement (default 1000, quick 500)",
+    )
     args = parser.parse_args()
     profile = QUICK if args.quick else FULL
+    if args.e2e_rate is not None:
+        profile = dataclasses.replace(profile, e2e_rate=args.e2e_rate)
     if args.pipeline_only:
         print_summary(
             lambda: run_pipeline_only(
