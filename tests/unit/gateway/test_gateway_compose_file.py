@@ -29,6 +29,7 @@ CONTAINER_VALUES = {
     "--bootstrap-servers",
     "--log-dirs",
     "--schema-registry-url",
+    "--kafka-port",
 }
 
 
@@ -92,7 +93,8 @@ def test_services_match_the_local_cluster(document: dict) -> None:
         advertised = {"--advertised-address", "--advertised-listen", "--advertised-url"} & set(
             container
         )
-        assert set(container) - advertised == set(local)
+        kafka = {"--kafka-advertised"} & set(container)
+        assert set(container) - advertised - kafka == set(local)
         for flag, value in local.items():
             if flag not in CONTAINER_VALUES:
                 assert container[flag] == value, (process.name, flag)
@@ -106,12 +108,18 @@ def test_services_match_the_local_cluster(document: dict) -> None:
         assert service.get("environment", {}) == dict(process.env)
         exposed = service.get("ports", service.get("expose"))
         published = process.name in ("gateway", "console", "registry")
-        assert exposed == ([f"{port}:{port}"] if published else [port])
+        if process.name == "gateway":  # and its Kafka listener, advertised at the published port
+            kafka_port = spec.kafka_address.rpartition(":")[2]
+            assert container["--kafka-port"] == f"0.0.0.0:{kafka_port}"
+            assert container["--kafka-advertised"] == f"localhost:{kafka_port}"
+            assert exposed == [f"{port}:{port}", f"{kafka_port}:{kafka_port}"]
+        else:
+            assert exposed == ([f"{port}:{port}"] if published else [port])
         assert port in service["healthcheck"]["test"][-1]
         earlier = [p.name for p in processes[:index]]
         assert service["depends_on"] == {n: {"condition": "service_healthy"} for n in earlier}
         assert service["restart"] == "unless-stopped"
-    assert services["gateway"]["ports"] == ["9092:9092"]
+    assert services["gateway"]["ports"] == ["9092:9092", "9192:9192"]
     racks = [flags(services[f"storage-{i}"]["command"])["--rack"] for i in (1, 2, 3)]
     assert racks == ["rack-1", "rack-2", "rack-3"]
 

@@ -31,7 +31,8 @@ HEADER = """\
 # `python -m strom_server.local.compose_file > docker-compose.yml` from LocalClusterSpec (a test
 # checks it is current): edit the generator, not this file.
 #
-#   docker compose build && docker compose up -d     # the gateway on localhost:9092
+#   docker compose build && docker compose up -d     # the gateway on localhost:9092 (Kafka
+#                                                    # clients: localhost:9192)
 #
 # Only the gateway, the schema registry (http://localhost:8081) and the web console
 # (http://localhost:8080) are published: clients outside this network use gateway_only=True
@@ -59,10 +60,13 @@ def container_command(process: ManagedProcess, spec: LocalClusterSpec) -> list[s
         "--bootstrap-servers": lambda v: f"gateway:{_port(v)}",
         "--log-dirs": lambda v: DATA_DIR,
         "--schema-registry-url": lambda v: f"http://registry:{_port(v)}",
+        "--kafka-port": lambda v: f"0.0.0.0:{_port(v)}",
     }
     for i, arg in enumerate(command[:-1]):
         if arg in replacements:
             command[i + 1] = replacements[arg](command[i + 1])
+    if command[2] == "strom_gateway":  # Kafka clients on the host reach the published port
+        return [*command, "--kafka-advertised", f"localhost:{_port(spec.kafka_address)}"]
     if command[2] == "strom_registry":  # writes are forwarded to the writer's URL
         return [*command, "--advertised-url", f"http://{process.name}:{_port(process.address)}"]
     advertise = {"strom_storage": "--advertised-address"}.get(
@@ -128,6 +132,9 @@ def compose_document(spec: LocalClusterSpec | None = None) -> dict[str, Any]:
             service["environment"] = dict(process.env)
         if process.name in ("gateway", "console", "registry"):  # what people reach from outside
             service["ports"] = [f"{port}:{port}"]
+            if process.name == "gateway":  # and its Kafka listener
+                kafka = _port(spec.kafka_address)
+                service["ports"].append(f"{kafka}:{kafka}")
         else:
             service["expose"] = [port]
         if "--log-dirs" in process.argv:
