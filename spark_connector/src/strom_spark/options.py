@@ -10,9 +10,12 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from strom.types import TopicPartition
+
+if TYPE_CHECKING:
+    from strom_spark.avro_values import AvroValueFormat
 
 __all__ = [
     "AT_LEAST_ONCE",
@@ -22,8 +25,10 @@ __all__ = [
     "Bound",
     "SinkOptions",
     "SourceOptions",
+    "ValueFormatOptions",
     "parse_sink_options",
     "parse_source_options",
+    "parse_value_format",
 ]
 
 #: The per-partition JSON's special offsets, as in Spark's Kafka source.
@@ -64,6 +69,8 @@ class SourceOptions:
     request_timeout_ms: int
     #: "read_uncommitted" (default) or "read_committed" (``kafka.isolation.level``).
     isolation_level: str = "read_uncommitted"
+    #: ``valueFormat=avro``: the reader schema, resolved on the driver (``strom_spark.source``).
+    value_avro: AvroValueFormat | None = None
 
     @property
     def read_committed(self) -> bool:
@@ -92,6 +99,8 @@ class SinkOptions:
     transactional_id_prefix: str = DEFAULT_BATCH_PREFIX
     #: Lifetime of a task's staged transaction (exactly_once only).
     transaction_timeout_ms: int = DEFAULT_TRANSACTION_TIMEOUT_MS
+    #: ``valueFormat=avro``: the writer schema, resolved on the driver (``strom_spark.source``).
+    value_avro: AvroValueFormat | None = None
 
     @property
     def exactly_once(self) -> bool:
@@ -345,3 +354,59 @@ def parse_sink_options(raw: Mapping[str, str], *, streaming: bool = False) -> Si
         transactional_id_prefix=prefix,
         transaction_timeout_ms=DEFAULT_TRANSACTION_TIMEOUT_MS if timeout is None else timeout,
     )
+
+
+#: ``schemaRegistryUrl`` when none is given (``strom cluster up``'s registry).
+DEFAULT_REGISTRY_URL = "http://127.0.0.1:8081"
+
+
+@dataclass(frozen=True, slots=True)
+class ValueFormatOptions:
+    """``valueFormat=avro`` and its options: where the schema comes from."""
+
+    registry_url: str
+    subject: str
+    #: The reader's schema version (``valueSchemaVersion``: ``latest`` or a number).
+    version: str = "latest"
+    #: The writer's schema to register and use (``valueSchema``); None: the latest version.
+    register: str | None = None
+
+
+def parse_value_format(raw: Mapping[str, str], *, sink: bool) -> ValueFormatOptions | None:
+    """The value format options of a read (``sink=False``) or a write; None for binary."""
+    options = _lower(raw)
+    kind = options.get("valueformat", "binary").strip().lower()
+    if kind not in ("binary", "avro"):
+        raise ValueError(
+            f"option valueFormat must be binary or avro, got {options['valueformat']!r}"
+        )
+    owned = ("schemaregistryurl", "valuesubject", "valueschemaversion", "valueschema")
+    if kind == "binary":
+        given = [name for name in owned if name in options]
+        if given:
+            raise ValueError(f"option {given[0]} applies only to valueFormat=avro")
+        return None
+    url = options.get("schemaregistryurl", DEFAULT_REGISTRY_URL).strip()
+    if not url.startswith(("http://", "https://")):
+        raise ValueError(f"option schemaRegistryUrl must be an http:// URL, got {url!r}")
+    subject = options.get("valuesubject", "").strip()
+    if not subject:
+        topics = [options["topic"]] if sink and options.get("topic") else [
+            t.strip() for t in options.get("subscribe", "").split(",") if t.strip()
+        ]  # fmt: skip
+        if len(topics) != 1:
+            where = "the option topic" if sink else "subscribe with one topic"
+            raise ValueError(
+                f"option valueSubject is required with valueFormat=avro unless {where}"
+            )
+        subject = f"{topics[0]}-value"
+    version = options.get("valueschemaversion", "latest").strip().lower()
+    if version != "latest" and not (version.isdigit() and int(version) >= 1):
+        raise ValueError(
+            f"option valueSchemaVersion must be latest or a version >= 1, got {version!r}"
+        )
+    if sink and "valueschemaversion" in options:
+        raise ValueError("option valueSchemaVersion applies to reads (a write uses valueSchema)")
+    if not sink and "valueschema" in options:
+        raise ValueError("option valueSchema applies to writes (a read uses valueSchemaVersion)")
+    return ValueFormatOptions(url, subject, version, options.get("valueschema"))

@@ -21,6 +21,7 @@ from pyspark.sql.streaming.datasource import (
 )
 
 from strom.types import TopicPartition
+from strom_spark.avro_values import decode_values
 from strom_spark.fetch import read_range
 from strom_spark.offsets import ClusterView, data_loss, resolve
 from strom_spark.options import SourceOptions
@@ -54,8 +55,13 @@ def offsets_from_json(value: Mapping[str, Mapping[str, int]]) -> Offsets:
 
 
 def _read(options: SourceOptions, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-    if isinstance(partition, OffsetRange):  # Spark sends InputPartition(None) for no ranges
+    if not isinstance(partition, OffsetRange):  # Spark sends InputPartition(None) for no ranges
+        return
+    if options.value_avro is None:
         yield from read_range(options, partition)
+        return
+    for batch in read_range(options, partition):
+        yield decode_values(batch, options.value_avro)
 
 
 class StromBatchReader(DataSourceReader):

@@ -37,6 +37,7 @@ from pyspark.sql.types import (
 
 from strom import Producer
 from strom.types import StagedTransaction
+from strom_spark.avro_values import encode_values
 from strom_spark.exactly_once import (
     abort_micro_batch,
     abort_write,
@@ -83,7 +84,10 @@ def check_sink_schema(schema: StructType, options: SinkOptions) -> None:
 
     if "value" not in fields:
         raise ValueError("a column named value (binary or string) is required to write to strom")
-    need("value", (BinaryType, StringType), "binary or string")
+    if options.value_avro is not None:
+        need("value", (StructType,), "a struct (valueFormat=avro)")
+    else:
+        need("value", (BinaryType, StringType), "binary or string")
     if "key" in fields:
         need("key", (BinaryType, StringType), "binary or string")
     if options.topic is None:
@@ -132,6 +136,8 @@ class _Sender:
                 self.failure.append(error)
 
     def send(self, batch: pa.RecordBatch) -> int:
+        if self.options.value_avro is not None:
+            batch = encode_values(batch, self.options.value_avro)
         names = batch.schema.names
         values = _as_bytes(batch.column("value"))
         keys = _as_bytes(batch.column("key")) if "key" in names else None

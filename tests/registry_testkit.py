@@ -1,5 +1,6 @@
 """Schema registry instances beside a test cluster: started as real processes on free ports,
-stopped at teardown even when a test failed."""
+stopped at teardown even when a test failed. Shared by tests/integration/registry and the Spark
+connector's Avro tests (tests/ is on the import path)."""
 
 from __future__ import annotations
 
