@@ -243,3 +243,25 @@ def test_reassignment_and_preferred_election_from_the_topic_page(
     assert status == 303
     status, body = client.get("/topics/moved")
     assert status == 200 and f"<td>{target}</td>" in body
+
+
+def test_an_open_transaction_is_listed_and_hidden_from_read_committed_browsing(
+    cluster: Any, console: Any
+) -> None:
+    _create(cluster, "txns")
+    client = HttpSession(console.url)
+    page = "/topics/txns/messages?partition=all&start=earliest&page_size=10&isolation="
+    with Producer(cluster.gateway, transactional_id="console-txn") as producer:
+        producer.init_transactions()
+        producer.begin_transaction()
+        producer.send("txns", value=b"pending-record")
+        producer.flush()
+        assert "pending-record" in client.get(page + "read_uncommitted")[1]
+        assert "pending-record" not in client.get(page + "read_committed")[1]
+        status, body = client.get("/transactions?state=Ongoing")
+        assert status == 200 and "console-txn" in body
+        status, body = client.get("/transactions/console-txn")
+        assert status == 200 and "txns-0" in body
+        producer.commit_transaction()
+    assert "pending-record" in client.get(page + "read_committed")[1]
+    assert client.get("/transactions/nobody")[0] == 404

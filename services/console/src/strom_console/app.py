@@ -430,9 +430,15 @@ async def page_messages(console: Console, request: Request) -> Response:
     if fmt not in messages.FORMATS:
         raise BadInput(f"format must be one of {', '.join(messages.FORMATS)}")
     spec = browse.StartSpec.parse(q.get("start", "latest"), q.get("value", ""))
+    isolation = q.get("isolation", "read_uncommitted")
+    if isolation not in browse.ISOLATION_LEVELS:
+        raise BadInput(f"isolation must be one of {', '.join(browse.ISOLATION_LEVELS)}")
     tps = {p: TopicPartition(name, p) for p in chosen}
     starts_found = await console.admin.list_offsets(dict.fromkeys(tps.values(), "earliest"))
-    ends_found = await console.admin.list_offsets(dict.fromkeys(tps.values(), "latest"))
+    # read_committed ends at the last stable offset: an open transaction's records wait.
+    ends_found = await console.admin.list_offsets(
+        dict.fromkeys(tps.values(), "latest"), isolation_level=isolation
+    )
     starts = {p: starts_found[tp].offset for p, tp in tps.items()}
     ends = {p: ends_found[tp].offset for p, tp in tps.items()}
     by_time = None
@@ -450,6 +456,7 @@ async def page_messages(console: Console, request: Request) -> Response:
         page_size,
         timeout_s=_BROWSE_TIMEOUT_S,
         request_timeout_ms=console.config.request_timeout_ms,
+        isolation_level=isolation,
     )
     shown = [
         messages.show_record(
@@ -481,6 +488,8 @@ async def page_messages(console: Console, request: Request) -> Response:
         fmt=fmt,
         formats=messages.FORMATS,
         modes=browse.START_MODES,
+        isolation=isolation,
+        isolations=browse.ISOLATION_LEVELS,
         ranges={p: (starts[p], ends[p]) for p in chosen},
         next_from=",".join(f"{p}:{o}" for p, o in sorted(following.items())) if more else "",
         display_bytes=console.config.display_bytes,

@@ -16,6 +16,7 @@ from strom.aio import Consumer
 from strom.types import ConsumerRecord, TopicPartition
 
 __all__ = [
+    "ISOLATION_LEVELS",
     "START_MODES",
     "BrowseError",
     "StartSpec",
@@ -79,9 +80,15 @@ def start_positions(
     return positions
 
 
-def consumer_options(request_timeout_ms: int) -> dict[str, object]:
+ISOLATION_LEVELS = ("read_uncommitted", "read_committed")
+
+
+def consumer_options(
+    request_timeout_ms: int, isolation_level: str = "read_uncommitted"
+) -> dict[str, object]:
     """Options of the console's reading consumers: no group, no commits, small fetches."""
     return {
+        "isolation_level": isolation_level,
         "enable_auto_commit": False,
         "auto_offset_reset": "earliest",
         "client_id": "strom-console",
@@ -101,6 +108,7 @@ async def read_page(
     *,
     timeout_s: float,
     request_timeout_ms: int,
+    isolation_level: str = "read_uncommitted",
 ) -> dict[int, list[ConsumerRecord]]:
     """Up to ``page_size`` records per partition from ``positions``, below ``ends``; returns
     what arrived within ``timeout_s`` (a partition whose leader is down comes back short)."""
@@ -108,7 +116,8 @@ async def read_page(
     wanted = [p for p in sorted(positions) if positions[p] < ends[p]]
     if not wanted:
         return found
-    consumer = Consumer(bootstrap_servers=bootstrap_servers, **consumer_options(request_timeout_ms))  # type: ignore[arg-type]
+    options = consumer_options(request_timeout_ms, isolation_level)
+    consumer = Consumer(bootstrap_servers=bootstrap_servers, **options)  # type: ignore[arg-type]
     try:
         tps = {p: TopicPartition(topic, p) for p in wanted}
         consumer.assign(tps.values())
