@@ -22,6 +22,8 @@ from strom.serde import (
     AvroSerializer,
     JsonDeserializer,
     JsonSerializer,
+    ProtobufDeserializer,
+    ProtobufSerializer,
     SchemaRegistryClient,
     SchemaRegistryError,
     SerializationError,
@@ -214,6 +216,26 @@ def test_avro_through_producer_and_consumer(registries: Registries) -> None:
     with pytest.raises(SerializationError):
         serializer({"n": "three"})
     assert registry.version("json-events-value").schema_type == "JSON"
+
+
+def test_protobuf_interchangeable_with_confluent(registries: Registries) -> None:
+    protobuf = pytest.importorskip("confluent_kafka.schema_registry.protobuf")
+    from google.protobuf import timestamp_pb2
+
+    url = registries.url("a")
+    context = serialization.SerializationContext("stamps", serialization.MessageField.VALUE)
+    theirs = protobuf.ProtobufSerializer(
+        timestamp_pb2.Timestamp, schema_registry.SchemaRegistryClient({"url": url}),
+        {"use.deprecated.format": False},
+    )  # fmt: skip
+    stamp = timestamp_pb2.Timestamp(seconds=1_700_000_000, nanos=5)
+    assert ProtobufDeserializer(timestamp_pb2.Timestamp)(theirs(stamp, context)) == stamp
+    ours = ProtobufSerializer(SchemaRegistryClient(url), timestamp_pb2.Timestamp, topic="stamps")
+    back = protobuf.ProtobufDeserializer(timestamp_pb2.Timestamp, {"use.deprecated.format": False})
+    assert back(ours(stamp), context) == stamp
+    registry = SchemaRegistryClient(url)
+    assert registry.version("stamps-value").schema_type == "PROTOBUF"
+    assert registry.versions("stamps-value") == [1]  # both registered the same schema
 
 
 def test_schemas_commands(

@@ -144,3 +144,23 @@ def test_protobuf_rules() -> None:
     assert any("type changed" in p for p in problems(v1, change_type))
     assert any("message 'M' removed" in p for p in problems(v1, rename_message, "BACKWARD"))
     assert any("package" in p for p in problems(v1, proto("message M { string a = 1; }", "q")))
+
+
+def test_protobuf_descriptors_as_confluent_registers_them() -> None:
+    import base64
+
+    from google.protobuf import descriptor_pb2
+
+    def encoded(field_type: int) -> str:
+        proto = descriptor_pb2.FileDescriptorProto(name="m.proto", package="p", syntax="proto3")
+        message = proto.message_type.add(name="M")
+        message.field.add(name="a", number=1, type=field_type, label=1)
+        return base64.b64encode(proto.SerializeToString()).decode()
+
+    kinds = descriptor_pb2.FieldDescriptorProto
+    v1 = parse_schema(SchemaType.PROTOBUF, encoded(kinds.TYPE_STRING))
+    assert v1.canonical == encoded(kinds.TYPE_STRING)
+    same_wire = parse_schema(SchemaType.PROTOBUF, encoded(kinds.TYPE_BYTES))
+    changed = parse_schema(SchemaType.PROTOBUF, encoded(kinds.TYPE_DOUBLE))
+    assert compatibility_problems("FULL", same_wire, [v1]) == []
+    assert any("type changed" in p for p in compatibility_problems("BACKWARD", changed, [v1]))

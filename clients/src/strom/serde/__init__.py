@@ -17,7 +17,8 @@ value (``wire``). The subject a schema is registered under comes from a name str
 (``naming``: topic, record, topic-record). Serializers register their schema on first use
 (``auto_register=True``) or look it up (``False``), and cache the id; deserializers fetch the
 writer's schema by id once and cache it. Avro needs ``fastavro`` (``pip install strom[avro]``),
-JSON Schema validation needs ``jsonschema``. See docs/schema-registry.md.
+JSON Schema validation needs ``jsonschema``; Protobuf messages are generated classes (the
+``protobuf`` package every Strom client has). See docs/schema-registry.md.
 """
 
 from strom.serde.avro import AvroDeserializer, AvroSerializer
@@ -28,6 +29,7 @@ from strom.serde.naming import (
     topic_name_strategy,
     topic_record_name_strategy,
 )
+from strom.serde.protobuf import ProtobufDeserializer, ProtobufSerializer
 from strom.serde.registry_client import (
     RegisteredSchema,
     SchemaReference,
@@ -42,6 +44,8 @@ __all__ = [
     "AvroSerializer",
     "JsonDeserializer",
     "JsonSerializer",
+    "ProtobufDeserializer",
+    "ProtobufSerializer",
     "RegisteredSchema",
     "SchemaReference",
     "SchemaRegistryClient",

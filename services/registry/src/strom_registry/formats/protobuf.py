@@ -7,15 +7,23 @@ uint64, bool; sint32/sint64; fixed32/sfixed32; fixed64/sfixed64; string/bytes; t
 message or enum otherwise) and its repeated-ness, a field may not move into or out of a
 oneof, and the package and syntax stay. The canonical text is the schema text with its
 line endings normalized and surrounding blank space removed.
+
+A schema may also be a base64-encoded ``FileDescriptorProto``, as Confluent's Python
+serializer registers them; it is checked by the same rules (its canonical text is the base64
+text as given).
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from antlr4.error.ErrorListener import ErrorListener
+from google.protobuf import descriptor_pb2
+from google.protobuf.message import DecodeError
 from proto_schema_parser import ast
 from proto_schema_parser.parser import Parser
 
@@ -57,13 +65,37 @@ def _quiet(recognizer: Any) -> None:
 class ProtobufSchema(ParsedSchema):
     schema_type = SchemaType.PROTOBUF
 
-    def __init__(self, canonical: str, file: ast.File) -> None:
+    def __init__(self, canonical: str, file: ast.File | None = None) -> None:
         super().__init__(canonical)
-        self.package = next((e.name for e in file.file_elements if isinstance(e, ast.Package)), "")
-        self.syntax = file.syntax or "proto2"
+        self.package = ""
+        self.syntax = "proto2"
         self.messages: dict[str, dict[int, _Field]] = {}
         self.enums: set[str] = set()
-        self._collect(file.file_elements, "")
+        if file is not None:
+            packages = (e.name for e in file.file_elements if isinstance(e, ast.Package))
+            self.package = next(packages, "")
+            self.syntax = file.syntax or "proto2"
+            self._collect(file.file_elements, "")
+
+    @classmethod
+    def from_descriptor(
+        cls, canonical: str, proto: descriptor_pb2.FileDescriptorProto
+    ) -> ProtobufSchema:
+        found = cls(canonical)
+        found.package = proto.package
+        found.syntax = proto.syntax or "proto2"
+        found._collect_descriptors(proto.message_type, proto.enum_type, "")
+        return found
+
+    def _collect_descriptors(
+        self, messages: Sequence[Any], enums: Sequence[Any], prefix: str
+    ) -> None:
+        self.enums.update(prefix + e.name for e in enums)
+        for message in messages:
+            name = prefix + message.name
+            oneofs = [o.name for o in message.oneof_decl]
+            self.messages[name] = {f.number: _descriptor_field(f, oneofs) for f in message.field}
+            self._collect_descriptors(message.nested_type, message.enum_type, name + ".")
 
     def _collect(self, elements: Sequence[Any], prefix: str) -> None:
         for element in elements:
@@ -93,6 +125,15 @@ class ProtobufSchema(ParsedSchema):
                 if new is not None:
                     problems += _field_problems(message, number, old, new)
         return problems
+
+
+def _descriptor_field(field: Any, oneofs: list[str]) -> _Field:
+    kind = field.type_name.rsplit(".", 1)[-1] if field.type_name else (
+        descriptor_pb2.FieldDescriptorProto.Type.Name(field.type).lower().removeprefix("type_")
+    )  # fmt: skip
+    repeated = field.label == descriptor_pb2.FieldDescriptorProto.LABEL_REPEATED
+    oneof = oneofs[field.oneof_index] if field.HasField("oneof_index") else None
+    return _Field(field.name, kind, repeated, oneof)
 
 
 def _field_problems(message: str, number: int, old: _Field, new: _Field) -> list[str]:
@@ -130,9 +171,28 @@ def _parse(text: str) -> ast.File:
         raise InvalidSchemaError(f"Invalid protobuf schema: {exc}") from None
 
 
+def _descriptor(text: str) -> descriptor_pb2.FileDescriptorProto | None:
+    """``text`` as a base64-encoded FileDescriptorProto, or None when it is not one."""
+    stripped = text.strip()
+    if not stripped or any(c.isspace() for c in stripped) or "{" in stripped:
+        return None
+    try:
+        raw = base64.b64decode(stripped, validate=True)
+        proto = descriptor_pb2.FileDescriptorProto()
+        proto.ParseFromString(raw)
+    except (binascii.Error, ValueError, DecodeError):
+        return None
+    return proto
+
+
 def parse_protobuf(text: str, references: Sequence[ResolvedReference] = ()) -> ProtobufSchema:
-    """Parse ``.proto`` text; ``references`` are the imported files (checked to parse)."""
+    """Parse ``.proto`` text (or a base64 FileDescriptorProto); ``references`` are the
+    imported files (checked to parse)."""
     for ref in references:
-        _parse(ref.text)
+        if _descriptor(ref.text) is None:
+            _parse(ref.text)
+    descriptor = _descriptor(text)
+    if descriptor is not None:
+        return ProtobufSchema.from_descriptor(text.strip(), descriptor)
     canonical = "\n".join(line.rstrip() for line in text.strip().splitlines())
     return ProtobufSchema(canonical, _parse(text))
