@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import shutil
+import socket
+import struct
 import subprocess
 import time
 from typing import Any
@@ -18,6 +20,13 @@ from strom_testkit import wait_until
 from strom import Consumer as StromConsumer
 from strom import NewTopic, TopicPartition
 from strom import Producer as StromProducer
+from strom_gateway.kafka.codec import decode, encode
+from strom_gateway.kafka.messages import (
+    DESCRIBE_PRODUCERS,
+    DESCRIBE_TRANSACTIONS,
+    LIST_TRANSACTIONS,
+)
+from strom_gateway.kafka.schema import Api
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 admin_module = pytest.importorskip("confluent_kafka.admin")
@@ -260,6 +269,22 @@ def test_records_cross_between_kafka_clients_and_strom_clients(
     assert read == [b"from strom %d" % i for i in range(30)]
 
 
+def kafka_call(kafka: str, api: Api, version: int, body: dict[str, Any]) -> dict[str, Any]:
+    """One request in Kafka's framing (Strom's codec), for APIs the Python clients lack."""
+    host, port = kafka.rsplit(":", 1)
+    flexible = api.flexible(version)
+    header = struct.pack(">hhih", api.key, version, 1, 4) + b"test" + (b"\x00" if flexible else b"")
+    payload = header + encode(api.request, version, flexible, body)
+    with socket.create_connection((host, int(port)), timeout=30) as sock:
+        sock.sendall(struct.pack(">i", len(payload)) + payload)
+        reply = sock.makefile("rb")
+        size = struct.unpack(">i", reply.read(4))[0]
+        frame = reply.read(size)
+    assert struct.unpack_from(">i", frame)[0] == 1
+    start = 5 if flexible else 4  # the response header's tagged fields
+    return dict(decode(api.response, version, flexible, frame[start:]))
+
+
 def _librdkafka_reads(kafka: str, topic: str, isolation: str, count: int) -> list[bytes]:
     """What a librdkafka consumer with ``isolation`` reads of partition 0: ``count`` records
     (within 30 s), and whatever else a further second of polling brings."""
@@ -301,6 +326,20 @@ def test_read_committed_kafka_consumers_skip_aborted_and_open_transactions(
         assert _librdkafka_reads(kafka, topic, "read_committed", 10) == committed
         everything = [f"{n}{i}".encode() for n in "abcd" for i in range(5)]
         assert _librdkafka_reads(kafka, topic, "read_uncommitted", 20) == everything
+        # The admin side of the open transaction, in Kafka's messages.
+        states = kafka_call(kafka, DESCRIBE_TRANSACTIONS, 0, {"transactional_ids": ["kafka-txn"]})
+        (described,) = states["transaction_states"]
+        assert (described["error_code"], described["transaction_state"]) == (0, "Ongoing")
+        assert described["topics"] == [{"topic": topic, "partitions": [0]}]
+        listed = kafka_call(kafka, LIST_TRANSACTIONS, 1, {"state_filters": ["Ongoing"]})
+        assert "kafka-txn" in [t["transactional_id"] for t in listed["transaction_states"]]
+        producers = kafka_call(
+            kafka, DESCRIBE_PRODUCERS, 0, {"topics": [{"name": topic, "partition_indexes": [0]}]}
+        )
+        (partition,) = producers["topics"][0]["partitions"]
+        (producer,) = partition["active_producers"]
+        assert producer["producer_id"] == described["producer_id"]
+        assert producer["current_txn_start_offset"] >= 0
         txn.commit_transaction()
     wanted = [f"{n}{i}".encode() for n in "acd" for i in range(5)]
     assert _librdkafka_reads(kafka, topic, "read_committed", 15) == wanted

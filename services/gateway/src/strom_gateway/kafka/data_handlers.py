@@ -37,12 +37,13 @@ _SPECS = {-1: common_pb2.LATEST, -2: common_pb2.EARLIEST, -3: common_pb2.MAX_TIM
 def by_topic(
     results: Iterable[T],
     topic: Callable[[T], str],
-    entry: Callable[[T], dict[str, Any]],
+    entry: Callable[[T], Any],
     name_key: str = "name",
     list_key: str = "partitions",
 ) -> list[dict[str, Any]]:
-    """Per-partition results grouped by topic, in first-seen order."""
-    topics: dict[str, list[dict[str, Any]]] = {}
+    """Per-partition results grouped by topic, in first-seen order (``entry`` makes each
+    partition's item: a dict, or a bare partition number)."""
+    topics: dict[str, list[Any]] = {}
     for result in results:
         topics.setdefault(topic(result), []).append(entry(result))
     return [{name_key: name, list_key: entries} for name, entries in topics.items()]

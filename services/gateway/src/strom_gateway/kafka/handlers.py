@@ -51,6 +51,9 @@ HANDLERS: dict[int, Handler] = {
     m.ADD_OFFSETS_TO_TXN.key: txn.add_offsets_to_txn,
     m.END_TXN.key: txn.end_txn,
     m.TXN_OFFSET_COMMIT.key: txn.txn_offset_commit,
+    m.LIST_TRANSACTIONS.key: txn.list_transactions,
+    m.DESCRIBE_TRANSACTIONS.key: txn.describe_transactions,
+    m.DESCRIBE_PRODUCERS.key: txn.describe_producers,
 }
 
 

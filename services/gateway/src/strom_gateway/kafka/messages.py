@@ -699,12 +699,74 @@ TXN_OFFSET_COMMIT = _api(
     ],
 )  # fmt: skip
 
+DESCRIBE_PRODUCERS = _api(
+    61, "DescribeProducers", (0, 0), 0,
+    [arr("topics", [f("name", "string"), arr("partition_indexes", "int32")])],
+    [
+        f("throttle_time_ms", "int32"),
+        arr("topics", [
+            f("name", "string"),
+            arr("partitions", [
+                f("partition_index", "int32"),
+                f("error_code", "int16"),
+                f("error_message", "string", null="0+"),
+                arr("active_producers", [
+                    f("producer_id", "int64"),
+                    f("producer_epoch", "int32"),
+                    f("last_sequence", "int32", default=-1),
+                    f("last_timestamp", "int64", default=-1),
+                    f("coordinator_epoch", "int32"),
+                    f("current_txn_start_offset", "int64", default=-1),
+                ]),
+            ]),
+        ]),
+    ],
+)  # fmt: skip
+
+DESCRIBE_TRANSACTIONS = _api(
+    65, "DescribeTransactions", (0, 0), 0,
+    [arr("transactional_ids", "string")],
+    [
+        f("throttle_time_ms", "int32"),
+        arr("transaction_states", [
+            f("error_code", "int16"),
+            f("transactional_id", "string"),
+            f("transaction_state", "string"),
+            f("transaction_timeout_ms", "int32"),
+            f("transaction_start_time_ms", "int64"),
+            f("producer_id", "int64"),
+            f("producer_epoch", "int16"),
+            arr("topics", [f("topic", "string"), arr("partitions", "int32")]),
+        ]),
+    ],
+)  # fmt: skip
+
+LIST_TRANSACTIONS = _api(
+    66, "ListTransactions", (0, 1), 0,
+    [
+        arr("state_filters", "string"),
+        arr("producer_id_filters", "int64"),
+        f("duration_filter", "int64", "1+", default=-1),
+    ],
+    [
+        f("throttle_time_ms", "int32"),
+        f("error_code", "int16"),
+        arr("unknown_state_filters", "string"),
+        arr("transaction_states", [
+            f("transactional_id", "string"),
+            f("producer_id", "int64"),
+            f("transaction_state", "string"),
+        ]),
+    ],
+)  # fmt: skip
+
 APIS: tuple[Api, ...] = (
     PRODUCE, FETCH, LIST_OFFSETS, METADATA, OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR,
     JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP, DESCRIBE_GROUPS, LIST_GROUPS, API_VERSIONS,
     CREATE_TOPICS, DELETE_TOPICS, DELETE_RECORDS, INIT_PRODUCER_ID, ADD_PARTITIONS_TO_TXN,
     ADD_OFFSETS_TO_TXN, END_TXN, TXN_OFFSET_COMMIT, DESCRIBE_CONFIGS, ALTER_CONFIGS,
     CREATE_PARTITIONS, DELETE_GROUPS, INCREMENTAL_ALTER_CONFIGS, DESCRIBE_CLUSTER,
+    DESCRIBE_PRODUCERS, DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS,
 )  # fmt: skip
 
 _BY_KEY = {api.key: api for api in APIS}

@@ -15,12 +15,16 @@ from strom_gateway.kafka.backend import Backend, CallFailed, failure, kafka_code
 from strom_gateway.kafka.data_handlers import by_topic
 from strom_gateway.kafka.frames import Request
 from strom_gateway.kafka.listener import Connection
+from strom_gateway.routing import NoControllerError
 
 __all__ = [
     "add_offsets_to_txn",
     "add_partitions_to_txn",
+    "describe_producers",
+    "describe_transactions",
     "end_txn",
     "init_producer_id",
+    "list_transactions",
     "txn_offset_commit",
 ]
 
@@ -162,3 +166,102 @@ async def txn_offset_commit(
             results, lambda r: r[0], lambda r: {"partition_index": r[1], "error_code": r[2]}
         ),
     }
+
+
+async def list_transactions(
+    backend: Backend, request: Request, connection: Connection
+) -> dict[str, Any]:
+    body = request.body
+    forwarded = transaction_pb2.ListTransactionsRequest(
+        state_filters=body["state_filters"],
+        producer_id_filters=body["producer_id_filters"],
+        duration_filter_ms=max(body["duration_filter"], 0),
+    )
+    try:
+        answer = await backend.coordinators.list_transactions(forwarded, backend.timeout_s)
+    except grpc.aio.AioRpcError as exc:
+        return {"error_code": failure(exc, ErrorCode.COORDINATOR_NOT_AVAILABLE).code}
+    return {
+        "throttle_time_ms": 0,
+        "error_code": kafka_code(answer.error_code),
+        "unknown_state_filters": [],
+        "transaction_states": [
+            {"transactional_id": t.transactional_id, "producer_id": t.producer_id,
+             "transaction_state": t.state}
+            for t in answer.transactions
+        ],
+    }  # fmt: skip
+
+
+async def describe_transactions(
+    backend: Backend, request: Request, connection: Connection
+) -> dict[str, Any]:
+    ids = request.body["transactional_ids"]
+    try:
+        answer = await backend.coordinators.describe_transactions(
+            transaction_pb2.DescribeTransactionsRequest(transactional_ids=ids), backend.timeout_s
+        )
+        described = list(answer.transactions)
+    except grpc.aio.AioRpcError as exc:
+        code = failure(exc, ErrorCode.COORDINATOR_NOT_AVAILABLE).code
+        described = [
+            transaction_pb2.DescribedTransaction(transactional_id=t, error_code=code)  # type: ignore[arg-type]
+            for t in ids
+        ]
+    return {
+        "throttle_time_ms": 0,
+        "transaction_states": [
+            {
+                "error_code": kafka_code(t.error_code),
+                "transactional_id": t.transactional_id,
+                "transaction_state": t.state,
+                "transaction_timeout_ms": t.transaction_timeout_ms,
+                "transaction_start_time_ms": t.transaction_start_time_ms,
+                "producer_id": t.producer_id,
+                "producer_epoch": t.producer_epoch,
+                "topics": by_topic(
+                    t.partitions, lambda p: p.topic, lambda p: p.partition, name_key="topic"
+                ),
+            }
+            for t in described
+        ],
+    }
+
+
+async def describe_producers(
+    backend: Backend, request: Request, connection: Connection
+) -> dict[str, Any]:
+    partitions = [
+        common_pb2.TopicPartition(topic=t["name"], partition=p)
+        for t in request.body["topics"]
+        for p in t["partition_indexes"]
+    ]
+    forwarded = transaction_pb2.DescribeProducersRequest(partitions=partitions)
+    try:
+        answer = await backend.data.describe_producers(forwarded, backend.deadline())
+        results = list(answer.partitions)
+    except (grpc.aio.AioRpcError, NoControllerError) as exc:
+        failed = failure(exc, ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        results = [
+            transaction_pb2.DescribeProducersResult(
+                topic=p.topic, partition=p.partition, error_code=failed.code,  # type: ignore[arg-type]
+                error_message=failed.message,
+            )
+            for p in partitions
+        ]  # fmt: skip
+
+    def entry(r: transaction_pb2.DescribeProducersResult) -> dict[str, Any]:
+        return {
+            "partition_index": r.partition,
+            "error_code": kafka_code(r.error_code),
+            "error_message": r.error_message or None,
+            "active_producers": [
+                {"producer_id": a.producer_id, "producer_epoch": a.producer_epoch,
+                 "last_sequence": a.last_sequence, "last_timestamp": a.last_timestamp_ms,
+                 "coordinator_epoch": a.coordinator_epoch,
+                 "current_txn_start_offset": a.current_txn_start_offset}
+                for a in r.active_producers
+            ],
+        }  # fmt: skip
+
+    return {"throttle_time_ms": 0, "topics": by_topic(results, lambda r: r.topic, entry)}
