@@ -33,8 +33,10 @@ from strom.protocol.v1.common_pb2 import retriable as _retriable_option
 
 __all__ = [
     "ERROR_CODE_METADATA_KEY",
+    "AuthorizationFailedError",
     "BrokerNotAvailableError",
     "BrokerResponseError",
+    "ClusterAuthorizationFailedError",
     "ConcurrentTransactionsError",
     "ConfigurationError",
     "CoordinatorLoadInProgressError",
@@ -48,10 +50,12 @@ __all__ = [
     "FencedInstanceIdError",
     "FencedLeaderEpochError",
     "FetchSessionIdNotFoundError",
+    "GroupAuthorizationFailedError",
     "GroupIdNotFoundError",
     "GroupMaxSizeReachedError",
     "GroupSubscribedToTopicError",
     "IllegalGenerationError",
+    "IllegalSaslStateError",
     "InconsistentGroupProtocolError",
     "InvalidBatchLengthError",
     "InvalidCommitOffsetSizeError",
@@ -98,14 +102,17 @@ __all__ = [
     "RecordListTooLargeError",
     "ReplicaNotAvailableError",
     "RequestTimedOutError",
+    "SaslAuthenticationFailedError",
     "StaleControllerEpochError",
     "StorageError",
     "StromError",
     "StromTimeoutError",
     "TopicAlreadyExistsError",
+    "TopicAuthorizationFailedError",
     "TopicDeletionInProgressError",
     "TransactionAbortableError",
     "TransactionCoordinatorFencedError",
+    "TransactionalIdAuthorizationFailedError",
     "TransactionalIdNotFoundError",
     "TruncatedBatchError",
     "UnknownLeaderEpochError",
@@ -116,6 +123,7 @@ __all__ = [
     "UnstableOffsetCommitError",
     "UnsupportedCompressionTypeError",
     "UnsupportedMagicError",
+    "UnsupportedSaslMechanismError",
     "UnsupportedVersionError",
     "VarintOverflowError",
     "for_code",
@@ -643,6 +651,52 @@ class VarintOverflowError(CorruptRecordError):
 
 class InvalidRecordLayoutError(CorruptRecordError):
     """A record's fields are inconsistent (negative length, trailing bytes, bad offset delta)."""
+
+
+class AuthorizationFailedError(BrokerResponseError):
+    """Base of the authorization failures: the caller may not do this (docs/security.md)."""
+
+
+class TopicAuthorizationFailedError(AuthorizationFailedError):
+    """The caller is not authorized for this operation on the topic."""
+
+    code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+
+
+class GroupAuthorizationFailedError(AuthorizationFailedError):
+    """The caller is not authorized for this operation on the group."""
+
+    code = ErrorCode.GROUP_AUTHORIZATION_FAILED
+
+
+class ClusterAuthorizationFailedError(AuthorizationFailedError):
+    """The caller is not authorized for this operation on the cluster."""
+
+    code = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+
+
+class TransactionalIdAuthorizationFailedError(AuthorizationFailedError):
+    """The caller is not authorized for this operation on the transactional id."""
+
+    code = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+
+
+class UnsupportedSaslMechanismError(BrokerResponseError):
+    """The server does not support the requested SASL mechanism."""
+
+    code = ErrorCode.UNSUPPORTED_SASL_MECHANISM
+
+
+class IllegalSaslStateError(BrokerResponseError):
+    """A SASL message arrived out of order (unknown or expired exchange)."""
+
+    code = ErrorCode.ILLEGAL_SASL_STATE
+
+
+class SaslAuthenticationFailedError(BrokerResponseError):
+    """Authentication failed: wrong credentials, or a missing, expired or forged token."""
+
+    code = ErrorCode.SASL_AUTHENTICATION_FAILED
 
 
 def _collect_codes() -> dict[int, type[BrokerResponseError]]:

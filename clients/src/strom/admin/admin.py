@@ -30,6 +30,8 @@ from strom.admin.transactions import (
 )
 from strom.cluster import DEFAULT_BOOTSTRAP_SERVERS, BackgroundLoop
 from strom.errors import BrokerResponseError
+from strom.security.acl import AclBinding, AclFilter
+from strom.security.scram import DEFAULT_ITERATIONS
 from strom.types import (
     ClusterDescription,
     ConfigValue,
@@ -264,6 +266,41 @@ class Admin:
     def abort_staged_transactions(self, members: Sequence[StagedTransaction]) -> None:
         """Abort staged transactions with their own identities (ended ones are skipped)."""
         self._run(self._aio.abort_staged_transactions(members))
+
+    # -- users and ACLs (docs/security.md) ----------------------------------------------------
+
+    def upsert_scram_user(
+        self,
+        name: str,
+        password: str,
+        *,
+        mechanism: str = "SCRAM-SHA-256",
+        iterations: int = DEFAULT_ITERATIONS,
+    ) -> None:
+        """Create the SCRAM user ``name`` or change its password."""
+        self._run(
+            self._aio.upsert_scram_user(name, password, mechanism=mechanism, iterations=iterations)
+        )
+
+    def delete_scram_user(self, name: str, *, mechanism: str = "") -> None:
+        """Delete the user (or only its ``mechanism`` credential)."""
+        self._run(self._aio.delete_scram_user(name, mechanism=mechanism))
+
+    def describe_scram_users(self, names: Sequence[str] = ()) -> dict[str, list[tuple[str, int]]]:
+        """Users (every one when ``names`` is empty) -> [(mechanism, iterations)]."""
+        return self._run(self._aio.describe_scram_users(names))
+
+    def create_acls(self, acls: Sequence[AclBinding]) -> None:
+        """Create ACLs."""
+        self._run(self._aio.create_acls(acls))
+
+    def delete_acls(self, acl_filter: AclFilter | AclBinding) -> list[AclBinding]:
+        """Delete the ACLs the filter (or the one binding) matches; returns them."""
+        return self._run(self._aio.delete_acls(acl_filter))
+
+    def describe_acls(self, acl_filter: AclFilter | None = None) -> list[AclBinding]:
+        """The ACLs the filter matches (every one without it)."""
+        return self._run(self._aio.describe_acls(acl_filter))
 
     def close(self) -> None:
         self._run(self._aio.close())

@@ -25,6 +25,7 @@ from types import TracebackType
 from typing import Any, Unpack
 
 from strom.admin import transactions as txn
+from strom.admin._security import SecurityAdmin
 from strom.admin.config import AdminConfig, AdminOptions
 from strom.admin.transactions import (
     HangingTransaction,
@@ -64,6 +65,9 @@ from strom.protocol.v1 import (
     storage_pb2,
     transaction_pb2,
 )
+from strom.security.acl import AclBinding, AclFilter
+from strom.security.config import security_of
+from strom.security.scram import DEFAULT_ITERATIONS
 from strom.types import (
     ClusterDescription,
     ConfigValue,
@@ -181,9 +185,11 @@ class Admin:
             request_timeout_ms=config.request_timeout_ms,
             client_id=config.client_id,
             gateway_only=config.gateway_only,
+            security=security_of(config),
         )
         self.bootstrap_servers = self._cluster.bootstrap_servers
         self._timeout = config.request_timeout_ms / 1000
+        self._security = SecurityAdmin(self._cluster, self._timeout)
 
     async def _call(self, method: str, request: object, timeout_s: float | None = None) -> Any:
         with translate_errors(self._cluster.gateway_address):
@@ -850,6 +856,42 @@ class Admin:
             await asyncio.sleep(_RETRY_BACKOFF_S)
 
     # -- life cycle ---------------------------------------------------------------------------
+
+    # -- users and ACLs (docs/security.md) ----------------------------------------------------
+
+    async def upsert_scram_user(
+        self,
+        name: str,
+        password: str,
+        *,
+        mechanism: str = "SCRAM-SHA-256",
+        iterations: int = DEFAULT_ITERATIONS,
+    ) -> None:
+        """Create the SCRAM user ``name`` or change its password (salted here: the password
+        never leaves the client)."""
+        await self._security.upsert_user(name, password, mechanism, iterations)
+
+    async def delete_scram_user(self, name: str, *, mechanism: str = "") -> None:
+        """Delete the user (or only its ``mechanism`` credential)."""
+        await self._security.delete_user(name, mechanism)
+
+    async def describe_scram_users(
+        self, names: Sequence[str] = ()
+    ) -> dict[str, list[tuple[str, int]]]:
+        """Users (every one when ``names`` is empty) -> [(mechanism, iterations)]."""
+        return await self._security.describe_users(names)
+
+    async def create_acls(self, acls: Sequence[AclBinding]) -> None:
+        """Create ACLs (existing ones stay: creating twice stores once)."""
+        await self._security.create_acls(acls)
+
+    async def delete_acls(self, acl_filter: AclFilter | AclBinding) -> list[AclBinding]:
+        """Delete the ACLs the filter (or the one binding) matches; returns them."""
+        return await self._security.delete_acls(acl_filter)
+
+    async def describe_acls(self, acl_filter: AclFilter | None = None) -> list[AclBinding]:
+        """The ACLs the filter matches (every one without it)."""
+        return await self._security.describe_acls(acl_filter)
 
     async def close(self) -> None:
         await self._cluster.close()

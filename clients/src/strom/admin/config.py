@@ -16,6 +16,7 @@ from typing import TypedDict
 
 from strom.cluster import DEFAULT_BOOTSTRAP_SERVERS, parse_servers
 from strom.errors import ConfigurationError
+from strom.security import SecurityConfig
 
 __all__ = ["AdminConfig", "AdminOptions"]
 
@@ -35,7 +36,24 @@ class AdminConfig:
     """Reach the partition leaders through the gateway too (``list_offsets``,
     ``delete_records``), for networks where only it is reachable."""
 
+    security_protocol: str = "PLAINTEXT"
+    """``PLAINTEXT``, ``SSL``, ``SASL_PLAINTEXT`` (loopback only) or ``SASL_SSL``
+    (docs/security.md)."""
+    sasl_mechanism: str = "SCRAM-SHA-256"
+    """``SCRAM-SHA-256`` or ``SCRAM-SHA-512``."""
+    sasl_plain_username: str | None = None
+    """The SCRAM user (SASL protocols)."""
+    sasl_plain_password: str | None = None
+    """The SCRAM user's password (SASL protocols)."""
+    ssl_cafile: str | None = None
+    """CA bundle (PEM) to trust; None: the system's."""
+    ssl_certfile: str | None = None
+    """Client certificate (PEM), for mutual TLS."""
+    ssl_keyfile: str | None = None
+    """The client certificate's key (PEM)."""
+
     def __post_init__(self) -> None:
+        SecurityConfig.of(self)  # checks the security options
         timeout = self.request_timeout_ms
         if isinstance(timeout, bool) or not isinstance(timeout, int):
             raise ConfigurationError(f"request_timeout_ms must be an int, got {timeout!r}")
@@ -54,3 +72,10 @@ class AdminOptions(TypedDict, total=False):
     request_timeout_ms: int
     client_id: str
     gateway_only: bool
+    security_protocol: str
+    sasl_mechanism: str
+    sasl_plain_username: str | None
+    sasl_plain_password: str | None
+    ssl_cafile: str | None
+    ssl_certfile: str | None
+    ssl_keyfile: str | None

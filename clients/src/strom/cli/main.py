@@ -20,6 +20,7 @@ from strom.cli import (
     groups,
     perf,
     schemas,
+    security_commands,
     transactions,
 )
 from strom.errors import StromError
@@ -38,6 +39,13 @@ def build_parser() -> argparse.ArgumentParser:
         prog="strom", description="Strom event streaming: run a local cluster and administer it."
     )
     parser.add_argument("--version", action="version", version=f"strom {__version__}")
+    parser.add_argument(
+        "--command-config",
+        metavar="FILE",
+        help="security settings for every client of the command: a Kafka-style properties "
+        "file (security.protocol, sasl.mechanism, sasl.username, sasl.password, ssl.cafile); "
+        "accepted anywhere on the command line",
+    )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     cluster.add_parser(commands)
     admin_commands.add_parsers(commands)
@@ -45,6 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
     groups.add_parsers(commands)
     transactions.add_parsers(commands)
     schemas.add_parsers(commands)
+    security_commands.add_parsers(commands)
     perf.add_parser(commands)
     dump_log.add_parser(commands)
     return parser
@@ -52,8 +61,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    arguments = sys.argv[1:] if argv is None else list(argv)
     try:
+        arguments, command_config = security_commands.extract_command_config(arguments)
+    except StromError as exc:
+        parser.error(str(exc))
+    args = parser.parse_args(arguments)
+    try:
+        if command_config:
+            security_commands.apply_command_config(command_config, args)
         return int(args.handler(args) or 0)
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED

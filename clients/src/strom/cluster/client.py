@@ -16,19 +16,24 @@ import asyncio
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import grpc
 import grpc.aio
 
+from strom.cluster.login import client_security
 from strom.cluster.transport import channel_options, translate_errors
 from strom.errors import (
     ConfigurationError,
+    ErrorCode,
     LeaderNotAvailableError,
     NetworkExceptionError,
     StromError,
+    TopicAuthorizationFailedError,
     UnknownTopicOrPartitionError,
 )
 from strom.protocol.v1 import controller_pb2, gateway_pb2_grpc, storage_pb2_grpc
+from strom.security import ChannelSecurity, SecurityConfig, default_security
 from strom.types import TopicPartition
 
 __all__ = ["DEFAULT_BOOTSTRAP_SERVERS", "ClusterClient", "PartitionLeader", "parse_servers"]
@@ -83,8 +88,15 @@ class ClusterClient:
         metadata_max_age_ms: int = 300000,
         client_id: str = "strom-python",
         gateway_only: bool = False,
+        security: ChannelSecurity | SecurityConfig | None = None,
     ) -> None:
+        """``security``: how channels are secured (``SecurityConfig``: a client's options,
+        logging in with SCRAM when SASL; None: the process default, plaintext unless a
+        service set its own)."""
         self.bootstrap_servers = parse_servers(bootstrap_servers)
+        if isinstance(security, SecurityConfig):
+            security = client_security(security, self.bootstrap_servers)
+        self.security = security if security is not None else default_security()
         if not isinstance(gateway_only, bool):
             raise ConfigurationError(f"gateway_only must be a bool, got {gateway_only!r}")
         self.gateway_only = gateway_only
@@ -120,11 +132,16 @@ class ClusterClient:
     def gateway(self) -> gateway_pb2_grpc.GatewayStub:
         """grpc.aio stub to the current bootstrap server (the next one after a network error)."""
         if self._gateway is None:
-            self._gateway_channel = grpc.aio.insecure_channel(
-                self.gateway_address, options=channel_options()
-            )
+            self._gateway_channel = self.open_channel(self.gateway_address, channel_options())
             self._gateway = gateway_pb2_grpc.GatewayStub(self._gateway_channel)
         return self._gateway
+
+    @property
+    def gateway_channel(self) -> grpc.aio.Channel:
+        """The channel of ``gateway`` (for the gateway's other services: Security)."""
+        self.gateway  # noqa: B018  (opens it)
+        assert self._gateway_channel is not None
+        return self._gateway_channel
 
     async def _next_gateway(self) -> None:
         channel = self._gateway_channel
@@ -183,10 +200,13 @@ class ClusterClient:
         for broker in response.brokers:
             self._brokers[broker.node_id] = f"{broker.host}:{broker.port}"
         seen = set()
+        denied: list[str] = []
         for topic in response.topics:
             seen.add(topic.name)
             if topic.error_code:
                 self._forget(topic.name)
+                if topic.error_code == ErrorCode.TOPIC_AUTHORIZATION_FAILED:
+                    denied.append(topic.name)
                 continue
             self._topics[topic.name] = tuple(
                 PartitionLeader(
@@ -204,6 +224,10 @@ class ClusterClient:
         gone = (set(self._topics) if wanted is None else set(wanted)) - seen
         for name in gone:
             self._forget(name)
+        if denied:
+            raise TopicAuthorizationFailedError(
+                f"not authorized to describe topic(s) {', '.join(sorted(denied))}"
+            )
 
     def _forget(self, topic: str) -> None:
         self._topics.pop(topic, None)
@@ -304,10 +328,16 @@ class ClusterClient:
         if stub is None:
             if self._closed:
                 raise StromError("the client is closed")
-            channel = grpc.aio.insecure_channel(address, options=_NODE_OPTIONS)
+            channel = self.open_channel(address, _NODE_OPTIONS)
             self._channels[address] = channel
             stub = self._stubs[address] = storage_pb2_grpc.StorageNodeStub(channel)
         return stub
+
+    def open_channel(
+        self, address: str, options: Sequence[tuple[str, Any]] = ()
+    ) -> grpc.aio.Channel:
+        """A channel to ``address`` with this client's security (TLS, login token)."""
+        return self.security.channel(address, options=options)
 
     async def close(self) -> None:
         """Close every channel; a closed client refuses new storage stubs."""

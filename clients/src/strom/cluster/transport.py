@@ -20,10 +20,12 @@ import grpc
 
 from strom.errors import (
     ERROR_CODE_METADATA_KEY,
+    ClusterAuthorizationFailedError,
     InvalidRequestError,
     MessageTooLargeError,
     NetworkExceptionError,
     RequestTimedOutError,
+    SaslAuthenticationFailedError,
     StromError,
     UnknownServerError,
     UnsupportedVersionError,
@@ -42,6 +44,9 @@ _BY_STATUS: dict[grpc.StatusCode, type[StromError]] = {
     grpc.StatusCode.RESOURCE_EXHAUSTED: MessageTooLargeError,
     grpc.StatusCode.UNIMPLEMENTED: UnsupportedVersionError,
     grpc.StatusCode.INVALID_ARGUMENT: InvalidRequestError,
+    # A TLS or authentication failure seen before any Strom server code ran.
+    grpc.StatusCode.UNAUTHENTICATED: SaslAuthenticationFailedError,
+    grpc.StatusCode.PERMISSION_DENIED: ClusterAuthorizationFailedError,
 }
 
 

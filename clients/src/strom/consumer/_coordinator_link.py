@@ -137,8 +137,8 @@ class CoordinatorLink:
         if channel is None:
             if self._closed:
                 raise StromError("the consumer is closed")
-            channel = self._channels[address] = grpc.aio.insecure_channel(
-                address, options=_CHANNEL_OPTIONS
+            channel = self._channels[address] = self._cluster.open_channel(
+                address, _CHANNEL_OPTIONS
             )
         self._stub = coordinator_pb2_grpc.GroupCoordinatorStub(channel)
         self.address = address

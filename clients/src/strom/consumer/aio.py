@@ -49,6 +49,7 @@ from strom.errors import (
     UnknownTopicOrPartitionError,
 )
 from strom.protocol.v1 import common_pb2
+from strom.security.config import security_of
 from strom.types import (
     ConsumerGroupMetadata,
     ConsumerRecord,
@@ -104,6 +105,7 @@ class Consumer:
             metadata_max_age_ms=config.metadata_max_age_ms,
             client_id=config.client_id,
             gateway_only=config.gateway_only,
+            security=security_of(config),
         )
         self._subs = SubscriptionState(config.auto_offset_reset)
         self._read_committed = config.isolation_level == "read_committed"

@@ -22,6 +22,7 @@ from typing import Any, TypedDict
 from strom.cluster import DEFAULT_BOOTSTRAP_SERVERS, parse_servers
 from strom.errors import ConfigurationError
 from strom.group.assignors import PartitionAssignor, RebalanceProtocol, assignor_for
+from strom.security import SecurityConfig
 
 __all__ = [
     "DEFAULT_ASSIGNORS",
@@ -105,7 +106,24 @@ class ConsumerConfig:
     """Fetch (and reach the group coordinator) through the gateway, for networks where only it
     is reachable."""
 
+    security_protocol: str = "PLAINTEXT"
+    """``PLAINTEXT``, ``SSL``, ``SASL_PLAINTEXT`` (loopback only) or ``SASL_SSL``
+    (docs/security.md)."""
+    sasl_mechanism: str = "SCRAM-SHA-256"
+    """``SCRAM-SHA-256`` or ``SCRAM-SHA-512``."""
+    sasl_plain_username: str | None = None
+    """The SCRAM user (SASL protocols)."""
+    sasl_plain_password: str | None = None
+    """The SCRAM user's password (SASL protocols)."""
+    ssl_cafile: str | None = None
+    """CA bundle (PEM) to trust; None: the system's."""
+    ssl_certfile: str | None = None
+    """Client certificate (PEM), for mutual TLS."""
+    ssl_keyfile: str | None = None
+    """The client certificate's key (PEM)."""
+
     def __post_init__(self) -> None:
+        SecurityConfig.of(self)  # checks the security options
         if self.isolation_level not in ISOLATION_LEVELS:
             raise ConfigurationError(
                 f"isolation_level must be read_uncommitted or read_committed, "
@@ -239,6 +257,13 @@ class ConsumerOptions(TypedDict, total=False):
     group_instance_id: str | None
     partition_assignment_strategy: Sequence[AssignorSpec] | AssignorSpec
     gateway_only: bool
+    security_protocol: str
+    sasl_mechanism: str
+    sasl_plain_username: str | None
+    sasl_plain_password: str | None
+    ssl_cafile: str | None
+    ssl_certfile: str | None
+    ssl_keyfile: str | None
 
 
 def check_auto_offset_reset(strategy: object) -> None:

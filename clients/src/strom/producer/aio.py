@@ -53,6 +53,7 @@ from strom.producer._transactions import TransactionAbortedError, TransactionMan
 from strom.producer._waits import NeedMetadata, NeedRoom, blocked_too_long
 from strom.producer.config import ProducerConfig, ProducerOptions
 from strom.producer.partitioner import StickyPartitioner, murmur2_partition
+from strom.security.config import security_of
 from strom.types import (
     ConsumerGroupMetadata,
     OffsetAndMetadata,
@@ -85,6 +86,7 @@ class Producer:
             metadata_max_age_ms=config.metadata_max_age_ms,
             client_id=config.client_id,
             gateway_only=config.gateway_only,
+            security=security_of(config),
         )
         self._acc = Accumulator(
             batch_size=min(config.batch_size, config.max_request_size),

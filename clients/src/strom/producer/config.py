@@ -26,6 +26,7 @@ from strom.cluster import DEFAULT_BOOTSTRAP_SERVERS, parse_servers
 from strom.errors import ConfigurationError
 from strom.producer.partitioner import Partitioner
 from strom.records import Compression
+from strom.security import SecurityConfig
 
 __all__ = [
     "DEFAULT_BUFFER_MEMORY",
@@ -103,7 +104,24 @@ class ProducerConfig:
     """How long the transaction coordinator lets a transaction stay open before aborting it
     (at most the server's ``transaction.max.timeout.ms``, 900000 by default)."""
 
+    security_protocol: str = "PLAINTEXT"
+    """``PLAINTEXT``, ``SSL``, ``SASL_PLAINTEXT`` (loopback only) or ``SASL_SSL``
+    (docs/security.md)."""
+    sasl_mechanism: str = "SCRAM-SHA-256"
+    """``SCRAM-SHA-256`` or ``SCRAM-SHA-512``."""
+    sasl_plain_username: str | None = None
+    """The SCRAM user (SASL protocols)."""
+    sasl_plain_password: str | None = None
+    """The SCRAM user's password (SASL protocols)."""
+    ssl_cafile: str | None = None
+    """CA bundle (PEM) to trust; None: the system's."""
+    ssl_certfile: str | None = None
+    """Client certificate (PEM), for mutual TLS."""
+    ssl_keyfile: str | None = None
+    """The client certificate's key (PEM)."""
+
     def __post_init__(self) -> None:
+        SecurityConfig.of(self)  # checks the security options
         set_ = object.__setattr__
         set_(self, "bootstrap_servers", parse_servers(self.bootstrap_servers))
         acks = self.acks
@@ -202,6 +220,13 @@ class ProducerOptions(TypedDict, total=False):
     gateway_only: bool
     transactional_id: str | None
     transaction_timeout_ms: int
+    security_protocol: str
+    sasl_mechanism: str
+    sasl_plain_username: str | None
+    sasl_plain_password: str | None
+    ssl_cafile: str | None
+    ssl_certfile: str | None
+    ssl_keyfile: str | None
 
 
 def _check_transactional(

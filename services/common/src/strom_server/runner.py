@@ -31,6 +31,7 @@ from strom_server.runtime.config import ServerConfig, config_items, load_config
 from strom_server.runtime.gc_tuning import tune_gc
 from strom_server.runtime.logs import configure_logging, get_logger
 from strom_server.runtime.telemetry import Telemetry, setup_telemetry
+from strom_server.security.setup import ServerSecurity
 
 __all__ = ["BuildFn", "run_service", "serve_config"]
 
@@ -52,7 +53,17 @@ async def serve_config(
 ) -> None:
     """Build the server for ``config`` and serve it until a signal (or ``request_stop``);
     ``freeze_gc`` (a service process) tunes the garbage collector once built."""
-    server = GrpcServer(config, service_name, telemetry=telemetry)
+    security = await ServerSecurity.start(config)
+    server = GrpcServer(
+        config,
+        service_name,
+        telemetry=telemetry,
+        guard=security.guard if security else None,
+        credentials=security.credentials if security else None,
+        security=security,
+    )
+    if security is not None:
+        server.on_shutdown(security.close)
     await build(config, server)
     if freeze_gc:
         tune_gc()

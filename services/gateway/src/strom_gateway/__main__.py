@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from strom.protocol.v1.security_pb2_grpc import add_SecurityServicer_to_server
 from strom_gateway.byte_budget import ByteBudget
 from strom_gateway.config import GatewayConfig
 from strom_gateway.coordinator_registry import CoordinatorRegistry
@@ -17,6 +18,9 @@ from strom_server.etcd.keys import ClusterKeys
 from strom_server.etcd.store import EtcdStore
 from strom_server.rpc.server import GrpcServer
 from strom_server.runner import run_service
+from strom_server.runtime.logs import get_logger
+
+log = get_logger(__name__)
 
 
 async def build(config: GatewayConfig, server: GrpcServer) -> None:
@@ -34,18 +38,27 @@ async def build(config: GatewayConfig, server: GrpcServer) -> None:
         router, coordinators, data, default_timeout_s=config.request_timeout_ms / 1000
     )
     server.add_service(add_to_server, servicer)
-    kafka = await start_kafka_listener(
-        listen=config.kafka_port,
-        advertised=config.kafka_advertised,
-        router=router,
-        coordinators=coordinators,
-        data=data,
-        timeout_s=config.request_timeout_ms / 1000,
-        max_frame_bytes=int(config.max_message_size),
-    )
+    if server.security is not None:  # logins, users and ACLs (docs/security.md)
+        server.add_service(add_SecurityServicer_to_server, server.security.servicer())
+    # The Kafka-protocol listener has no SASL/TLS yet: it would serve every request as the
+    # gateway itself, so a secured gateway does not start it (docs/security.md).
+    kafka = None
+    if server.security is None:
+        kafka = await start_kafka_listener(
+            listen=config.kafka_port,
+            advertised=config.kafka_advertised,
+            router=router,
+            coordinators=coordinators,
+            data=data,
+            timeout_s=config.request_timeout_ms / 1000,
+            max_frame_bytes=int(config.max_message_size),
+        )
+    else:
+        log.warning("kafka-protocol listener not started: it has no SASL/TLS yet")
 
     async def close() -> None:
-        await kafka.close()
+        if kafka is not None:
+            await kafka.close()
         await coordinators.close()
         await leaders.close()
         await router.close()

@@ -28,6 +28,10 @@ P/registry/leader                  {"id", "url"} on the schema registry writer's
                                    lease (created only if absent)
 P/registry/next_id                 {"next": n}: the next schema id to give, bumped by    reg
                                    the writer in a transaction guarded by the leader key
+P/security/token-secret            {"secret": base64}: signs login tokens (created by    any
+                                   the first service needing it, only if absent)
+P/security/users/<quoted name>     {"credentials": [SCRAM credential per mechanism]}     gw
+P/security/acls/<digest>           one ACL binding (docs/security.md)                     gw
 =================================  ====================================================  =======
 
 Every controller write is a transaction guarded by the value of ``P/controller/leader``, so a
@@ -170,6 +174,33 @@ class ClusterKeys:
     def registry_next_id(self) -> str:
         """The schema registry's next schema id."""
         return self._key("registry", "next_id")
+
+    @property
+    def token_secret(self) -> str:
+        """The cluster secret signing login tokens (docs/security.md)."""
+        return self._key("security", "token-secret")
+
+    @property
+    def users(self) -> str:
+        """Prefix of the SCRAM users (ends with a slash)."""
+        return self._key("security", "users", "")
+
+    def user(self, name: str) -> str:
+        """The key of user ``name`` (percent-quoted: one path segment, any name)."""
+        return self._key("security", "users", quote(name, safe=""))
+
+    def parse_user_key(self, key: str) -> str | None:
+        rest = key.removeprefix(self.users)
+        return unquote(rest) if rest != key and rest and "/" not in rest else None
+
+    @property
+    def acls(self) -> str:
+        """Prefix of the ACLs (ends with a slash)."""
+        return self._key("security", "acls", "")
+
+    def acl(self, acl_id: str) -> str:
+        """The key of one ACL (its id: a digest of the binding, so creating it is idempotent)."""
+        return self._key("security", "acls", acl_id)
 
     def parse_coordinator_key(self, key: str) -> int | None:
         rest = key.removeprefix(self.coordinators)

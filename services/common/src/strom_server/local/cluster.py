@@ -38,6 +38,7 @@ import structlog
 from strom import Admin, NewTopic, StromError
 from strom_server.etcd.binary import find_etcd
 from strom_server.etcd.process import etcd_argv, etcd_is_healthy
+from strom_server.local import secure
 from strom_server.local.cluster_state import (
     process_start_ticks,
     read_state,
@@ -103,6 +104,10 @@ class LocalClusterSpec:
     registry_port: int | None = None
     #: The gateway's Kafka-protocol listener; None: ``base_port + 100`` (9192 by default).
     kafka_port: int | None = None
+    #: TLS, SCRAM logins and ACLs everywhere (``strom cluster up --secure``,
+    #: ``strom_server.local.secure``): certificates under ``<data_dir>/tls/``, the super user's
+    #: settings in ``<data_dir>/admin.properties``.
+    secure: bool = False
 
     @property
     def etcd_endpoint(self) -> str:
@@ -152,11 +157,16 @@ class LocalClusterSpec:
             "--etcd-endpoints", f"{self.host}:{self.etcd_client_port}",
             *flags,
         ]  # fmt: skip
+        cafile = None
+        if self.secure:
+            secure.prepare_tls(self.data_dir, [name])
+            argv += secure.service_flags(self.data_dir, name)
+            cafile = str(secure.tls_dir(self.data_dir) / "ca.crt")
         return ManagedProcess(
             name=name,
             argv=argv,
             log_path=self.data_dir / "logs" / f"{name}.log",
-            ready=lambda: grpc_serving(address),
+            ready=lambda: grpc_serving(address, cafile=cafile),
             address=address,
             role=role,
             node_id=node_id,

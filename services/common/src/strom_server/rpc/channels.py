@@ -1,6 +1,7 @@
 """Service-to-service gRPC channels that carry the trace context.
 
-``open_channel`` makes an insecure ``grpc.aio`` channel with Strom's message-size limits and
+``open_channel`` makes a ``grpc.aio`` channel (plaintext, or TLS with the service's token once
+``strom_server.security`` has called ``configure``) with Strom's message-size limits and
 the client-side tracing interceptors: each call runs in a CLIENT span (a child of the span
 current when the call starts) whose W3C ``traceparent`` is injected into the call metadata, so
 the callee's ``RpcObserver`` continues the same trace. Use ``tracing_interceptors`` to add the
@@ -25,10 +26,18 @@ from opentelemetry.context import Context
 from opentelemetry.trace import SpanKind
 
 from strom.cluster import channel_options
+from strom.security import ChannelSecurity, default_security, set_default_security
 from strom_server.rpc.interceptors import end_rpc_span
 from strom_server.runtime.values import MiB
 
-__all__ = ["PeerChannel", "open_channel", "trace_metadata", "tracing_interceptors"]
+__all__ = [
+    "PeerChannel",
+    "channel_security",
+    "configure",
+    "open_channel",
+    "trace_metadata",
+    "tracing_interceptors",
+]
 
 
 class _TracingMixin:
@@ -137,6 +146,18 @@ def trace_metadata(context: Context | None = None) -> tuple[tuple[str, str], ...
     return tuple(carrier.items())
 
 
+def configure(security: ChannelSecurity) -> None:
+    """Make every channel opened from now on use ``security`` (TLS and the service's token:
+    ``strom_server.security`` sets it at start; plaintext until then), including the clients
+    a service runs (``strom.cluster.ClusterClient``, ``strom.Admin``)."""
+    set_default_security(security)
+
+
+def channel_security() -> ChannelSecurity:
+    """The security every service-to-service channel of this process uses."""
+    return default_security()
+
+
 def open_channel(
     target: str,
     *,
@@ -145,9 +166,10 @@ def open_channel(
     options: Sequence[tuple[str, Any]] = (),
     traced: bool = True,
 ) -> grpc.aio.Channel:
-    """An insecure ``grpc.aio`` channel to ``target`` (``host:port``); with ``traced`` every
-    call gets a CLIENT span and propagates the trace (else see ``trace_metadata``)."""
-    return grpc.aio.insecure_channel(
+    """A ``grpc.aio`` channel to ``target`` (``host:port``), insecure unless the process's
+    security says otherwise (``configure``); with ``traced`` every call gets a CLIENT span and
+    propagates the trace (else see ``trace_metadata``)."""
+    return default_security().channel(
         target,
         options=[*channel_options(max_message_size), *options],
         interceptors=tracing_interceptors(tracer_provider) if traced else None,

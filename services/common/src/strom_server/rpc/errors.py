@@ -13,6 +13,9 @@ exception                                      gRPC status             strom-err
   (``REQUEST_ERROR_CODES``: INVALID_REQUEST,
   MESSAGE_TOO_LARGE, INVALID_CONFIG, ...)
 ``UnknownServerError``                         INTERNAL                UNKNOWN_SERVER_ERROR
+``AuthorizationFailedError`` (TOPIC_, GROUP_,    PERMISSION_DENIED       its code
+  CLUSTER_, TRANSACTIONAL_ID_...)
+``SaslAuthenticationFailedError``              UNAUTHENTICATED         its code
 other ``BrokerResponseError`` (state: fenced,  FAILED_PRECONDITION     its code
   out of range, unknown member, ...)
 ``ConfigurationError``                         INVALID_ARGUMENT        INVALID_CONFIG
@@ -43,6 +46,7 @@ from strom.errors import (
 from strom.protocol.v1 import common_pb2
 
 __all__ = [
+    "AUTHORIZATION_ERROR_CODES",
     "ERROR_CODE_KEY",
     "REQUEST_ERROR_CODES",
     "RpcStatus",
@@ -78,6 +82,16 @@ REQUEST_ERROR_CODES: frozenset[int] = frozenset(
 )
 """Non-retriable codes meaning "this request is wrong whatever the state": INVALID_ARGUMENT."""
 
+AUTHORIZATION_ERROR_CODES: frozenset[int] = frozenset(
+    {
+        ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+        ErrorCode.GROUP_AUTHORIZATION_FAILED,
+        ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+        ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+    }
+)
+"""The caller may not do this: PERMISSION_DENIED."""
+
 _MAX_DETAILS = 1000
 
 
@@ -106,6 +120,10 @@ def status_for_exception(exc: BaseException) -> RpcStatus:
     if isinstance(exc, BrokerResponseError):
         if exc.code == ErrorCode.UNKNOWN_SERVER_ERROR:
             status = grpc.StatusCode.INTERNAL
+        elif exc.code in AUTHORIZATION_ERROR_CODES:
+            status = grpc.StatusCode.PERMISSION_DENIED
+        elif exc.code == ErrorCode.SASL_AUTHENTICATION_FAILED:
+            status = grpc.StatusCode.UNAUTHENTICATED
         elif exc.retriable:
             status = grpc.StatusCode.UNAVAILABLE
         elif exc.code in REQUEST_ERROR_CODES:

@@ -2,15 +2,25 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 __all__ = ["grpc_serving"]
 
 
-def grpc_serving(address: str, service: str = "", timeout_s: float = 1.0) -> bool:
-    """Whether the gRPC server at ``address`` (host:port) reports ``service`` SERVING."""
-    with grpc.insecure_channel(address) as channel:
+def grpc_serving(
+    address: str, service: str = "", timeout_s: float = 1.0, *, cafile: str | None = None
+) -> bool:
+    """Whether the gRPC server at ``address`` (host:port) reports ``service`` SERVING; over
+    TLS trusting ``cafile`` when given (the health service needs no login)."""
+    if cafile:
+        credentials = grpc.ssl_channel_credentials(Path(cafile).read_bytes())
+        opened = grpc.secure_channel(address, credentials)
+    else:
+        opened = grpc.insecure_channel(address)
+    with opened as channel:
         try:
             reply = health_pb2_grpc.HealthStub(channel).Check(
                 health_pb2.HealthCheckRequest(service=service), timeout=timeout_s

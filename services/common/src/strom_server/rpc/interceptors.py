@@ -34,7 +34,7 @@ import inspect
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
-from typing import Any, NoReturn
+from typing import Any, NoReturn, Protocol
 
 import grpc
 import grpc.aio
@@ -47,7 +47,7 @@ from strom.errors import InvalidRequestError
 from strom_server.rpc.errors import status_for_exception
 from strom_server.runtime.logs import get_logger
 
-__all__ = ["RpcObserver", "end_rpc_span", "final_status", "wrap_handler"]
+__all__ = ["HandlerGuard", "RpcObserver", "end_rpc_span", "final_status", "wrap_handler"]
 
 log = get_logger(__name__)
 _debug_gate = logging.getLogger(__name__)  # looked up once: asked on every RPC
@@ -201,6 +201,12 @@ def wrap_handler(handler: grpc.RpcMethodHandler, observe: Observe) -> grpc.RpcMe
     return handler
 
 
+class HandlerGuard(Protocol):
+    """Wraps a method's handler with checks of each call (``strom_server.security``)."""
+
+    def wrap(self, method: str, handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler: ...
+
+
 class _Method:
     """What stays the same for every call of one method: names and attribute sets."""
 
@@ -234,7 +240,11 @@ class RpcObserver(grpc.aio.ServerInterceptor):
         self,
         tracer_provider: trace.TracerProvider | None = None,
         meter_provider: metrics.MeterProvider | None = None,
+        guard: HandlerGuard | None = None,
     ) -> None:
+        """``guard`` (authentication and authorization, ``strom_server.security``) wraps each
+        method's handler inside the observation, so its refusals map to statuses too."""
+        self._guard = guard
         self._tracer = trace.get_tracer(__name__, tracer_provider=tracer_provider)
         meter = metrics.get_meter(__name__, meter_provider=meter_provider)
         self._duration = meter.create_histogram(
@@ -262,11 +272,12 @@ class RpcObserver(grpc.aio.ServerInterceptor):
         if cached is not None and cached[0] is handler:
             return cached[1]
         info = _Method(method)
+        guarded = handler if self._guard is None else self._guard.wrap(method, handler)
 
         async def observe(body: Coroutine[Any, Any, Any], context: Any) -> Any:
             return await self._observe(info, body, context)
 
-        wrapped = wrap_handler(handler, observe)
+        wrapped = wrap_handler(guarded, observe)
         self._wrapped[method] = (handler, wrapped)
         return wrapped
 

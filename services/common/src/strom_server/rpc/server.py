@@ -33,7 +33,7 @@ import grpc.aio
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from strom_server.rpc.interceptors import RpcObserver
+from strom_server.rpc.interceptors import HandlerGuard, RpcObserver
 from strom_server.runtime.config import ServerConfig
 from strom_server.runtime.logs import get_logger
 from strom_server.runtime.telemetry import Telemetry
@@ -94,16 +94,25 @@ class GrpcServer:
         telemetry: Telemetry | None = None,
         interceptors: Sequence[grpc.aio.ServerInterceptor] | None = None,
         options: Sequence[tuple[str, Any]] = (),
+        guard: HandlerGuard | None = None,
+        credentials: grpc.ServerCredentials | None = None,
+        security: Any = None,
     ) -> None:
         """``telemetry`` None uses the global OpenTelemetry providers; every added service's
         handlers run through an ``RpcObserver``; ``interceptors`` are extra grpc.aio
         interceptors (none by default: each costs per call); ``options`` are extra grpc
-        channel arguments."""
+        channel arguments. ``guard`` checks every call (authentication, ACLs),
+        ``credentials`` secure the listener (None: plaintext), ``security`` is the service's
+        ``strom_server.security.ServerSecurity`` (None when security is off), kept for the
+        services that serve its parts."""
         self.config = config
         self.service_name = service_name
+        self.security = security
+        self._credentials = credentials
         self._observer = RpcObserver(
             telemetry.tracer_provider if telemetry else None,
             telemetry.meter_provider if telemetry else None,
+            guard,
         )
         self._interceptors = list(interceptors or ())
         self._options = list(options)
@@ -195,7 +204,10 @@ class GrpcServer:
             [*self._service_names, health.SERVICE_NAME, reflection.SERVICE_NAME], server
         )
         try:
-            self._port = server.add_insecure_port(self.config.listen)
+            if self._credentials is None:
+                self._port = server.add_insecure_port(self.config.listen)
+            else:
+                self._port = server.add_secure_port(self.config.listen, self._credentials)
         except RuntimeError as exc:
             raise OSError(f"cannot listen on {self.config.listen}: {exc}") from exc
         for name in ("", *self._service_names):

@@ -521,3 +521,37 @@ class ServerConfig:
     shutdown_grace: float = setting(
         10.0, help="seconds in-flight RPCs get to finish on SIGTERM/SIGINT", min=0.0, max=3600.0
     )
+    # Security (docs/security.md): off by default.
+    security_protocol: str = setting(
+        "PLAINTEXT",
+        name="security.protocol",
+        help="the listener's and outgoing calls' protocol",
+        choices=("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"),
+    )
+    ssl_certfile: str = setting("", name="ssl.certfile", help="certificate chain (PEM)")
+    ssl_keyfile: str = setting("", name="ssl.keyfile", help="private key (PEM)")
+    ssl_cafile: str = setting("", name="ssl.cafile", help="CA bundle to trust (PEM)")
+    ssl_client_auth: str = setting(
+        "none",
+        name="ssl.client.auth",
+        help="ask clients for certificates",
+        choices=("none", "requested", "required"),
+    )
+    authorizer_enabled: bool = setting(
+        False, name="authorizer.enabled", help="check every request against the ACLs"
+    )
+    super_users: tuple[str, ...] = setting(
+        (), name="super.users", help="principals allowed everything (User:admin,...)"
+    )
+    allow_everyone_if_no_acl_found: bool = setting(
+        False,
+        name="allow.everyone.if.no.acl.found",
+        help="allow requests on resources no ACL names",
+    )
+    token_lifetime_ms: int = setting(
+        900_000,
+        name="token.lifetime.ms",
+        help="how long a login token is valid",
+        min=1000,
+        max=86_400_000,
+    )

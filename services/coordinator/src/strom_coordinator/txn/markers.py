@@ -29,6 +29,7 @@ from strom.errors import (
     UnknownTopicOrPartitionError,
 )
 from strom.protocol.v1 import common_pb2, coordinator_pb2_grpc, transaction_pb2
+from strom.security import default_security
 from strom.types import TopicPartition
 from strom_coordinator.txn.manager import MarkerJob
 from strom_server.runtime.logs import get_logger
@@ -188,7 +189,7 @@ class MarkerSender:
     def _group_stub(self, address: str) -> coordinator_pb2_grpc.GroupCoordinatorStub:
         stub = self._stubs.get(address)
         if stub is None:
-            channel = grpc.aio.insecure_channel(address)
+            channel = default_security().channel(address)
             self._channels[address] = channel
             stub = self._stubs[address] = coordinator_pb2_grpc.GroupCoordinatorStub(channel)
         return stub

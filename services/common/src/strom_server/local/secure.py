@@ -1,0 +1,100 @@
+"""``strom cluster up --secure``: TLS files, the super user and the admin's properties file.
+
+Under ``<data-dir>/tls/``: ``ca.crt`` (and its key) and one certificate per service (``gateway``,
+``storage-1``, ...). Every service then runs with ``security.protocol=SASL_SSL``, its own
+certificate, the authorizer on, ``super.users=User:admin`` and
+``allow.everyone.if.no.acl.found=false``. The super user ``admin`` gets a random password,
+written with the rest of a client's settings to ``<data-dir>/admin.properties`` (owner-only)
+for ``--command-config``; a later ``up`` on the same data directory keeps both.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import secrets
+from pathlib import Path
+
+from strom.security import properties_to_options, read_properties
+from strom.security.scram import DEFAULT_ITERATIONS, make_credential, salted_password
+from strom_server.etcd.keys import ClusterKeys
+from strom_server.etcd.store import EtcdStore
+from strom_server.security.certificates import LocalCa
+from strom_server.security.store import SecurityStore
+
+__all__ = [
+    "ADMIN_USER",
+    "admin_options",
+    "admin_properties_path",
+    "create_admin",
+    "prepare_tls",
+    "service_flags",
+    "tls_dir",
+]
+
+ADMIN_USER = "admin"
+_MECHANISM = "SCRAM-SHA-256"
+
+
+def tls_dir(data_dir: Path) -> Path:
+    return data_dir / "tls"
+
+
+def admin_properties_path(data_dir: Path) -> Path:
+    return data_dir / "admin.properties"
+
+
+def prepare_tls(data_dir: Path, service_names: list[str]) -> None:
+    """The CA, a certificate per service (missing ones only) and admin.properties."""
+    ca = LocalCa(tls_dir(data_dir))
+    for name in service_names:
+        if not (ca.directory / f"{name}.crt").exists():
+            ca.issue(name)
+    path = admin_properties_path(data_dir)
+    if not path.exists():
+        text = (
+            "security.protocol=SASL_SSL\n"
+            f"sasl.mechanism={_MECHANISM}\n"
+            f"sasl.username={ADMIN_USER}\n"
+            f"sasl.password={secrets.token_urlsafe(18)}\n"
+            f"ssl.cafile={ca.cafile}\n"
+        )
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as out:
+            out.write(text)
+
+
+def admin_options(data_dir: Path) -> dict[str, str]:
+    """The admin's client options (``security_protocol=...``), from admin.properties."""
+    return properties_to_options(read_properties(admin_properties_path(data_dir)))
+
+
+def service_flags(data_dir: Path, name: str) -> list[str]:
+    """The security settings of service ``name``."""
+    directory = tls_dir(data_dir)
+    return [
+        "--security.protocol", "SASL_SSL",
+        "--ssl.certfile", str(directory / f"{name}.crt"),
+        "--ssl.keyfile", str(directory / f"{name}.key"),
+        "--ssl.cafile", str(directory / "ca.crt"),
+        "--authorizer.enabled",
+        "--super.users", f"User:{ADMIN_USER}",
+        "--no-allow.everyone.if.no.acl.found",
+    ]  # fmt: skip
+
+
+async def _store_admin(endpoint: str, prefix: str, password: str) -> None:
+    etcd = EtcdStore([endpoint])
+    try:
+        salt = secrets.token_bytes(16)
+        salted = salted_password(_MECHANISM, password, salt, DEFAULT_ITERATIONS)
+        credential = make_credential(_MECHANISM, salted, salt, DEFAULT_ITERATIONS)
+        await SecurityStore(etcd, ClusterKeys(prefix)).put_credential(ADMIN_USER, credential)
+    finally:
+        await etcd.close()
+
+
+def create_admin(data_dir: Path, etcd_endpoint: str, prefix: str = "/strom") -> None:
+    """Store the admin's SCRAM credential (salted, from admin.properties) in etcd."""
+    password = admin_options(data_dir)["sasl_plain_password"]
+    asyncio.run(_store_admin(etcd_endpoint, prefix, password))

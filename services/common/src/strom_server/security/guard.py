@@ -1,0 +1,227 @@
+"""Authenticates and authorizes every request a service serves, before its handler runs.
+
+``RequestGuard.wrap(method, handler)`` returns the method's handler guarded: it finds the
+caller's principal (a token in ``authorization: Bearer ...``, else with
+``ssl.client.auth=required`` the client certificate's CN, else ``User:ANONYMOUS`` where the
+protocol allows it), applies the method's rule (``strom_server.security.rules``) to the
+request (each request of a stream), runs the handler, and cuts list answers to what the caller
+may describe. ``GrpcServer`` installs it inside the ``RpcObserver``, so a refusal becomes a
+status with its error code like any other error. ``current_principal()`` names the caller
+inside a handler.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import inspect
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import grpc
+import grpc.aio
+
+from strom.errors import (
+    AuthorizationFailedError,
+    ClusterAuthorizationFailedError,
+    GroupAuthorizationFailedError,
+    SaslAuthenticationFailedError,
+    TopicAuthorizationFailedError,
+    TransactionalIdAuthorizationFailedError,
+)
+from strom.security.acl import Operation, ResourceType
+from strom.security.channels import AUTHORIZATION_KEY, LOGIN_ERROR_KEY
+from strom_server.security import audit
+from strom_server.security.authorizer import Authorizer
+from strom_server.security.rules import PUBLIC_METHODS, Rule, rule_for
+from strom_server.security.tokens import TokenVerifier
+
+__all__ = ["ANONYMOUS", "RequestGuard", "current_principal", "peer_host"]
+
+ANONYMOUS = "User:ANONYMOUS"
+_BEARER = "Bearer "
+_principal: contextvars.ContextVar[str] = contextvars.ContextVar(
+    "strom_principal", default=ANONYMOUS
+)
+
+_ERRORS: dict[ResourceType, type[AuthorizationFailedError]] = {
+    ResourceType.TOPIC: TopicAuthorizationFailedError,
+    ResourceType.GROUP: GroupAuthorizationFailedError,
+    ResourceType.CLUSTER: ClusterAuthorizationFailedError,
+    ResourceType.TRANSACTIONAL_ID: TransactionalIdAuthorizationFailedError,
+}
+
+
+def current_principal() -> str:
+    """The principal of the request being served (``User:ANONYMOUS`` outside one)."""
+    return _principal.get()
+
+
+def peer_host(peer: str) -> str:
+    """The address part of a gRPC peer (``ipv4:127.0.0.1:5000`` -> ``127.0.0.1``)."""
+    kind, _, rest = peer.partition(":")
+    if kind == "ipv6":
+        return rest.rpartition(":")[0].strip("[]")
+    if kind == "ipv4":
+        return rest.rpartition(":")[0]
+    return rest or peer
+
+
+class _Caller:
+    """One request's caller: principal, host and the checks rules ask for."""
+
+    __slots__ = ("_authorizer", "_method", "host", "principal")
+
+    def __init__(self, principal: str, host: str, authorizer: Authorizer | None, method: str):
+        self.principal = principal
+        self.host = host
+        self._authorizer = authorizer
+        self._method = method
+
+    def allowed(self, operation: Operation, resource_type: ResourceType, name: str) -> bool:
+        authorizer = self._authorizer
+        return authorizer is None or authorizer.authorize(
+            self.principal, self.host, operation, resource_type, name
+        )
+
+    def require(self, operation: Operation, resource_type: ResourceType, name: str) -> None:
+        if self.allowed(operation, resource_type, name):
+            return
+        audit.denied(
+            self.principal,
+            self.host,
+            operation=operation.value,
+            resource_type=resource_type.value,
+            name=name,
+            rpc=self._method,
+        )
+        raise _ERRORS[resource_type](
+            f"{self.principal} may not {operation.value} {resource_type.value} '{name}'"
+        )
+
+    def allowed_any(self, operation: Operation, resource_type: ResourceType) -> bool:
+        authorizer = self._authorizer
+        if authorizer is None:
+            return True
+        return authorizer.allowed_on_some(self.principal, self.host, operation, resource_type)
+
+
+class RequestGuard:
+    """Wraps method handlers with authentication and the method's ACL rule."""
+
+    def __init__(
+        self,
+        *,
+        verifier: TokenVerifier | None,
+        authorizer: Authorizer | None,
+        require_authentication: bool,
+        certificate_principals: bool = False,
+    ) -> None:
+        """``verifier`` checks tokens (None: tokens are refused); ``authorizer`` None allows
+        every authenticated request; ``require_authentication`` refuses anonymous callers
+        (SASL protocols); ``certificate_principals`` takes a verified client certificate's CN
+        as the principal of a call without a token."""
+        self.verifier = verifier
+        self.authorizer = authorizer
+        self.require_authentication = require_authentication
+        self.certificate_principals = certificate_principals
+
+    # -- who is calling --------------------------------------------------------------------
+
+    def authenticate(self, context: grpc.aio.ServicerContext[Any, Any]) -> str:
+        """The caller's principal; SaslAuthenticationFailedError when it cannot be trusted."""
+        for key, value in context.invocation_metadata() or ():
+            if key == AUTHORIZATION_KEY and isinstance(value, str):
+                if not value.startswith(_BEARER) or self.verifier is None:
+                    raise SaslAuthenticationFailedError("unsupported authorization metadata")
+                try:
+                    return self.verifier.principal(value[len(_BEARER) :])
+                except SaslAuthenticationFailedError as exc:
+                    audit.login_failed("", peer_host(context.peer()), str(exc))
+                    raise
+        if self.certificate_principals:
+            names = (context.auth_context() or {}).get("x509_common_name")
+            if names:
+                return "User:" + names[0].decode()
+        if self.require_authentication:
+            for key, value in context.invocation_metadata() or ():
+                if key == LOGIN_ERROR_KEY:
+                    raise SaslAuthenticationFailedError(f"the client could not log in: {value}")
+            raise SaslAuthenticationFailedError("authentication required: log in first")
+        return ANONYMOUS
+
+    def caller(self, context: grpc.aio.ServicerContext[Any, Any], method: str) -> _Caller:
+        principal = self.authenticate(context)
+        return _Caller(principal, peer_host(context.peer()), self.authorizer, method)
+
+    # -- handlers --------------------------------------------------------------------------
+
+    def wrap(self, method: str, handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
+        """``handler`` guarded (public methods and synchronous handlers unchanged)."""
+        if method in PUBLIC_METHODS:
+            return handler
+        rule = rule_for(method)
+        kinds = (
+            ("unary_unary", False, grpc.unary_unary_rpc_method_handler),
+            ("unary_stream", False, grpc.unary_stream_rpc_method_handler),
+            ("stream_unary", True, grpc.stream_unary_rpc_method_handler),
+            ("stream_stream", True, grpc.stream_stream_rpc_method_handler),
+        )
+        for attribute, streaming, make in kinds:
+            behavior = getattr(handler, attribute)
+            if behavior is None:
+                continue
+            guarded = self._guard(method, rule, behavior, streaming)
+            if guarded is None:
+                return handler
+            return make(
+                guarded,
+                request_deserializer=handler.request_deserializer,
+                response_serializer=handler.response_serializer,
+            )
+        return handler
+
+    def _guard(
+        self, method: str, rule: Rule, behavior: Callable[..., Any], streaming: bool
+    ) -> Callable[..., Any] | None:
+        check = rule.check if self.authorizer is not None else None
+        filter_ = rule.filter if self.authorizer is not None else None
+
+        async def checked(requests: AsyncIterator[Any], caller: _Caller) -> AsyncIterator[Any]:
+            async for request in requests:
+                if check is not None:
+                    check(caller, request)
+                yield request
+
+        def begin(request: Any, context: Any) -> tuple[Any, contextvars.Token[str], _Caller]:
+            caller = self.caller(context, method)
+            if streaming:
+                request = checked(request, caller)
+            elif check is not None:
+                check(caller, request)
+            return request, _principal.set(caller.principal), caller
+
+        if inspect.isasyncgenfunction(behavior):
+
+            async def guarded_stream(request: Any, context: Any) -> AsyncIterator[Any]:
+                request, token, _ = begin(request, context)
+                try:
+                    async for response in behavior(request, context):
+                        yield response
+                finally:
+                    _principal.reset(token)
+
+            return guarded_stream
+        if inspect.iscoroutinefunction(behavior):
+
+            async def guarded(request: Any, context: Any) -> Any:
+                request, token, caller = begin(request, context)
+                try:
+                    response = await behavior(request, context)
+                finally:
+                    _principal.reset(token)
+                if filter_ is not None and not streaming and not isinstance(response, bytes):
+                    response = filter_(caller, request, response)
+                return response
+
+            return guarded
+        return None

@@ -1,0 +1,177 @@
+"""A secure cluster end to end: logins, the deny matrix over the public RPCs, direct storage
+access, a revoked ACL stopping a running consumer, groups needing READ on group and topic."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from conftest import SecureCluster
+
+from strom import Admin, Producer
+from strom.cluster import translate_errors
+from strom.cluster.login import ScramLogin
+from strom.errors import (
+    AuthorizationFailedError,
+    SaslAuthenticationFailedError,
+    StromError,
+    TopicAuthorizationFailedError,
+)
+from strom.protocol.v1 import (
+    common_pb2,
+    controller_pb2,
+    coordinator_pb2,
+    gateway_pb2,
+    gateway_pb2_grpc,
+    storage_pb2,
+    transaction_pb2,
+)
+from strom.security import ChannelSecurity, SecurityConfig
+from strom.security.acl import AclBinding
+from strom.types import NewTopic
+from strom_server.local import secure
+
+
+def test_admin_logs_in_and_a_stranger_does_not(cluster: SecureCluster) -> None:
+    with cluster.admin() as admin:
+        admin.create_topics([NewTopic("smoke", 1, 1)])
+        assert "smoke" in admin.list_topics()
+    with (
+        pytest.raises(SaslAuthenticationFailedError),
+        cluster.admin(**cluster.options("admin", "wrong")) as admin,
+    ):
+        admin.list_topics()
+
+
+def test_user_with_read_acl(cluster: SecureCluster) -> None:
+    cluster.add_user("alice", "alice-secret")
+    with cluster.admin() as admin:
+        admin.create_topics([NewTopic("orders", 1, 1), NewTopic("payroll", 1, 1)])
+    cluster.allow(
+        AclBinding.create("TOPIC", "orders", "User:alice", "WRITE"),
+        AclBinding.create("TOPIC", "orders", "User:alice", "READ"),
+        AclBinding.create("CLUSTER", "", "User:alice", "IDEMPOTENT_WRITE"),
+    )
+    options = cluster.options("alice", "alice-secret")
+    with Producer(cluster.gateway, **options) as producer:
+        producer.send("orders", b"v1").result(timeout=30)
+        with pytest.raises(TopicAuthorizationFailedError):
+            producer.send("payroll", b"v1").result(timeout=30)
+    with Admin(cluster.gateway, **options) as admin:
+        assert admin.list_topics() == ["orders"]
+
+
+# -- the deny matrix ---------------------------------------------------------------------------
+
+MATRIX_TOPIC = "matrix"
+
+
+def _requests() -> dict[str, Any]:
+    """One request per public Gateway RPC (unary ones), naming the matrix resources."""
+    part = {"topic": MATRIX_TOPIC, "partition": 0}
+    return {
+        "Metadata": controller_pb2.MetadataRequest(topics=[MATRIX_TOPIC]),
+        "Fetch": storage_pb2.FetchRequest(
+            replica_id=-1, max_bytes=1024, partitions=[storage_pb2.FetchPartition(**part)]
+        ),
+        "ListOffsets": storage_pb2.ListOffsetsRequest(
+            replica_id=-1, partitions=[storage_pb2.ListOffsetsPartition(**part, spec=2)]
+        ),
+        "DeleteRecords": storage_pb2.DeleteRecordsRequest(
+            partitions=[storage_pb2.DeleteRecordsPartition(**part, offset=0)]
+        ),
+        "FetchRecords": gateway_pb2.FetchRecordsRequest(topic=MATRIX_TOPIC, max_records=1),
+        "CreateTopics": controller_pb2.CreateTopicsRequest(
+            topics=[
+                controller_pb2.NewTopic(
+                    name="matrix-new", num_partitions=1, replication_factor=1
+                )
+            ],
+            validate_only=True,
+        ),
+        "DeleteTopics": controller_pb2.DeleteTopicsRequest(names=["matrix-absent"]),
+        "DescribeConfigs": controller_pb2.DescribeConfigsRequest(
+            resources=[controller_pb2.ConfigResource(type=2, name=MATRIX_TOPIC)]
+        ),
+        "ElectLeaders": controller_pb2.ElectLeadersRequest(
+            partitions=[common_pb2.TopicPartition(**part)]
+        ),
+        "ListPartitionReassignments": controller_pb2.ListPartitionReassignmentsRequest(),
+        "InitProducerId": controller_pb2.InitProducerIdRequest(),
+        "FindCoordinator": coordinator_pb2.FindCoordinatorRequest(group_id="matrix-group"),
+        "OffsetFetch": coordinator_pb2.OffsetFetchRequest(group_id="matrix-group"),
+        "DescribeGroups": coordinator_pb2.DescribeGroupsRequest(group_ids=["matrix-group"]),
+        "DeleteGroups": coordinator_pb2.DeleteGroupsRequest(group_ids=["matrix-group"]),
+        "DescribeTransactions": transaction_pb2.DescribeTransactionsRequest(
+            transactional_ids=["matrix-txn"]
+        ),
+        "DescribeProducers": transaction_pb2.DescribeProducersRequest(
+            partitions=[common_pb2.TopicPartition(**part)]
+        ),
+    }
+
+
+FILTERED = {"Metadata"}
+
+
+def _call(cluster: SecureCluster, who: str, method: str, request: Any) -> BaseException | None:
+    options = {
+        "no credentials": None,
+        "wrong password": ("bob", "not-bobs"),
+        "no acl": ("carol", "carol-secret"),
+        "deny acl": ("dave", "dave-secret"),
+        "allow acl": ("bob", "bob-secret"),
+        "super user": ("admin", secure.admin_options(cluster.spec.data_dir)["sasl_plain_password"]),
+    }[who]
+    tokens = None
+    if options is not None:
+        tokens = ScramLogin(SecurityConfig(**cluster.options(*options)), [cluster.gateway])
+    security = ChannelSecurity("SASL_SSL", cafile=cluster.cafile, tokens=tokens)
+
+    async def call() -> Any:
+        channel = security.channel(cluster.gateway)
+        try:
+            stub = gateway_pb2_grpc.GatewayStub(channel)
+            with translate_errors(cluster.gateway):
+                return await getattr(stub, method)(request, timeout=20)
+        finally:
+            await channel.close()
+
+    try:
+        response = asyncio.run(call())
+    except StromError as exc:
+        return exc
+    if method in FILTERED:
+        (topic,) = response.topics
+        if topic.error_code == common_pb2.TOPIC_AUTHORIZATION_FAILED:
+            return TopicAuthorizationFailedError()
+    return None
+
+
+def test_deny_matrix(cluster: SecureCluster) -> None:
+    with cluster.admin() as admin:
+        admin.create_topics([NewTopic(MATRIX_TOPIC, 1, 1)])
+    for user in ("bob", "carol", "dave"):
+        cluster.add_user(user, f"{user}-secret")
+    everything = [
+        AclBinding.create(rtype, "*", principal, "ALL", permission)
+        for rtype in ("TOPIC", "GROUP", "CLUSTER", "TRANSACTIONAL_ID")
+        for principal, permission in (("User:bob", "ALLOW"), ("User:dave", "ALLOW"),
+                                      ("User:dave", "DENY"))
+    ]  # fmt: skip
+    cluster.allow(*everything)
+    failures = []
+    for method, request in _requests().items():
+        for who in ("no credentials", "wrong password", "no acl", "deny acl", "allow acl",
+                    "super user"):  # fmt: skip
+            error = _call(cluster, method=method, request=request, who=who)
+            if who in ("no credentials", "wrong password"):
+                ok = isinstance(error, SaslAuthenticationFailedError)
+            elif who in ("no acl", "deny acl"):
+                ok = isinstance(error, AuthorizationFailedError)
+            else:
+                ok = not isinstance(error, AuthorizationFailedError | SaslAuthenticationFailedError)
+            if not ok:
+                failures.append(f"{method} as {who}: {error!r}")
+    assert not failures, "\n".join(failures)
