@@ -162,3 +162,13 @@ def test_records_stay_the_bytes_sent() -> None:
         records = decoded["topic_data"][0]["partition_data"][0]["records"]
         assert isinstance(records, memoryview)
         assert bytes(records) == batch
+
+
+@pytest.mark.parametrize("api", APIS, ids=[api.name for api in APIS])
+def test_every_response_encodes_with_only_an_error_code(api: Api) -> None:
+    """What the listener sends when a forwarded call fails as a whole: every other field at
+    its default, valid in every served version."""
+    for version in range(api.min_version, api.max_version + 1):
+        flexible = api.flexible(version)
+        encoded = encode(api.response, version, flexible, {"error_code": 15})
+        decode(api.response, version, flexible, encoded)

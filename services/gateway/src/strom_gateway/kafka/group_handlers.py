@@ -97,7 +97,12 @@ async def join_group(backend: Backend, request: Request, connection: Connection)
             forwarded.member_id = answer.member_id
             answer = await _group(backend, "JoinGroup", forwarded, floor_s)
     except CallFailed as exc:
-        return {"error_code": exc.code, "member_id": body["member_id"], "protocol_name": None}
+        protocol_name = None if request.version >= 7 else ""
+        return {
+            "error_code": exc.code,
+            "member_id": body["member_id"],
+            "protocol_name": protocol_name,
+        }
     return {
         "throttle_time_ms": 0,
         "error_code": kafka_code(answer.error_code),
