@@ -236,3 +236,31 @@ def test_the_node_survives_an_etcd_outage_and_registers_again(
         first.stop()
         if second is not None:
             second.stop()
+
+
+def test_a_node_keeps_trying_to_register_while_its_id_is_taken(
+    start_node: Callable[..., RunningNode], etcd: EtcdProcess, client: etcd3.Etcd3Client
+) -> None:
+    """Its lease gone while another registration holds its id (what a partition can leave
+    behind): the node's registering again fails, and it must keep trying until the id is
+    free, not give up (its keep-alive used to die of the refusal, leaving it unregistered and,
+    with the leader lease, refusing every acks=all write for good)."""
+    node = start_node(*_cluster_flags(etcd, 8))
+    _, meta = client.get(KEYS.broker(8))
+    impostor = client.lease(60)
+    client.put(KEYS.broker(8), encode_value({"id": 8, "host": "10.0.0.8", "port": 1}), impostor)
+    client.revoke_lease(meta.lease_id)  # the key now lives on the impostor's lease
+    wait_until(
+        lambda: "registration lease expired" in node.process.log_path.read_text(),
+        30,
+        "the node to find its id taken",
+    )
+    impostor.revoke()
+    port = int(node.address.rsplit(":", 1)[1])
+
+    def registered_again() -> bool:
+        value, _ = client.get(KEYS.broker(8))
+        return value is not None and decode_value(value)["port"] == port
+
+    wait_until(registered_again, 30, "the node's own registration back")
+    assert node.process.exit_code() is None

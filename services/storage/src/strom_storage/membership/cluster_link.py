@@ -185,6 +185,11 @@ class ClusterLink:
                     await self._register()
             except EtcdUnavailableError as exc:
                 log.warning("etcd keep-alive failed; retrying", error=str(exc))
+            except Exception as exc:
+                # Registering again must never stop for good: etcd refuses the put when the new
+                # lease expired while it waited out a partition (NOT_FOUND), and another node
+                # may hold our id for a while.
+                log.warning("registering again failed; retrying", error=str(exc))
 
     # -- metadata -----------------------------------------------------------------------------
 
