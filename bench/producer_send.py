@@ -1,8 +1,8 @@
 """Benchmark of the producer's per-record hot path: ``send()`` one record at a time, against
 Redis's own C client and against the floor of a Python call of the same shape.
 
-One real local cluster on loopback (``bench/replication.py``'s ``cluster_spec``: etcd, 2
-controllers, 3 storage nodes, the gateway), data in a temporary directory, beside it a
+One real local cluster on loopback (etcd, 2 controllers, 3 storage nodes, the gateway with
+its Kafka listener, as ``strom cluster up`` starts it), data in a temporary directory, beside it a
 ``redis-server --save '' --appendonly no`` on a free port (Debian's ``redis-server`` and
 ``redis-tools``; without them the Redis rows are skipped with a line saying so). Every process
 is stopped at the end, also on failure.
@@ -10,7 +10,9 @@ is stopped at the end, also on failure.
 Records: 1,000,000 values of 100 random bytes (``--quick``: 200,000); keys ``key-000000`` ..
 (10,000 distinct); headers ``[("trace", 16 bytes), ("source", b"bench")]``. The producer:
 acks=1, linger 5 ms, 256 KiB batches, no compression, a fresh 6-partition topic (RF 1) per
-case. Rates run from the first call to the last acknowledgement.
+case. Rates run from the first call to the last acknowledgement; CPU figures are the calling
+thread's per call (the cost of the call, waits excluded) and the whole process's per record
+(the background loop thread's work included).
 
 * ``send`` (the C fast path, strom.producer._native), no key; key; key + 2 headers; the
   asyncio producer's ``await producer.send(...)`` in a loop; and the same four through the
@@ -26,6 +28,9 @@ case. Rates run from the first call to the last acknowledgement.
 * where a call's time goes, without a cluster: each part of the pure-Python path alone
   (``_try_send``, ``Accumulator.append``, the record writer, the clock, ``RecordFuture``,
   murmur2) and the C path, CPU microseconds per call.
+* confluent-kafka (librdkafka, a C client called from Python) ``produce()`` per record, value
+  only and key + 2 headers, through the gateway's Kafka listener, the same producer settings;
+  its caller CPU per call beside ``send``'s.
 * Redis: ``redis-benchmark XADD -P 1000`` with 50 connections (its default) and with one,
   a 100-byte field; redis-py (hiredis) ``XADD`` pipelined 1,000 per round trip.
 
@@ -58,13 +63,14 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from benchkit import bench_arguments, free_port, print_summary, progress
-from replication import cluster_spec, poll_until
+from benchkit import bench_arguments, free_base_port, free_port, print_summary, progress
+from replication import poll_until
 from storage import VALUE_SIZE, machine_busy, tcp_open
 
 import strom.aio
 from strom import Admin, NewTopic, Producer
 from strom.producer import fast_path
+from strom_server.local.cluster import LocalClusterSpec
 from strom_server.local.supervisor import ManagedProcess, Supervisor
 
 PARTITIONS = 6
@@ -79,6 +85,7 @@ HEADERS = [("trace", b"0123456789abcdef"), ("source", b"bench")]
 SEND_MANY_CHUNK = 10_000
 REDIS_PIPELINE = 1000
 REDIS_BENCH_CONNECTIONS = (50, 1)
+KAFKA_SHAPES = ("value", "key+headers")
 INSTALL_HINT = "apt-get install redis-server redis-tools"
 
 
@@ -88,10 +95,23 @@ class Profile:
     repeat: int
     latency_calls: int
     redis_py_records: int
+    breakdown_calls: int
 
 
-FULL = Profile(records=1_000_000, repeat=3, latency_calls=200_000, redis_py_records=300_000)
-QUICK = Profile(records=200_000, repeat=2, latency_calls=50_000, redis_py_records=100_000)
+FULL = Profile(
+    records=1_000_000,
+    repeat=3,
+    latency_calls=200_000,
+    redis_py_records=300_000,
+    breakdown_calls=200_000,
+)
+QUICK = Profile(
+    records=200_000,
+    repeat=2,
+    latency_calls=50_000,
+    redis_py_records=100_000,
+    breakdown_calls=50_000,
+)
 
 
 @dataclass(frozen=True)
@@ -164,6 +184,7 @@ class Run:
     loop_s: float
     total_s: float
     caller_cpu_s: float
+    process_cpu_s: float
 
 
 def warm(send: Callable[..., Any], topic: str) -> None:
@@ -177,7 +198,7 @@ def run_sync(gateway: str, case: Case, topic: str, data: Data) -> Run:
         warm(send, topic)
         producer.flush()
         gc.collect()
-        t0, c0 = time.perf_counter(), time.thread_time()
+        t0, c0, p0 = time.perf_counter(), time.thread_time(), time.process_time()
         if case.shape == "send_many":
             values = data.values
             futures = [
@@ -188,10 +209,10 @@ def run_sync(gateway: str, case: Case, topic: str, data: Data) -> Run:
             loop_sync(send, topic, case.shape, data)
         t1, c1 = time.perf_counter(), time.thread_time()
         producer.flush()
-        t2 = time.perf_counter()
+        t2, p2 = time.perf_counter(), time.process_time()
         if case.shape == "send_many" and sum(f.result() for f in futures) != len(data.values):
             raise RuntimeError("send_many: not every record was acknowledged")
-    return Run(t1 - t0, t2 - t0, c1 - c0)
+    return Run(t1 - t0, t2 - t0, c1 - c0, p2 - p0)
 
 
 def run_async(gateway: str, case: Case, topic: str, data: Data) -> Run:
@@ -203,11 +224,12 @@ def run_async(gateway: str, case: Case, topic: str, data: Data) -> Run:
                 await send(topic, b"warm-up", partition=p)
             await producer.flush()
             gc.collect()
-            t0, c0 = time.perf_counter(), time.thread_time()
+            t0, c0, p0 = time.perf_counter(), time.thread_time(), time.process_time()
             await loop_async(send, topic, case.shape, data)
             t1, c1 = time.perf_counter(), time.thread_time()
             await producer.flush()
-            return Run(t1 - t0, time.perf_counter() - t0, c1 - c0)
+            t2, p2 = time.perf_counter(), time.process_time()
+            return Run(t1 - t0, t2 - t0, c1 - c0, p2 - p0)
 
     return asyncio.run(main())
 
@@ -282,14 +304,14 @@ def floor(data: Data) -> dict[str, float]:
     return best
 
 
-def breakdown(data: Data) -> dict[str, float]:
+def breakdown(data: Data, calls: int) -> dict[str, float]:
     """Where a send() call's time goes, without a cluster: CPU us per call of each part of
     the pure-Python path (a never-started asyncio producer with the topic's metadata planted,
     its batches kept in memory) and of the C path, each part alone in the same loop; best
     of 3. The empty loop is included in every figure."""
     from strom.producer.partitioner import murmur2_partition, murmur2_partition_py
 
-    values = data.values[:200_000]
+    values = data.values[:calls]
     keys = data.keys[: len(values)]
     n = len(values)
 
@@ -386,6 +408,55 @@ def breakdown(data: Data) -> dict[str, float]:
     for name, body in parts:
         out[name] = timed(body)
     return out
+
+
+# --------------------------------------------------------------------------- confluent-kafka
+
+
+def kafka_produce(kafka: str, topic: str, shape: str, data: Data) -> Run:
+    """librdkafka's ``produce()`` per record from Python, through the gateway's Kafka
+    listener, with the same settings (acks=1, linger 5 ms, 256 KiB batches, no compression)
+    and a queue that never fills."""
+    import confluent_kafka
+
+    producer = confluent_kafka.Producer(
+        {
+            "bootstrap.servers": kafka,
+            "acks": 1,
+            "linger.ms": OPTIONS["linger_ms"],
+            "batch.size": OPTIONS["batch_size"],
+            "compression.type": "none",
+            "enable.idempotence": False,
+            "queue.buffering.max.messages": 2_000_000,
+            "queue.buffering.max.kbytes": 2_097_151,
+        }
+    )
+    for p in range(PARTITIONS):
+        producer.produce(topic, b"warm-up", partition=p)
+    if producer.flush(60):
+        raise RuntimeError("confluent-kafka: the warm-up records were not delivered")
+    produce = producer.produce
+    gc.collect()
+    t0, c0, p0 = time.perf_counter(), time.thread_time(), time.process_time()
+    if shape == "value":
+        for value in data.values:
+            produce(topic, value)
+    else:
+        headers = HEADERS
+        for key, value in zip(data.keys, data.values, strict=True):
+            produce(topic, value, key, headers=headers)
+    t1, c1 = time.perf_counter(), time.thread_time()
+    if producer.flush(300):
+        raise RuntimeError("confluent-kafka: records left undelivered")
+    t2, p2 = time.perf_counter(), time.process_time()
+    return Run(t1 - t0, t2 - t0, c1 - c0, p2 - p0)
+
+
+def ends(gateway: str, topic: str) -> dict[Any, int]:
+    from strom import Consumer, TopicPartition
+
+    with Consumer(bootstrap_servers=gateway) as consumer:
+        return consumer.end_offsets([TopicPartition(topic, p) for p in range(PARTITIONS)])
 
 
 # --------------------------------------------------------------------------- redis
@@ -511,9 +582,17 @@ def run(profile: Profile, quick: bool, keep: bool) -> dict[str, Any]:
         progress("the floor: a C call of send()'s shape that only appends to a buffer ...")
         summary["floor"] = floor(data)
         progress("where a send() call's time goes (no cluster) ...")
-        summary["breakdown_cpu_us"] = breakdown(data)
+        summary["breakdown_cpu_us"] = breakdown(data, profile.breakdown_calls)
         progress(f"starting a cluster and redis-server in {workdir} ...")
-        spec = cluster_spec(workdir)
+        spec = LocalClusterSpec(
+            data_dir=workdir,
+            etcd_client_port=free_port(),
+            etcd_peer_port=free_port(),
+            base_port=free_base_port(1 + 3 + 2 + 1),
+            kafka_port=free_port(),
+            storage_nodes=3,
+            controllers=2,
+        )
         supervisor = Supervisor(spec.processes(), grace_s=30.0)
         try:
             supervisor.start_all(90.0)
@@ -535,7 +614,22 @@ def run(profile: Profile, quick: bool, keep: bool) -> dict[str, Any]:
                             rate=n / r.total_s,
                             loop_us=r.loop_s / n * 1e6,
                             caller_cpu_us=r.caller_cpu_s / n * 1e6,
+                            process_cpu_us=r.process_cpu_s / n * 1e6,
                         )
+                    for shape in KAFKA_SHAPES:
+                        topic = f"kafka-{rep}-{shape.replace('+', '-')}"
+                        create_topic(admin, topic)
+                        r = kafka_produce(spec.kafka_address, topic, shape, data)
+                        keep_figures(
+                            f"confluent-kafka produce {shape}",
+                            rate=n / r.total_s,
+                            loop_us=r.loop_s / n * 1e6,
+                            caller_cpu_us=r.caller_cpu_s / n * 1e6,
+                            process_cpu_us=r.process_cpu_s / n * 1e6,
+                        )
+                        written = sum(ends(gateway, topic).values()) - PARTITIONS
+                        if written != n:
+                            raise RuntimeError(f"confluent-kafka: {written} records, not {n}")
                     if redis_port is not None:
                         for c in REDIS_BENCH_CONNECTIONS:
                             rate = redis_benchmark(redis_port, profile.records, c)
@@ -574,7 +668,7 @@ def run(profile: Profile, quick: bool, keep: bool) -> dict[str, Any]:
     for name, figures in results.items():
         row: dict[str, Any] = {"rate": max(figures["rate"])}
         row["rate_spread"] = spread(figures["rate"], row["rate"])
-        for key in ("loop_us", "caller_cpu_us"):
+        for key in ("loop_us", "caller_cpu_us", "process_cpu_us"):
             if key in figures:
                 row[key] = min(figures[key])
         table[name] = row
@@ -604,6 +698,14 @@ def ratios(table: dict[str, Any], floor_figures: dict[str, float]) -> dict[str, 
             out[f"send {shape}: python / c caller CPU"] = (
                 py_row["caller_cpu_us"] / c_row["caller_cpu_us"]
             )
+    for shape in KAFKA_SHAPES:
+        peer = table.get(f"confluent-kafka produce {shape}")
+        c_row = table.get(f"send {shape} (c)")
+        if peer and c_row:
+            out[f"send {shape} (c) / confluent-kafka produce"] = c_row["rate"] / peer["rate"]
+            out[f"send {shape} (c): confluent-kafka produce() caller CPU / send's"] = (
+                peer["caller_cpu_us"] / c_row["caller_cpu_us"]
+            )
     c_row = table.get("send value (c)")
     if c_row and floor_figures:
         out["floor / send value call (CPU)"] = (
@@ -618,11 +720,14 @@ def ratios(table: dict[str, Any], floor_figures: dict[str, float]) -> dict[str, 
 
 def report(summary: dict[str, Any]) -> None:
     print()
-    print(f"{'client':44} {'rate/s':>11} {'spread':>7} {'loop us':>8} {'CPU us':>7}")
+    print(
+        f"{'client':44} {'rate/s':>11} {'spread':>7} {'loop us':>8} {'CPU us':>7} {'proc CPU':>8}"
+    )
     for name, row in summary["results"].items():
         loop = f"{row['loop_us']:8.3f}" if "loop_us" in row else " " * 8
         cpu = f"{row['caller_cpu_us']:7.3f}" if "caller_cpu_us" in row else " " * 7
-        print(f"{name:44} {row['rate']:11,.0f} {row['rate_spread']:7.2f} {loop} {cpu}")
+        proc = f"{row['process_cpu_us']:8.3f}" if "process_cpu_us" in row else " " * 8
+        print(f"{name:44} {row['rate']:11,.0f} {row['rate_spread']:7.2f} {loop} {cpu} {proc}")
     print("where a send() call's time goes, CPU us per call (each part alone, loop included):")
     for name, us in summary["breakdown_cpu_us"].items():
         print(f"  {name:52} {us:7.3f}")
