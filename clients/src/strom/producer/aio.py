@@ -158,7 +158,11 @@ class Producer:
         timestamp_ms: int | None,
         on_delivery: DeliveryCallback | None,
     ) -> RecordFuture:
-        """Append one record or raise NeedMetadata / NeedRoom (the callers wait and retry)."""
+        """Append one record or raise NeedMetadata / NeedRoom (the callers wait and retry).
+
+        The C fast path (``_fast_send``) does the same for ordinary records and reads the same
+        two refusals, ``sender.fatal`` and ``txn.block``: a new reason to refuse a record
+        belongs in one of them (or in FastSend too), or the fast path would not see it."""
         sender = self._sender
         if sender.fatal is not None:
             raise sender.fatal
