@@ -31,6 +31,7 @@ from strom.producer.partitioner import (
     murmur2_partition_py,
     murmur2_py,
 )
+from strom.records import kernel
 
 cproducer = _native.cproducer
 needs_c = pytest.mark.skipif(cproducer is None, reason=f"no C fast path: {_native.reason}")
@@ -298,6 +299,14 @@ def test_env_switch_forces_the_python_path() -> None:
         [sys.executable, "-c", PURE_PATH], env=env, capture_output=True, text=True, check=True
     ).stdout.splitlines()
     assert out == ["True python _PyFutureBase None", "[7, 8, 9] 9 _PyBatchBase"]
+
+
+def test_fast_path_is_built_wherever_the_codecs_c_twin_is() -> None:
+    """A build that silently lost the extension would skip every C test here and leave
+    every producer on the slow path: the extension must load unless switched off."""
+    if kernel.C is None or os.environ.get("STROM_PRODUCER_FAST_PATH") == "0":
+        pytest.skip(f"fast path off on purpose: {_native.reason}")
+    assert cproducer is not None, _native.reason
 
 
 @needs_c
