@@ -225,6 +225,11 @@ class TransactionalLoop:
                 if action is Action.ABORT:
                     await self._abort(f"the commit failed: {exc}")
                     return
+                if self._stopping:
+                    # Stopping: not aborted (the commit may be decided); the next instance
+                    # with this id ends it either way (InitProducerId).
+                    self._batch = None
+                    raise
                 self.stats.commit_retries += 1
                 log.warning("commit_transaction() not complete, calling it again: %s", exc)
         self._batch = None

@@ -237,6 +237,11 @@ class TransactionalLoop:
                 if action is Action.ABORT:
                     self._abort(f"the commit failed: {exc}")
                     return
+                if self._stop.is_set():
+                    # Stopping: not aborted (the commit may be decided); the next instance
+                    # with this id ends it either way (InitProducerId).
+                    self._batch = None
+                    raise
                 self.stats.commit_retries += 1
                 log.warning("commit_transaction() not complete, calling it again: %s", exc)
         self._batch = None
