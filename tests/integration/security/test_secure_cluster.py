@@ -8,12 +8,14 @@ from typing import Any
 
 import pytest
 from conftest import SecureCluster
+from strom_testkit import wait_until
 
 from strom import Admin, Producer
 from strom.cluster import translate_errors
 from strom.cluster.login import ScramLogin
 from strom.errors import (
     AuthorizationFailedError,
+    GroupAuthorizationFailedError,
     SaslAuthenticationFailedError,
     StromError,
     TopicAuthorizationFailedError,
@@ -25,6 +27,7 @@ from strom.protocol.v1 import (
     gateway_pb2,
     gateway_pb2_grpc,
     storage_pb2,
+    storage_pb2_grpc,
     transaction_pb2,
 )
 from strom.security import ChannelSecurity, SecurityConfig
@@ -84,9 +87,7 @@ def _requests() -> dict[str, Any]:
         "FetchRecords": gateway_pb2.FetchRecordsRequest(topic=MATRIX_TOPIC, max_records=1),
         "CreateTopics": controller_pb2.CreateTopicsRequest(
             topics=[
-                controller_pb2.NewTopic(
-                    name="matrix-new", num_partitions=1, replication_factor=1
-                )
+                controller_pb2.NewTopic(name="matrix-new", num_partitions=1, replication_factor=1)
             ],
             validate_only=True,
         ),
@@ -175,3 +176,113 @@ def test_deny_matrix(cluster: SecureCluster) -> None:
             if not ok:
                 failures.append(f"{method} as {who}: {error!r}")
     assert not failures, "\n".join(failures)
+
+
+# -- storage nodes, revocation, groups --------------------------------------------------------
+
+
+def test_storage_node_refuses_a_topic_the_user_may_not_read(cluster: SecureCluster) -> None:
+    """erin may read topic A only; dialing the leader of B directly is refused."""
+    with cluster.admin() as admin:
+        admin.create_topics([NewTopic("erin-a", 1, 1), NewTopic("erin-b", 1, 1)])
+        (b,) = admin.describe_topics(["erin-b"])
+    cluster.add_user("erin", "erin-secret")
+    cluster.allow(AclBinding.create("TOPIC", "erin-a", "User:erin", "READ"))
+    leader = b.partitions[0].leader
+    tokens = ScramLogin(SecurityConfig(**cluster.options("erin", "erin-secret")), [cluster.gateway])
+    security = ChannelSecurity("SASL_SSL", cafile=cluster.cafile, tokens=tokens)
+
+    async def fetch(topic: str) -> Any:
+        channel = security.channel(cluster.storage_address(leader))
+        try:
+            with translate_errors("storage"):
+                return await storage_pb2_grpc.StorageNodeStub(channel).Fetch(
+                    storage_pb2.FetchRequest(
+                        replica_id=-1,
+                        max_bytes=1024,
+                        partitions=[storage_pb2.FetchPartition(topic=topic, partition=0)],
+                    ),
+                    timeout=20,
+                )
+        finally:
+            await channel.close()
+
+    with pytest.raises(TopicAuthorizationFailedError):
+        asyncio.run(fetch("erin-b"))
+    # A replica fetch (CLUSTER_ACTION) is refused to a user too.
+    with pytest.raises(AuthorizationFailedError):
+        asyncio.run(fetch_as_replica(security, cluster.storage_address(leader)))
+
+
+async def fetch_as_replica(security: ChannelSecurity, address: str) -> Any:
+    channel = security.channel(address)
+    try:
+        with translate_errors("storage"):
+            return await storage_pb2_grpc.StorageNodeStub(channel).Fetch(
+                storage_pb2.FetchRequest(
+                    replica_id=1,
+                    max_bytes=1024,
+                    partitions=[storage_pb2.FetchPartition(topic="erin-a", partition=0)],
+                ),
+                timeout=20,
+            )
+    finally:
+        await channel.close()
+
+
+def test_group_needs_read_on_group_and_topic_and_a_revoked_acl_stops_reads(
+    cluster: SecureCluster,
+) -> None:
+    with cluster.admin() as admin:
+        admin.create_topics([NewTopic("frank-t", 1, 1)])
+    cluster.add_user("frank", "frank-secret")
+    topic_read = AclBinding.create("TOPIC", "frank-t", "User:frank", "READ")
+    cluster.allow(topic_read)
+    tokens = ScramLogin(
+        SecurityConfig(**cluster.options("frank", "frank-secret")), [cluster.gateway]
+    )
+    security = ChannelSecurity("SASL_SSL", cafile=cluster.cafile, tokens=tokens)
+
+    async def call(method: str, request: Any) -> Any:
+        channel = security.channel(cluster.gateway)
+        try:
+            with translate_errors("gateway"):
+                stub = gateway_pb2_grpc.GatewayStub(channel)
+                return await getattr(stub, method)(request, timeout=20)
+        finally:
+            await channel.close()
+
+    join = coordinator_pb2.JoinGroupRequest(
+        group_id="frank-g",
+        session_timeout_ms=10000,
+        rebalance_timeout_ms=10000,
+        protocol_type="consumer",
+        protocols=[coordinator_pb2.GroupProtocol(name="range", metadata=b"")],
+    )
+    with pytest.raises(GroupAuthorizationFailedError):
+        asyncio.run(call("JoinGroup", join))
+    commit = coordinator_pb2.OffsetCommitRequest(
+        group_id="frank-g",
+        generation_id=-1,
+        partitions=[coordinator_pb2.OffsetCommitPartition(topic="frank-other", partition=0)],
+    )
+    cluster.allow(AclBinding.create("GROUP", "frank-g", "User:frank", "READ"))
+    # READ on the group now, but not on the topic of the commit.
+    with pytest.raises(TopicAuthorizationFailedError):
+        asyncio.run(call("OffsetCommit", commit))
+    fetch = storage_pb2.FetchRequest(
+        replica_id=-1,
+        max_bytes=1024,
+        partitions=[storage_pb2.FetchPartition(topic="frank-t", partition=0)],
+    )
+    asyncio.run(call("Fetch", fetch))  # allowed
+    cluster.revoke(topic_read)
+
+    def refused() -> bool:
+        try:
+            asyncio.run(call("Fetch", fetch))
+        except TopicAuthorizationFailedError:
+            return True
+        return False
+
+    wait_until(refused, 30, "the revoked ACL to take effect")

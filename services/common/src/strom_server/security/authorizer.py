@@ -36,7 +36,7 @@ __all__ = ["SERVICE_PRINCIPAL", "Authorizer"]
 SERVICE_PRINCIPAL = "Service:strom"
 
 _CACHE_LIMIT = 100_000
-_Key = tuple[str, str, Operation, ResourceType, str]
+_Key = tuple[str, str, str, str, str]
 
 
 @dataclass
@@ -131,7 +131,8 @@ class Authorizer:
         name: str,
     ) -> bool:
         """May ``principal`` connecting from ``host`` do ``operation`` on the resource?"""
-        key = (principal, host, operation, resource_type, name)
+        # Enum members hash through a Python-level __hash__: key on their str values.
+        key = (principal, host, operation._value_, resource_type._value_, name)
         decision = self._cache.get(key)
         if decision is None:
             decision = self._decide(principal, host, operation, resource_type, name)
