@@ -22,9 +22,11 @@ are for data that matters). Records are 100 random bytes, no key.
 * end-to-end latency of the example consume-transform-produce application
   (clients/examples/transform.py, run as its own process: read_committed consumer in a group,
   one transaction per poll carrying its output and input offsets): input records at 1,000/s
-  (``--quick``: 500/s), each value carrying ``time.perf_counter_ns()`` at its send; a
+  (``--quick``: 500/s; ``--e2e-rate``), sent one request each (``--feed-linger-ms`` lets
+  the feeding producer batch), each value carrying ``time.perf_counter_ns()`` at its send; a
   read_committed reader of the output (in this process) takes each record's latency when it
-  sees it.
+  sees it. ``--example`` measures another program with the example's command line, and
+  ``--compare-example`` a second one in the same run (before/after a change).
 
 Throughput figures are the best of 2 repetitions (``--quick``: 1). The last line is
 ``SUMMARY {json}``.
@@ -83,6 +85,8 @@ class Profile:
     repeat: int
     e2e_s: float
     e2e_rate: int
+    #: linger_ms of the pipeline's feeding producer (0: one request per input record).
+    feed_linger_ms: int = 0
 
 
 FULL = Profile(records=200_000, repeat=2, e2e_s=10.0, e2e_rate=1000)
@@ -293,7 +297,9 @@ def pipeline_latency(
     try:
         wait_for_member(gateway, f"bench-{name}")
         # Digits and spaces: the example upper-cases values, which leaves them alone.
-        with Producer(gateway, acks="all", enable_idempotence=True, linger_ms=0) as producer:
+        with Producer(
+            gateway, acks="all", enable_idempotence=True, linger_ms=profile.feed_linger_ms
+        ) as producer:
             start = time.perf_counter()
             total = int(profile.e2e_s * profile.e2e_rate)
             for i in range(total):
@@ -317,7 +323,12 @@ def pipeline_latency(
             app.kill()
         log.close()
     figures = latency_figures(latencies) if latencies else {}
-    figures.update(rate=profile.e2e_rate, sent=sent, delivered=len(latencies))
+    figures.update(
+        rate=profile.e2e_rate,
+        feed_linger_ms=profile.feed_linger_ms,
+        sent=sent,
+        delivered=len(latencies),
+    )
     return figures
 
 
@@ -516,8 +527,15 @@ def main() -> None:
         default=None,
         help="input records per second of the pipeline measurement (default 1000, quick 500)",
     )
+    parser.add_argument(
+        "--feed-linger-ms",
+        type=int,
+        default=0,
+        help="linger_ms of the producer feeding the pipeline (default 0: a request per record)",
+    )
     args = parser.parse_args()
     profile = QUICK if args.quick else FULL
+    profile = dataclasses.replace(profile, feed_linger_ms=args.feed_linger_ms)
     if args.e2e_rate is not None:
         profile = dataclasses.replace(profile, e2e_rate=args.e2e_rate)
     if args.pipeline_only:
