@@ -10,8 +10,10 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
+import structlog
 from structlog.testing import capture_logs
 
+from strom_gateway.kafka import listener as listener_module
 from strom_gateway.kafka.codec import decode, encode
 from strom_gateway.kafka.frames import Request
 from strom_gateway.kafka.listener import Connection, KafkaListener, served_versions
@@ -141,12 +143,16 @@ MALFORMED = {
 
 
 @pytest.mark.parametrize("frame", list(MALFORMED.values()), ids=list(MALFORMED))
-def test_a_malformed_frame_closes_its_connection_only(frame: bytes) -> None:
+def test_a_malformed_frame_closes_its_connection_only(
+    frame: bytes, monkeypatch: pytest.MonkeyPatch
+) -> None:
     async def scenario(port: int) -> None:
         bystander_reader, bystander = await asyncio.open_connection("127.0.0.1", port)
         bystander.write(metadata(1, ["slow", "er"]))  # in flight while the other one breaks
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
         with capture_logs() as logs:
+            # A fresh logger: the module's may be cached with another test's configuration.
+            monkeypatch.setattr(listener_module, "log", structlog.get_logger("kafka-test"))
             writer.write(frame)
             assert await reader.read() == b""  # closed by the listener, nothing answered
         assert [e["event"] for e in logs] == ["malformed kafka frame; closing the connection"]
