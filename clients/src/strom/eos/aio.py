@@ -271,7 +271,7 @@ class TransactionalLoop:
         except Exception as exc:
             log.warning("could not abort the open transaction: %s", exc)
 
-    async def on_revoked(self, partitions: set[TopicPartition]) -> None:
+    async def _on_revoked(self, partitions: set[TopicPartition]) -> None:
         """Rebalance: abort the open transaction (see the synchronous loop)."""
         if self._batch is not None:
             await self._abort(f"partitions revoked: {sorted(partitions)}")
@@ -284,10 +284,10 @@ class _Listener:
         self._loop = loop
 
     async def on_partitions_revoked(self, partitions: set[TopicPartition]) -> None:
-        await self._loop.on_revoked(partitions)
+        await self._loop._on_revoked(partitions)
 
     async def on_partitions_lost(self, partitions: set[TopicPartition]) -> None:
-        await self._loop.on_revoked(partitions)
+        await self._loop._on_revoked(partitions)
 
     async def on_partitions_assigned(self, partitions: set[TopicPartition]) -> None:
         pass

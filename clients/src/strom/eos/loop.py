@@ -301,7 +301,7 @@ class TransactionalLoop:
         except Exception as exc:
             log.warning("could not abort the open transaction: %s", exc)
 
-    def on_revoked(self, partitions: set[TopicPartition]) -> None:
+    def _on_revoked(self, partitions: set[TopicPartition]) -> None:
         """Rebalance: partitions move away, so the open transaction (whose offsets the group
         would refuse) is aborted; the new owners start from the committed offsets."""
         if self._batch is not None:
@@ -315,10 +315,10 @@ class _Listener:
         self._loop = loop
 
     def on_partitions_revoked(self, partitions: set[TopicPartition]) -> None:
-        self._loop.on_revoked(partitions)
+        self._loop._on_revoked(partitions)
 
     def on_partitions_lost(self, partitions: set[TopicPartition]) -> None:
-        self._loop.on_revoked(partitions)
+        self._loop._on_revoked(partitions)
 
     def on_partitions_assigned(self, partitions: set[TopicPartition]) -> None:
         pass
