@@ -25,6 +25,7 @@ from strom_gateway.kafka.messages import (
     DESCRIBE_PRODUCERS,
     DESCRIBE_TRANSACTIONS,
     LIST_TRANSACTIONS,
+    OFFSET_FOR_LEADER_EPOCH,
 )
 from strom_gateway.kafka.schema import Api
 
@@ -267,6 +268,13 @@ def test_records_cross_between_kafka_clients_and_strom_clients(
             read.append(message.value())
     reader.close()
     assert read == [b"from strom %d" % i for i in range(30)]
+    # Where the newest epoch ends: the log end, as librdkafka validates a position with it.
+    (result,) = kafka_call(
+        kafka, OFFSET_FOR_LEADER_EPOCH, 3,
+        {"topics": [{"topic": topic, "partitions": [{"partition": 0, "leader_epoch": 1000}]}]},
+    )["topics"][0]["partitions"]  # fmt: skip
+    assert (result["error_code"], result["end_offset"]) == (0, 60)
+    assert 0 <= result["leader_epoch"] < 1000
 
 
 def kafka_call(kafka: str, api: Api, version: int, body: dict[str, Any]) -> dict[str, Any]:

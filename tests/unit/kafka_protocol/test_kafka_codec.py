@@ -18,7 +18,7 @@ from strom_gateway.kafka.messages import APIS, FETCH, METADATA, PRODUCE
 from strom_gateway.kafka.schema import Api, Struct
 
 SETTINGS = settings(
-    max_examples=100,
+    max_examples=60,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )

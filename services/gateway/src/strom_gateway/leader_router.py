@@ -44,6 +44,7 @@ __all__ = [
     "DESCRIBE_PRODUCERS",
     "FETCH",
     "LIST_OFFSETS",
+    "OFFSET_FOR_LEADER_EPOCH",
     "PRODUCE",
     "RETRY_CODES",
     "LeaderRouter",
@@ -117,12 +118,17 @@ DELETE_RECORDS = StorageMethod("DeleteRecords", storage_pb2.DeleteRecordsRespons
 DESCRIBE_PRODUCERS = StorageMethod(
     "DescribeProducers", transaction_pb2.DescribeProducersResponse.FromString
 )
+#: For Kafka clients validating their positions after a leader change (the Kafka listener).
+OFFSET_FOR_LEADER_EPOCH = StorageMethod(
+    "OffsetForLeaderEpoch", storage_pb2.OffsetForLeaderEpochResponse.FromString
+)
 _METHODS: tuple[StorageMethod[Answer], ...] = (
     PRODUCE,
     FETCH,
     LIST_OFFSETS,
     DELETE_RECORDS,
     DESCRIBE_PRODUCERS,
+    OFFSET_FOR_LEADER_EPOCH,
 )
 
 

@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator, Callable, Iterable
 from typing import Any, TypeVar
 
 import grpc
+from google.protobuf.message import Message
 
 from strom.errors import ErrorCode
 from strom.protocol.v1 import common_pb2, storage_pb2
@@ -23,10 +24,18 @@ from strom_gateway.data_path import DataPath
 from strom_gateway.kafka.backend import Backend, CallFailed, failure, kafka_code
 from strom_gateway.kafka.frames import Request
 from strom_gateway.kafka.listener import Connection
+from strom_gateway.leader_router import OFFSET_FOR_LEADER_EPOCH
 from strom_gateway.produce_stream import ProduceStreamRelay
 from strom_gateway.routing import NoControllerError
 
-__all__ = ["ProducePipe", "delete_records", "fetch", "list_offsets", "produce"]
+__all__ = [
+    "ProducePipe",
+    "delete_records",
+    "fetch",
+    "list_offsets",
+    "offset_for_leader_epoch",
+    "produce",
+]
 
 T = TypeVar("T")
 
@@ -314,3 +323,51 @@ async def delete_records(
         }
 
     return {"throttle_time_ms": 0, "topics": by_topic(results, lambda r: r.topic, entry)}
+
+
+async def offset_for_leader_epoch(
+    backend: Backend, request: Request, connection: Connection
+) -> dict[str, Any]:
+    """Where a leader epoch ends, from the partition's leader (replica id -1: a consumer's
+    question, whatever the client sent)."""
+    partitions = []
+    for topic in request.body["topics"]:
+        for p in topic["partitions"]:
+            item = storage_pb2.OffsetForLeaderEpochPartition(
+                topic=topic["topic"], partition=p["partition"], leader_epoch=p["leader_epoch"]
+            )
+            if p["current_leader_epoch"] >= 0:
+                item.current_leader_epoch = p["current_leader_epoch"]
+            partitions.append(item)
+
+    def failed(
+        item: storage_pb2.OffsetForLeaderEpochPartition, code: int, message: str
+    ) -> storage_pb2.OffsetForLeaderEpochResult:
+        return storage_pb2.OffsetForLeaderEpochResult(
+            topic=item.topic, partition=item.partition, error_code=code,  # type: ignore[arg-type]
+            error_message=message, leader_epoch=-1, end_offset=-1,
+        )  # fmt: skip
+
+    def build(items: list[storage_pb2.OffsetForLeaderEpochPartition]) -> Message:
+        return storage_pb2.OffsetForLeaderEpochRequest(replica_id=-1, partitions=items)
+
+    try:
+        results, _ = await backend.data.router.scatter(
+            OFFSET_FOR_LEADER_EPOCH, partitions, build, failed, backend.deadline()
+        )
+    except (NoControllerError, grpc.aio.AioRpcError) as exc:
+        problem = failure(exc, ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        results = [failed(p, problem.code, problem.message) for p in partitions]
+
+    def entry(r: storage_pb2.OffsetForLeaderEpochResult) -> dict[str, Any]:
+        return {
+            "error_code": kafka_code(r.error_code),
+            "partition": r.partition,
+            "leader_epoch": r.leader_epoch,
+            "end_offset": r.end_offset,
+        }
+
+    return {
+        "throttle_time_ms": 0,
+        "topics": by_topic(results, lambda r: r.topic, entry, name_key="topic"),
+    }

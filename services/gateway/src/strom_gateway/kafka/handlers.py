@@ -29,6 +29,7 @@ HANDLERS: dict[int, Handler] = {
     m.FETCH.key: data.fetch,
     m.LIST_OFFSETS.key: data.list_offsets,
     m.DELETE_RECORDS.key: data.delete_records,
+    m.OFFSET_FOR_LEADER_EPOCH.key: data.offset_for_leader_epoch,
     m.FIND_COORDINATOR.key: groups.find_coordinator,
     m.JOIN_GROUP.key: groups.join_group,
     m.SYNC_GROUP.key: groups.sync_group,

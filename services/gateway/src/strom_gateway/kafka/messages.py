@@ -196,6 +196,33 @@ METADATA = _api(
     ],
 )  # fmt: skip
 
+OFFSET_FOR_LEADER_EPOCH = _api(
+    23, "OffsetForLeaderEpoch", (2, 4), 4,
+    [
+        f("replica_id", "int32", "3+", default=-2),
+        arr("topics", [
+            f("topic", "string"),
+            arr("partitions", [
+                f("partition", "int32"),
+                f("current_leader_epoch", "int32", default=-1),
+                f("leader_epoch", "int32"),
+            ]),
+        ]),
+    ],
+    [
+        f("throttle_time_ms", "int32"),
+        arr("topics", [
+            f("topic", "string"),
+            arr("partitions", [
+                f("error_code", "int16"),
+                f("partition", "int32"),
+                f("leader_epoch", "int32", default=-1),
+                f("end_offset", "int64", default=-1),
+            ]),
+        ]),
+    ],
+)  # fmt: skip
+
 DELETE_RECORDS = _api(
     21, "DeleteRecords", (0, 2), 2,
     [
@@ -766,7 +793,7 @@ APIS: tuple[Api, ...] = (
     CREATE_TOPICS, DELETE_TOPICS, DELETE_RECORDS, INIT_PRODUCER_ID, ADD_PARTITIONS_TO_TXN,
     ADD_OFFSETS_TO_TXN, END_TXN, TXN_OFFSET_COMMIT, DESCRIBE_CONFIGS, ALTER_CONFIGS,
     CREATE_PARTITIONS, DELETE_GROUPS, INCREMENTAL_ALTER_CONFIGS, DESCRIBE_CLUSTER,
-    DESCRIBE_PRODUCERS, DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS,
+    DESCRIBE_PRODUCERS, DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS, OFFSET_FOR_LEADER_EPOCH,
 )  # fmt: skip
 
 _BY_KEY = {api.key: api for api in APIS}
