@@ -112,8 +112,9 @@ async def fetch_committed(
             code, message = response.error_code, response.error_message
             if not code:
                 failed = [p for p in response.partitions if p.error_code]
-                if failed:
-                    code, message = failed[0].error_code, failed[0].error_message
+                if failed:  # per partition there is a code only
+                    code = failed[0].error_code
+                    message = f"{failed[0].topic}-{failed[0].partition}"
             if code:
                 if code in COORDINATOR_ERRORS:
                     link.mark_unknown(for_code(code, message))
