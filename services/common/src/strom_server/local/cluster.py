@@ -319,7 +319,8 @@ def create_topics(spec: LocalClusterSpec, timeout_s: float = 60.0) -> list[str]:
     if not wanted:
         return []
     deadline = time.monotonic() + timeout_s
-    with Admin(spec.gateway_address, request_timeout_ms=int(timeout_s * 1000)) as admin:
+    options = secure.admin_options(spec.data_dir) if spec.secure else {}
+    with Admin(spec.gateway_address, request_timeout_ms=int(timeout_s * 1000), **options) as admin:
         while True:
             try:
                 cluster = admin.describe_cluster()
@@ -453,6 +454,8 @@ def run_cluster(
             announce(f"  {process.name:<13} ready  {process.address}  (log: {process.log_path})")
 
         supervisor.start_all(ready_timeout_s, on_ready=on_ready)
+        if spec.secure:
+            secure.create_admin(spec.data_dir, f"{spec.host}:{spec.etcd_client_port}")
         keeper = ProcessKeeper(
             processes,
             policy,
@@ -467,11 +470,17 @@ def run_cluster(
         if created:
             announce(f"  created topics: {', '.join(created)}")
         announce(f"  bootstrap (gateway): {spec.gateway_address}")
+        if spec.secure:
+            announce(
+                f"  secure: SASL_SSL, super user admin; client settings in "
+                f"{secure.admin_properties_path(spec.data_dir)} (--command-config)"
+            )
         if spec.console_port is not None:
             announce(f"  web console:         {spec.console_url}")
         if spec.registry_port is not None:
             announce(f"  schema registry:     {spec.registry_url}")
-        announce(f"  Kafka clients:       {spec.kafka_address}")
+        if not spec.secure:  # the Kafka listener has no SASL yet
+            announce(f"  Kafka clients:       {spec.kafka_address}")
         announce(f"  etcd endpoints:      {spec.etcd_endpoint}")
         if not policy.enabled:
             announce("  --no-restart: a process that exits stays down")

@@ -14,6 +14,7 @@ import asyncio
 import os
 import secrets
 from pathlib import Path
+from typing import Any
 
 from strom.security import properties_to_options, read_properties
 from strom.security.scram import DEFAULT_ITERATIONS, make_credential, salted_password
@@ -64,7 +65,7 @@ def prepare_tls(data_dir: Path, service_names: list[str]) -> None:
             out.write(text)
 
 
-def admin_options(data_dir: Path) -> dict[str, str]:
+def admin_options(data_dir: Path) -> dict[str, Any]:
     """The admin's client options (``security_protocol=...``), from admin.properties."""
     return properties_to_options(read_properties(admin_properties_path(data_dir)))
 

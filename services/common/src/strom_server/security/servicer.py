@@ -58,6 +58,7 @@ class SecurityServicer(security_pb2_grpc.SecurityServicer):
         self, request: security_pb2.AlterUserScramCredentialsRequest, context: ServicerContext
     ) -> security_pb2.AlterUserScramCredentialsResponse:
         results = []
+        error: BrokerResponseError | None
         for upsert in request.upsertions:
             try:
                 if not upsert.name:

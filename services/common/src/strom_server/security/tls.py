@@ -27,8 +27,8 @@ class CertificateFiles:
     """A certificate, key and optional CA, read again when any of them changes."""
 
     def __init__(self, certfile: str, keyfile: str, cafile: str = "") -> None:
-        for what, path in (("ssl.certfile", certfile), ("ssl.keyfile", keyfile)):
-            if not path:
+        for what, name in (("ssl.certfile", certfile), ("ssl.keyfile", keyfile)):
+            if not name:
                 raise ConfigurationError(f"{what} is required for a TLS listener")
         self.paths = [Path(p) for p in (certfile, keyfile, cafile) if p]
         for path in self.paths:
