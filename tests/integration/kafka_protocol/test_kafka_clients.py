@@ -148,8 +148,34 @@ def test_confluent_idempotent_producer_and_a_group_of_two_with_a_rebalance(
         drain(first)
         drain(second)
     assert [seen[i] for i in range(len(values))] == values
+
+    # The group and the topic as Kafka's admin client sees them.
+    admin = admin_module.AdminClient({"bootstrap.servers": kafka, **LIBRDKAFKA})
+    group = "kafka-group-g"
+    listed = admin.list_consumer_groups().result(30).valid
+    assert group in [g.group_id for g in listed]
+    described = admin.describe_consumer_groups([group])[group].result(30)
+    assert len(described.members) == 2
+    committed = admin.list_consumer_group_offsets(
+        [confluent_kafka.ConsumerGroupTopicPartitions(group)]
+    )[group].result(30)
+    ends = {
+        tp.partition: future.result(30).offset
+        for tp, future in admin.list_offsets(
+            {confluent_kafka.TopicPartition(topic, p): admin_module.OffsetSpec.latest()
+             for p in range(4)}
+        ).items()
+    }  # fmt: skip
+    assert sum(ends.values()) == len(values)
+    # Commits were asynchronous: each committed position is one a consumer had reached.
+    positions = {tp.partition: tp.offset for tp in committed.topic_partitions if tp.offset >= 0}
+    assert positions
+    assert all(0 < offset <= ends[p] for p, offset in positions.items()), (positions, ends)
     first.close()
     second.close()
+    admin.delete_consumer_groups([group])[group].result(30)
+    (trimmed,) = admin.delete_records([confluent_kafka.TopicPartition(topic, 0, 10)]).values()
+    assert trimmed.result(30).low_watermark == 10
 
 
 def test_kafka_python_and_aiokafka_produce_and_consume(cluster: LocalCluster, kafka: str) -> None:
