@@ -6,10 +6,18 @@ string), ``topic`` (string; the ``topic`` option overrides it), ``partition`` (i
 is checked on the driver, before any task writes.
 
 Each task writes through its own ``strom.Producer`` (acks=all, idempotent) and succeeds only
-when every record is acknowledged. Semantics are at-least-once, as Spark's own Kafka sink: a
-task retried after a failure, or a job aborted after some tasks wrote, leaves the records
-already acknowledged in the topic (``abort`` cannot take them back until Strom has
-transactions); the idempotent producer only removes duplicates of its own retries.
+when every record is acknowledged. The option ``deliveryGuarantee`` chooses the semantics:
+
+* ``at_least_once`` (default), as Spark's own Kafka sink: a task retried after a failure, or a
+  job aborted after some tasks wrote, leaves the records already acknowledged in the topic;
+  the idempotent producer only removes duplicates of its own retries.
+* ``exactly_once``: each task writes in a transaction of its own and stages it
+  (``stage_batches``); the driver's ``commit`` has the transaction coordinator commit every
+  task's staged transaction as one decision (per job, or per micro-batch id: a replayed batch
+  is recognised and its new output aborted), and ends every other transaction of the write;
+  ``abort`` aborts them all. read_committed readers see all of a write's rows once, or none.
+  ``strom_spark.exactly_once`` has the ids and the driver's side; ``docs/spark.md`` the
+  failure cases and why each is safe.
 """
 
 from __future__ import annotations
