@@ -75,27 +75,36 @@ def running_cluster(workdir: Path) -> Iterator[LocalClusterSpec]:
         supervisor.stop_all()
 
 
+async def _create_led(admin: Admin, names: list[str], partitions: int) -> None:
+    """Create ``names`` and wait until every partition has a leader."""
+    await admin.create_topics([NewTopic(n, partitions, 1) for n in names])
+    deadline = time.monotonic() + 300
+    while True:
+        described = await admin.describe_topics(names)
+        if all(p.leader >= 0 for t in described for p in t.partitions):
+            return
+        if time.monotonic() > deadline:
+            raise RuntimeError("the benchmark topics got no leaders in time")
+        await asyncio.sleep(0.5)
+
+
 async def populate(gateway: str, topics: int, groups: int) -> None:
+    """The big topic, the first 100 topics and the groups' commits first (the coordinator
+    takes ``__consumer_offsets`` over while the cluster is small), then the other topics,
+    100 at a time, each batch led before the next."""
+    names = [f"bench-topic-{i:04d}" for i in range(topics)]
     async with Admin(gateway, request_timeout_ms=120_000) as admin:
-        names = [f"bench-topic-{i:04d}" for i in range(topics)]
-        for start in range(0, topics, 100):
-            await admin.create_topics([NewTopic(n, 10, 1) for n in names[start : start + 100]])
-            progress(f"  {min(start + 100, topics)} topics created")
-        await admin.create_topics([NewTopic(BIG_TOPIC, 3, 1)])
-        deadline = time.monotonic() + 300
-        while True:
-            described = await admin.describe_topics()
-            if all(p.leader >= 0 for t in described for p in t.partitions):
-                break
-            if time.monotonic() > deadline:
-                raise RuntimeError("the benchmark topics got no leaders in time")
-            await asyncio.sleep(0.5)
+        await _create_led(admin, [BIG_TOPIC], 3)
+        await _create_led(admin, names[:100], 10)
         for g in range(groups):
-            topic = names[g % len(names)]
             await admin.alter_consumer_group_offsets(
-                f"bench-group-{g}", {TopicPartition(topic, p): 0 for p in range(10)}
+                f"bench-group-{g}",
+                {TopicPartition(names[g % min(100, topics)], p): 0 for p in range(10)},
             )
         progress(f"  {groups} groups committed offsets")
+        for start in range(100, topics, 100):
+            await _create_led(admin, names[start : start + 100], 10)
+            progress(f"  {start + 100} topics")
 
 
 def fill_big_topic(gateway: str, total_bytes: int) -> int:
@@ -196,8 +205,9 @@ def rss_mb(pid: int) -> float:
     raise RuntimeError("no VmRSS")
 
 
-def run(quick: bool, keep: bool) -> dict[str, Any]:
+def run(quick: bool, keep: bool, topics_wanted: int | None = None) -> dict[str, Any]:
     topics, groups = (50, 10) if quick else (1000, 50)
+    topics = topics_wanted or topics
     big_bytes = 32 * 1024 * 1024 if quick else 1024 * 1024 * 1024
     requests, pages = (50, 20) if quick else (200, 100)
     workdir = Path(tempfile.mkdtemp(prefix="strom-bench-console-"))
@@ -284,8 +294,12 @@ def run(quick: bool, keep: bool) -> dict[str, Any]:
 
 
 def main() -> None:
-    args = bench_arguments(__doc__ or "", "50 topics, 10 groups, a 32 MiB topic").parse_args()
-    print_summary(lambda: run(args.quick, args.keep))
+    parser = bench_arguments(__doc__ or "", "50 topics, 10 groups, a 32 MiB topic")
+    parser.add_argument("--topics", type=int, help="topics of 10 partitions (default 1000)")
+    args = parser.parse_args()
+    if args.topics is not None and not 1 <= args.topics <= 10000:
+        parser.error("--topics must be between 1 and 10000")
+    print_summary(lambda: run(args.quick, args.keep, args.topics))
 
 
 if __name__ == "__main__":

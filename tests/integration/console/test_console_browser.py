@@ -68,6 +68,15 @@ def test_walk_from_overview_to_a_produced_message_whose_script_stays_inert(
     assert not driver.find_elements(by.CSS_SELECTOR, "#messages-table script, #messages-table img")
     browser.snap("messages")
 
+    with Producer(cluster.gateway) as producer:  # bytes that are not UTF-8
+        producer.send("walk", value=b"\xff\xfebad", partition=1)
+        producer.flush()
+    driver.get(console.url + "/topics/walk/messages?partition=1&start=earliest")
+    assert text_of(driver, "pre.record-value") == "\ufffd\ufffdbad"
+    assert "not UTF-8" in text_of(driver, "#messages-table .note")
+    driver.get(console.url + "/topics/walk/messages?partition=1&start=earliest&format=hex")
+    assert text_of(driver, "pre.record-value") == "ff fe 62 61 64"
+
 
 def test_a_groups_lag_appears_after_it_commits_and_the_chart_draws(
     cluster: Any, console: Any, browser: Any
@@ -263,5 +272,10 @@ def test_an_open_transaction_is_listed_and_hidden_from_read_committed_browsing(
         status, body = client.get("/transactions/console-txn")
         assert status == 200 and "txns-0" in body
         producer.commit_transaction()
-    assert "pending-record" in client.get(page + "read_committed")[1]
+    # The commit markers reach the partition just after the commit returns.
+    wait_until(
+        lambda: "pending-record" in client.get(page + "read_committed")[1],
+        timeout_s=30,
+        what="the committed record to show",
+    )
     assert client.get("/transactions/nobody")[0] == 404

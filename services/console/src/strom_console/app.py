@@ -69,21 +69,33 @@ class Console:
             client_id="strom-console",
         )
         self.sampler = Sampler(
-            self.admin,
+            lambda: Admin(
+                config.bootstrap_servers,
+                request_timeout_ms=config.request_timeout_ms,
+                client_id="strom-console-sampler",
+            ),
             interval_s=config.sample_interval_s,
             window_s=config.lag_window_s,
             max_groups=config.lag_groups_max,
         )
         self.searches = SearchJobs(config.bootstrap_servers, config.request_timeout_ms)
+        # Listings of the whole cluster, fetched and decoded on the sampler's loop.
         fresh = config.metadata_cache_s
+        call = self.sampler.call
         self.topics_cache: Cached[list[TopicDescription]] = Cached(
-            self.admin.describe_topics, fresh_s=fresh, max_age_s=15 * fresh
+            lambda: call(lambda admin: admin.describe_topics()),
+            fresh_s=fresh,
+            max_age_s=15 * fresh,
         )
         self.cluster_cache: Cached[ClusterDescription] = Cached(
-            self.admin.describe_cluster, fresh_s=fresh, max_age_s=15 * fresh
+            lambda: call(lambda admin: admin.describe_cluster()),
+            fresh_s=fresh,
+            max_age_s=15 * fresh,
         )
         self.groups_cache: Cached[list[ConsumerGroupListing]] = Cached(
-            self.admin.list_consumer_groups, fresh_s=fresh, max_age_s=15 * fresh
+            lambda: call(lambda admin: admin.list_consumer_groups()),
+            fresh_s=fresh,
+            max_age_s=15 * fresh,
         )
         self.sampler.on_topics = self.topics_cache.put
         self.sessions = Sessions()

@@ -3,19 +3,25 @@ topic), groups' committed offsets (lag and its history) and each topic's
 ``min.insync.replicas`` (for the under-min-ISR counts).
 
 One sample every ``interval_s``; pages read the latest snapshot and never wait for it. The
-calls to the cluster are bounded: one Metadata, two ListOffsets rounds, one ListGroups, an
+sampler runs on its own event loop in its own thread, with its own ``strom.aio.Admin``, so
+that decoding answers about thousands of partitions does not hold up the pages' loop; the
+listings the pages share (``cache.Cached``) are fetched there too (``call``). The calls to
+the cluster are bounded: one Metadata, two ListOffsets rounds, one ListGroups, an
 OffsetFetch per followed group (``max_groups``, 16 at a time) and up to 50 DescribeConfigs.
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from strom.aio import Admin
+from strom.cluster import BackgroundLoop
 from strom.errors import StromError
 from strom.types import TopicDescription, TopicPartition
 from strom_console.lag import LagHistory, total_lag
@@ -24,6 +30,14 @@ from strom_server.runtime.logs import get_logger
 __all__ = ["Sampler", "Snapshot"]
 
 log = get_logger(__name__)
+T = TypeVar("T")
+
+
+async def _made(make_admin: Callable[[], Admin]) -> Admin:
+    """The admin created on the loop that will use it (its channels belong to that loop)."""
+    return make_admin()
+
+
 _CONFIG_LOOKUPS_PER_SAMPLE = 50
 _GROUP_CONCURRENCY = 16
 
@@ -42,9 +56,15 @@ class Snapshot:
 
 class Sampler:
     def __init__(
-        self, admin: Admin, *, interval_s: float, window_s: float, max_groups: int
+        self,
+        make_admin: Callable[[], Admin],
+        *,
+        interval_s: float,
+        window_s: float,
+        max_groups: int,
     ) -> None:
-        self.admin = admin
+        self._background = BackgroundLoop("strom-console-sampler")
+        self.admin = self._background.run(_made(make_admin))
         self.interval_s = interval_s
         self.max_groups = max_groups
         self.history = LagHistory(window_s)
@@ -54,20 +74,29 @@ class Sampler:
         self.last_error = ""
         #: Called with each sample's topic descriptions (the pages' cache takes them).
         self.on_topics: Callable[[list[TopicDescription]], None] | None = None
-        self._task: asyncio.Task[None] | None = None
-        self._wake = asyncio.Event()
+        self._running: concurrent.futures.Future[None] | None = None
+        self._wake = asyncio.Event()  # used on the sampler's loop only
 
     def start(self) -> None:
-        self._task = asyncio.get_running_loop().create_task(self._run())
+        self._running = self._background.submit(self._run())
 
     def wake(self) -> None:
         """Sample now (after a change the user wants to see, e.g. an offset reset)."""
-        self._wake.set()
+        self._background.loop.call_soon_threadsafe(self._wake.set)
+
+    async def call(self, fn: Callable[[Admin], Awaitable[T]]) -> T:
+        """``fn(admin)`` run on the sampler's loop, awaited from the caller's."""
+
+        async def run() -> T:
+            return await fn(self.admin)
+
+        return await asyncio.wrap_future(self._background.submit(run()))
 
     async def close(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
+        if self._running is not None:
+            self._running.cancel()
+        await asyncio.wrap_future(self._background.submit(self.admin.close()))
+        self._background.stop()
 
     async def _run(self) -> None:
         while True:
