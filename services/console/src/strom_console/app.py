@@ -14,7 +14,7 @@ import json
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import jinja2
 from starlette.applications import Starlette
@@ -49,6 +49,7 @@ __all__ = ["Console", "build_app"]
 
 log = get_logger(__name__)
 _HERE = Path(__file__).parent
+T = TypeVar("T")
 _PER_PAGE = 100
 _BROWSE_TIMEOUT_S = 5.0
 
@@ -107,6 +108,7 @@ class Console:
             else None
         )
         self._producer: Producer | None = None
+        self._memo: dict[str, tuple[tuple[int, ...], tuple[object, ...], Any]] = {}
         self.env = jinja2.Environment(
             loader=jinja2.FileSystemLoader(_HERE / "templates"),
             autoescape=True,
@@ -114,6 +116,17 @@ class Console:
         )
         self.env.filters["rate"] = _rate
         self.env.filters["count"] = _count
+
+    def memo(self, name: str, inputs: tuple[object, ...], compute: Callable[[], T]) -> T:
+        """``compute()``, reused while ``inputs`` are the very same objects (a cached listing
+        and a sample are replaced, never changed in place, so identity means unchanged)."""
+        key = tuple(id(i) for i in inputs)
+        found = self._memo.get(name)
+        if found is not None and found[0] == key:
+            return found[2]  # type: ignore[no-any-return]
+        value = compute()
+        self._memo[name] = (key, inputs, value)  # the inputs kept alive: their ids stay theirs
+        return value
 
     def changed(self) -> None:
         """The console changed the cluster: listings are asked again, the sampler samples."""
@@ -234,8 +247,12 @@ async def _overview_data(console: Console) -> overview.Overview:
         console.cluster_cache.get(), console.topics_cache.get(), console.groups_cache.get()
     )
     snap = console.sampler.snapshot
-    return overview.summarize(
-        cluster, described, groups, min_isr=console.sampler.min_isr, rates=snap.rates or None
+    return console.memo(
+        "overview",
+        (cluster, described, groups, snap),
+        lambda: overview.summarize(
+            cluster, described, groups, min_isr=console.sampler.min_isr, rates=snap.rates or None
+        ),
     )
 
 
@@ -251,8 +268,12 @@ async def _topic_page(console: Console, request: Request) -> dict[str, Any]:
     q = request.query_params
     described = await console.topics_cache.get()
     snap = console.sampler.snapshot
-    rows = topics.topic_rows(
-        described, min_isr=console.sampler.min_isr, messages=snap.messages, rates=snap.rates
+    rows = console.memo(
+        "topic rows",
+        (described, snap),
+        lambda: topics.topic_rows(
+            described, min_isr=console.sampler.min_isr, messages=snap.messages, rates=snap.rates
+        ),
     )
     found = topics.search_topics(
         rows, q.get("q", ""), internal=q.get("internal") == "1", problems=q.get("problems") == "1"
