@@ -5,14 +5,15 @@ One real local cluster on loopback (etcd, 2 controllers, 3 storage nodes, the ga
 coordinator) and one schema registry instance (``strom_registry``), data in a temporary
 directory; every process is stopped at the end, also on failure.
 
-* serde throughput, in this process: 100,000 records (``--quick``: 30,000) of a 6-field record
+* serde throughput, in this process: 10,000 records (``--quick``: 5,000) of a 6-field record
   (long, two strings, int, double, boolean). The baseline is fastavro alone doing the same
   work per record: ``schemaless_writer`` into a fresh ``BytesIO`` and its bytes, and
   ``schemaless_reader`` over a ``BytesIO`` of them. strom.serde's ``AvroSerializer`` adds the
   5-byte header of the registered schema id (registered on the first record);
   ``AvroDeserializer`` checks the magic byte and looks the writer's schema up by id. Goal:
-  >= 0.8 of fastavro both ways. Best of 8 repetitions (``--quick``: 4), the four works taking
-  turns.
+  >= 0.8 of fastavro both ways. Best of 40 rounds (``--quick``: 16), the four works taking
+  turns in each: short rounds and the best of many keep a busy machine's noise out of the
+  ratio.
 * lookup latency, p50 and p99 over 2,000 requests (``--quick``: 500) through one kept-alive
   connection: the schema by id (``GET /schemas/ids/{id}``), a subject lookup by schema
   (``POST /subjects/{subject}``, which parses and canonicalizes the schema), a registration of
@@ -176,7 +177,7 @@ def lookup_figures(registry: SchemaRegistryClient, count: int) -> dict[str, Any]
 
 
 def run(quick: bool, keep: bool) -> dict[str, Any]:
-    count, repeat, lookups = (30_000, 4, 500) if quick else (100_000, 8, 2_000)
+    count, repeat, lookups = (5_000, 16, 500) if quick else (10_000, 40, 2_000)
     workdir = Path(tempfile.mkdtemp(prefix="strom-bench-registry-"))
     spec = LocalClusterSpec(
         data_dir=workdir, etcd_client_port=free_port(), etcd_peer_port=free_port(),
@@ -192,7 +193,7 @@ def run(quick: bool, keep: bool) -> dict[str, Any]:
         progress(f"starting a cluster and a schema registry in {workdir} ...")
         supervisor.start_all(120.0)
         with SchemaRegistryClient(spec.registry_url) as registry:
-            progress(f"serde throughput, {count:,} records, best of {repeat} ...")
+            progress(f"serde throughput, {count:,} records, best of {repeat} rounds ...")
             summary["serde"] = serde_figures(registry, count, repeat)
             progress(f"registry lookup latency, {lookups:,} requests each ...")
             summary["lookup"] = lookup_figures(registry, lookups)
@@ -220,7 +221,7 @@ def report(summary: dict[str, Any]) -> None:
 
 
 def main() -> None:
-    parser = bench_arguments(__doc__ or "", "30,000 records, 500 lookups (under a minute)")
+    parser = bench_arguments(__doc__ or "", "5,000 records x 16 rounds, 500 lookups")
     args = parser.parse_args()
     print_summary(lambda: run(args.quick, args.keep))
 
