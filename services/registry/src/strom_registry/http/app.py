@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import ClientError, ClientSession, ClientTimeout, web
-from opentelemetry import metrics
+from opentelemetry import metrics, trace
 
 from strom_registry import errors
 from strom_registry.registry import Registry
@@ -231,6 +231,7 @@ def _routes(routes: Routes) -> tuple[list[web.RouteDef], set[Handler]]:
 
 class _Metrics:
     def __init__(self) -> None:
+        self.tracer = trace.get_tracer("strom.registry")
         meter = metrics.get_meter("strom.registry")
         self.requests = meter.create_counter(
             "strom.registry.requests", description="REST requests answered, by route and status"
@@ -277,6 +278,18 @@ def build_app(node: Node) -> web.Application:
         started = time.perf_counter()
         route = request.match_info.route.resource
         name = route.canonical if route is not None else "unmatched"
+        with stats.tracer.start_as_current_span(f"{request.method} {name}") as span:
+            response = await _answer(request, handler, span)
+        attributes: dict[str, str | int] = {
+            "route": name, "method": request.method, "status": response.status,
+        }  # fmt: skip
+        stats.requests.add(1, attributes)
+        stats.duration.record(time.perf_counter() - started, attributes)
+        return response
+
+    async def _answer(
+        request: web.Request, handler: Handler, span: trace.Span
+    ) -> web.StreamResponse:
         try:
             target = getattr(handler, "__func__", None) or handler
             is_write = any(getattr(w, "__func__", None) is target for w in writes)
@@ -299,11 +312,7 @@ def build_app(node: Node) -> web.Application:
         except Exception as exc:
             log.exception("request failed", method=request.method, path=request.path)
             response = _json({"error_code": 50001, "message": f"internal error: {exc}"}, 500)
-        attributes: dict[str, str | int] = {
-            "route": name, "method": request.method, "status": response.status,
-        }  # fmt: skip
-        stats.requests.add(1, attributes)
-        stats.duration.record(time.perf_counter() - started, attributes)
+        span.set_attribute("http.response.status_code", response.status)
         return response
 
     async def close_sessions(_: web.Application) -> None:
