@@ -63,10 +63,11 @@ def partition_chaos_run(
     seed: int,
     duration_s: float,
     *,
-    fault_gap_s: tuple[float, float] = (0.5, 2.0),
+    fault_gap_s: tuple[float, float] = (2.0, 6.0),
 ) -> PartitionRun:
     """Both workloads on ``cluster`` (started by ``start_partition_chaos_cluster``) under the
-    partition nemesis for ``duration_s``, then the checks."""
+    partition nemesis for ``duration_s``, then the checks. ``fault_gap_s``: how long the
+    network stays whole between two cuts (each cut outlasts the etcd sessions)."""
     print(f"partition chaos seed {seed} (replay: STROM_CHAOS_SEED={seed})", flush=True)
     rng = random.Random(seed)
     settings = ChaosSettings(seed=seed, duration_s=duration_s, fault_gap_s=fault_gap_s)

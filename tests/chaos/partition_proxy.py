@@ -196,8 +196,9 @@ class Proxy:
             link.close()
 
     async def _swallow(self, reader: asyncio.StreamReader, link: Link) -> None:
-        while await reader.read(CHUNK):
-            pass
+        with contextlib.suppress(ConnectionError, OSError):
+            while await reader.read(CHUNK):
+                pass
 
     async def _pump(
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, link: Link
