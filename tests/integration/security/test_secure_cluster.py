@@ -7,10 +7,10 @@ import asyncio
 from typing import Any
 
 import pytest
-from conftest import SecureCluster
+from security_testkit import SecureCluster
 from strom_testkit import wait_until
 
-from strom import Admin, Producer
+from strom import Admin, Consumer, Producer
 from strom.cluster import translate_errors
 from strom.cluster.login import ScramLogin
 from strom.errors import (
@@ -286,3 +286,48 @@ def test_group_needs_read_on_group_and_topic_and_a_revoked_acl_stops_reads(
         return False
 
     wait_until(refused, 30, "the revoked ACL to take effect")
+
+
+def test_a_consumer_needs_read_on_group_and_topic_and_stops_when_revoked(
+    cluster: SecureCluster,
+) -> None:
+    with cluster.admin() as admin:
+        admin.create_topics([NewTopic("gina-t", 1, 1)])
+    with Producer(cluster.gateway, **cluster.options()) as producer:
+        for i in range(5):
+            producer.send("gina-t", f"v{i}".encode())
+        producer.flush(30)
+    cluster.add_user("gina", "gina-secret")
+    topic_read = AclBinding.create("TOPIC", "gina-t", "User:gina", "READ")
+    cluster.allow(topic_read)
+    options = {
+        "bootstrap_servers": cluster.gateway,
+        "group_id": "gina-g",
+        "auto_offset_reset": "earliest",
+        **cluster.options("gina", "gina-secret"),
+    }
+
+    def poll_until_raises(consumer: Consumer, error: type[Exception]) -> None:
+        def raised() -> bool:
+            try:
+                consumer.poll(timeout_ms=200)
+            except error:
+                return True
+            return False
+
+        wait_until(raised, 30, f"poll to raise {error.__name__}")
+
+    with Consumer("gina-t", **options) as consumer:  # READ on the topic only
+        poll_until_raises(consumer, GroupAuthorizationFailedError)
+    cluster.allow(AclBinding.create("GROUP", "gina-g", "User:gina", "READ"))
+    with Consumer("gina-t", **options) as consumer:
+        seen: list[bytes] = []
+
+        def read_all() -> bool:
+            for records in consumer.poll(timeout_ms=300).values():
+                seen.extend(r.value or b"" for r in records)
+            return len(seen) >= 5
+
+        wait_until(read_all, 60, "gina's consumer reads the topic")
+        cluster.revoke(topic_read)
+        poll_until_raises(consumer, TopicAuthorizationFailedError)
