@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterable
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import grpc
 from google.protobuf.message import Message
@@ -114,42 +114,77 @@ def _pipe(backend: Backend, connection: Connection) -> ProducePipe:
     return pipe
 
 
+def _leader_groups(backend: Backend, entries: list[tuple[str, int, Any]]) -> list[list[int]]:
+    """Indexes of ``entries`` (topic, partition, records) grouped by cached leader, in first-seen
+    order (an unknown leader is a group of its own: the relay finds it)."""
+    metadata = backend.data.router.metadata
+    groups: dict[int, list[int]] = {}
+    for i, (topic, partition, _) in enumerate(entries):
+        leader = metadata.leader(topic, partition)
+        groups.setdefault(-1 if leader is None else leader.node_id, []).append(i)
+    return list(groups.values())
+
+
+def _produce_failed(
+    exc: BaseException, entries: list[tuple[str, int, Any]], indexes: list[int]
+) -> list[storage_pb2.ProducePartitionResult]:
+    failed = (
+        CallFailed(ErrorCode.NETWORK_EXCEPTION, str(exc))
+        if isinstance(exc, ConnectionError)
+        else failure(exc, ErrorCode.NOT_LEADER_OR_FOLLOWER)
+    )
+    return [
+        storage_pb2.ProducePartitionResult(
+            topic=entries[i][0], partition=entries[i][1], error_code=failed.code,  # type: ignore[arg-type]
+            error_message=failed.message, base_offset=-1, log_append_time_ms=-1,
+            log_start_offset=-1,
+        )
+        for i in indexes
+    ]  # fmt: skip
+
+
 async def produce(
     backend: Backend, request: Request, connection: Connection
 ) -> dict[str, Any] | None:
+    """One storage ProduceRequest per leader, built here so that the relay sends each whole
+    (no second copy of the records), submitted in order; the answers merged back."""
     body = request.body
     acks = body["acks"]
-    partitions = [
-        storage_pb2.ProducePartitionData(
-            topic=topic["name"], partition=p["index"], records=bytes(p["records"] or b"")
-        )
+    entries = [
+        (topic["name"], p["index"], p["records"])
         for topic in body["topic_data"]
         for p in topic["partition_data"]
     ]
-    forwarded = storage_pb2.ProduceRequest(
-        acks=acks,
-        timeout_ms=body["timeout_ms"],
-        partitions=partitions,
-        client_id=request.client_id or "",
-        transactional_id=body["transactional_id"] or "",
-    )
-    try:
-        answer = await _pipe(backend, connection).submit(forwarded)
-        results: list[storage_pb2.ProducePartitionResult] = list(answer.partitions)
-    except (TooLargeError, NoControllerError, grpc.aio.AioRpcError, ConnectionError) as exc:
-        failed = (
-            failure(exc, ErrorCode.NOT_LEADER_OR_FOLLOWER)
-            if not isinstance(exc, ConnectionError)
-            else CallFailed(ErrorCode.NETWORK_EXCEPTION, str(exc))
+    pipe = _pipe(backend, connection)
+    groups = _leader_groups(backend, entries)
+    submitted = []
+    for indexes in groups:
+        forwarded = storage_pb2.ProduceRequest(
+            acks=acks,
+            timeout_ms=body["timeout_ms"],
+            client_id=request.client_id or "",
+            transactional_id=body["transactional_id"] or "",
         )
-        results = [
-            storage_pb2.ProducePartitionResult(
-                topic=p.topic, partition=p.partition, error_code=failed.code,  # type: ignore[arg-type]
-                error_message=failed.message, base_offset=-1, log_append_time_ms=-1,
-                log_start_offset=-1,
+        for i in indexes:
+            topic, partition, records = entries[i]
+            forwarded.partitions.add(
+                topic=topic, partition=partition, records=bytes(records or b"")
             )
-            for p in partitions
-        ]  # fmt: skip
+        submitted.append(pipe.submit(forwarded))
+    results: list[storage_pb2.ProducePartitionResult | None] = [None] * len(entries)
+    for indexes, future in zip(groups, submitted, strict=True):
+        try:
+            answers = list((await future).partitions)
+        except (TooLargeError, NoControllerError, grpc.aio.AioRpcError, ConnectionError) as exc:
+            answers = _produce_failed(exc, entries, indexes)
+        if len(answers) != len(indexes):
+            answers = _produce_failed(
+                ConnectionError(f"{len(answers)} answers for {len(indexes)} partitions"),
+                entries,
+                indexes,
+            )
+        for i, answer in zip(indexes, answers, strict=True):
+            results[i] = answer
     if acks == 0:
         return None
 
@@ -168,7 +203,12 @@ async def produce(
         }
 
     return {
-        "responses": by_topic(results, lambda r: r.topic, entry, list_key="partition_responses"),
+        "responses": by_topic(
+            cast(list[storage_pb2.ProducePartitionResult], results),
+            lambda r: r.topic,
+            entry,
+            list_key="partition_responses",
+        ),
         "throttle_time_ms": 0,
     }
 
