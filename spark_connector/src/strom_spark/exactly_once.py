@@ -132,7 +132,11 @@ def _query_id(messages: Iterable[object]) -> str | None:
 
 
 def _admin(options: SinkOptions) -> Admin:
-    return Admin(options.bootstrap_servers, client_id="strom-spark-driver")
+    return Admin(
+        options.bootstrap_servers,
+        client_id="strom-spark-driver",
+        **options.security,  # type: ignore[arg-type]
+    )
 
 
 def _names(members: Iterable[StagedTransaction]) -> str:
@@ -167,6 +171,7 @@ def _fence(options: SinkOptions, transactional_id: str) -> None:
         transactional_id=transactional_id,
         transaction_timeout_ms=options.transaction_timeout_ms,
         client_id="strom-spark-driver",
+        **options.security,  # type: ignore[arg-type]
     ) as producer:
         producer.init_transactions()
 

@@ -26,6 +26,7 @@ from strom.cluster import (
 from strom.errors import StromError, StromTimeoutError, TruncatedBatchError, for_code
 from strom.protocol.v1 import common_pb2, storage_pb2
 from strom.records.header import read_header
+from strom.security import SecurityConfig
 from strom.types import TopicPartition
 from strom_spark.arrow import records_to_arrow
 from strom_spark.offsets import data_loss
@@ -119,6 +120,7 @@ def read_range(options: SourceOptions, r: OffsetRange) -> Iterator[pa.RecordBatc
         options.bootstrap_servers,
         request_timeout_ms=options.request_timeout_ms,
         client_id="strom-spark",
+        security=SecurityConfig(**options.security) if options.security else None,  # type: ignore[arg-type]
     )
 
     def fetch(offset: int) -> concurrent.futures.Future[storage_pb2.FetchPartitionResult]:

@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 from strom.cluster import BackgroundLoop, ClusterClient, list_offsets
 from strom.errors import UnknownTopicOrPartitionError
 from strom.protocol.v1 import common_pb2
+from strom.security import SecurityConfig
 from strom.types import TopicPartition
 from strom_spark.options import EARLIEST, LATEST, Bound, SourceOptions
 
@@ -46,6 +47,7 @@ class ClusterView:
             options.bootstrap_servers,
             request_timeout_ms=options.request_timeout_ms,
             client_id="strom-spark",
+            security=SecurityConfig(**options.security) if options.security else None,  # type: ignore[arg-type]
         )
 
     def _run(self, coro: Coroutine[Any, Any, T]) -> T:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
 from strom.types import TopicPartition
@@ -71,6 +71,8 @@ class SourceOptions:
     isolation_level: str = "read_uncommitted"
     #: ``valueFormat=avro``: the reader schema, resolved on the driver (``strom_spark.source``).
     value_avro: AvroValueFormat | None = None
+    #: Client security options (``strom.security.protocol``, ...: ``security_options``).
+    security: dict[str, str] = field(default_factory=dict)
 
     @property
     def read_committed(self) -> bool:
@@ -101,10 +103,36 @@ class SinkOptions:
     transaction_timeout_ms: int = DEFAULT_TRANSACTION_TIMEOUT_MS
     #: ``valueFormat=avro``: the writer schema, resolved on the driver (``strom_spark.source``).
     value_avro: AvroValueFormat | None = None
+    #: Client security options (``strom.security.protocol``, ...: ``security_options``).
+    security: dict[str, str] = field(default_factory=dict)
 
     @property
     def exactly_once(self) -> bool:
         return self.delivery_guarantee == EXACTLY_ONCE
+
+
+#: Security options, Kafka's names under ``strom.`` (or ``kafka.``, as Spark's Kafka source
+#: spells them) -> the clients' option names (docs/security.md).
+_SECURITY = {
+    "security.protocol": "security_protocol",
+    "sasl.mechanism": "sasl_mechanism",
+    "sasl.plain.username": "sasl_plain_username",
+    "sasl.plain.password": "sasl_plain_password",
+    "ssl.cafile": "ssl_cafile",
+    "ssl.certfile": "ssl_certfile",
+    "ssl.keyfile": "ssl_keyfile",
+}
+
+
+def security_options(raw: Mapping[str, str]) -> dict[str, str]:
+    """The client security options among the Spark options (empty: plaintext)."""
+    options = _lower(raw)
+    found: dict[str, str] = {}
+    for name, option in _SECURITY.items():
+        for prefix in ("kafka.", "strom."):
+            if prefix + name in options:
+                found[option] = options[prefix + name]
+    return found
 
 
 def _lower(options: Mapping[str, str]) -> dict[str, str]:
@@ -248,6 +276,7 @@ def parse_source_options(raw: Mapping[str, str], *, streaming: bool) -> SourceOp
     ):
         raise ValueError("ending offsets are not allowed for a streaming query")
     return SourceOptions(
+        security=security_options(raw),
         bootstrap_servers=bootstrap,
         subscribe=subscribe,
         subscribe_pattern=pattern,
@@ -318,6 +347,8 @@ def parse_sink_options(raw: Mapping[str, str], *, streaming: bool = False) -> Si
             "deliveryGuarantee=exactly_once and transactionalIdPrefix"
         )
     topic = options.get("topic", "").strip() or None
+    security = security_options(raw)
+    producer.update(security)
     guarantee = options.get("deliveryguarantee", AT_LEAST_ONCE).strip().lower()
     if guarantee not in (AT_LEAST_ONCE, EXACTLY_ONCE):
         raise ValueError(
@@ -333,7 +364,9 @@ def parse_sink_options(raw: Mapping[str, str], *, streaming: bool = False) -> Si
                     f"option {name} applies only to deliveryGuarantee={EXACTLY_ONCE} "
                     f"(this write is {AT_LEAST_ONCE})"
                 )
-        return SinkOptions(bootstrap_servers=bootstrap, topic=topic, producer=producer)
+        return SinkOptions(
+            bootstrap_servers=bootstrap, topic=topic, producer=producer, security=security
+        )
     if prefix is None and streaming:
         raise ValueError(
             f"option transactionalIdPrefix is required for a streaming write with "
@@ -350,6 +383,7 @@ def parse_sink_options(raw: Mapping[str, str], *, streaming: bool = False) -> Si
         bootstrap_servers=bootstrap,
         topic=topic,
         producer=producer,
+        security=security,
         delivery_guarantee=EXACTLY_ONCE,
         transactional_id_prefix=prefix,
         transaction_timeout_ms=DEFAULT_TRANSACTION_TIMEOUT_MS if timeout is None else timeout,
