@@ -19,6 +19,7 @@ from strom.errors import (
     SaslAuthenticationFailedError,
     StromError,
     TopicAuthorizationFailedError,
+    TransactionalIdAuthorizationFailedError,
 )
 from strom.protocol.v1 import (
     common_pb2,
@@ -331,3 +332,25 @@ def test_a_consumer_needs_read_on_group_and_topic_and_stops_when_revoked(
         wait_until(read_all, 60, "gina's consumer reads the topic")
         cluster.revoke(topic_read)
         poll_until_raises(consumer, TopicAuthorizationFailedError)
+
+
+def test_transactions_need_write_on_the_transactional_id(cluster: SecureCluster) -> None:
+    with cluster.admin() as admin:
+        admin.create_topics([NewTopic("hank-t", 1, 1)])
+    cluster.add_user("hank", "hank-secret")
+    cluster.allow(
+        AclBinding.create("TOPIC", "hank-t", "User:hank", "WRITE"),
+        AclBinding.create("TRANSACTIONAL_ID", "hank-", "User:hank", "WRITE",
+                          pattern_type="PREFIXED"),
+    )  # fmt: skip
+    options = cluster.options("hank", "hank-secret")
+    with (
+        Producer(cluster.gateway, transactional_id="other-1", **options) as producer,
+        pytest.raises(TransactionalIdAuthorizationFailedError),
+    ):
+        producer.init_transactions()
+    with Producer(cluster.gateway, transactional_id="hank-1", **options) as producer:
+        producer.init_transactions()
+        producer.begin_transaction()
+        producer.send("hank-t", b"in a transaction")
+        producer.commit_transaction()
