@@ -104,7 +104,8 @@ def _is_writer(url: str) -> bool:
 @pytest.fixture(scope="module")
 def registries(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Registries]:
     """A cluster with two registry instances, ``a`` and ``b``."""
-    for cluster in start_local_cluster(tmp_path_factory.mktemp("registry")):
+    # No coordinator: the registry and these tests use no group or transaction.
+    for cluster in start_local_cluster(tmp_path_factory.mktemp("registry"), coordinators=0):
         found = Registries(cluster)
         try:
             found.start("a")
