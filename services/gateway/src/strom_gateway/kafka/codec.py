@@ -99,6 +99,9 @@ class Writer:
         self.parts.append(data)
 
     def uvarint(self, value: int) -> None:
+        if 0 <= value < 0x80:  # lengths, counts, tags: nearly always one byte
+            self.parts.append(_ONE_BYTE[value])
+            return
         out = bytearray()
         while value > 0x7F:
             out.append((value & 0x7F) | 0x80)
@@ -121,6 +124,19 @@ class Writer:
 
 
 # -- primitives ---------------------------------------------------------------------------------
+
+_ONE_BYTE = [bytes((i,)) for i in range(0x80)]
+_NO_TAGS = b"\x00"
+#: Each tagged field's default, to compare against (never handed out: lists and dicts).
+_DEFAULTS: dict[int, Any] = {}
+
+
+def _is_default(f: Field, value: Any) -> bool:
+    default = _DEFAULTS.get(id(f))
+    if default is None:
+        default = _DEFAULTS[id(f)] = f.zero()
+    return bool(value == default)
+
 
 _FIXED = {"int8": _I8, "int16": _I16, "uint16": _U16, "int32": _I32, "int64": _I64,
           "float64": _F64}  # fmt: skip
@@ -213,9 +229,10 @@ def _read_struct(r: Reader, s: Struct, version: int, flexible: bool) -> dict[str
     out: dict[str, Any] = {}
     for f in plain:
         out[f.name] = _read_value(r, f, version, flexible)
-    if flexible:
+    tag_count = r.uvarint() if flexible else 0
+    if tag_count:
         by_tag = {f.tag: f for f in tagged}
-        for _ in range(r.uvarint()):
+        for _ in range(tag_count):
             tag = r.uvarint()
             size = r.uvarint()
             known = by_tag.get(tag)
@@ -263,10 +280,13 @@ def _write_struct(
     for f in plain:
         _write_value(w, f, value[f.name] if f.name in value else f.zero(), version, flexible)
     if flexible:
+        if not tagged:
+            w.parts.append(_NO_TAGS)
+            return
         present = [
             (f, value[f.name])
             for f in tagged
-            if value.get(f.name) is not None and value[f.name] != f.zero()
+            if value.get(f.name) is not None and not _is_default(f, value[f.name])
         ]  # Kafka writes a tagged field only when it differs from its default
         w.uvarint(len(present))
         for f, item in present:
