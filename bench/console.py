@@ -234,7 +234,7 @@ def run(quick: bool, keep: bool, topics_wanted: int | None = None) -> dict[str, 
                 wait_for(sampled, 120, "the console's first sample")
                 progress("console up and sampled; measuring page latency")
                 http_p50, http_p99, _ = page_latency(port, "/healthz", requests)
-                summary.update(healthz_p50_ms=http_p50, healthz_p99_ms=http_p99)
+                summary.update(healthz_p50_ms=round(http_p50, 2), healthz_p99_ms=round(http_p99, 2))
                 for name, path, calls in (
                     ("overview", "/", overview_calls),
                     ("topics", "/topics", topics_calls),
