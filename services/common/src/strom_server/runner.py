@@ -25,6 +25,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import TypeVar
 
 from strom.errors import ConfigurationError
+from strom_server.etcd.store import configure_tls as configure_etcd_tls
 from strom_server.rpc.server import GrpcServer
 from strom_server.runtime.allocator import tune_allocator
 from strom_server.runtime.config import ServerConfig, config_items, load_config
@@ -53,6 +54,8 @@ async def serve_config(
 ) -> None:
     """Build the server for ``config`` and serve it until a signal (or ``request_stop``);
     ``freeze_gc`` (a service process) tunes the garbage collector once built."""
+    if config.etcd_ssl_cafile:
+        configure_etcd_tls(config.etcd_ssl_cafile, config.ssl_certfile, config.ssl_keyfile)
     security = await ServerSecurity.start(config)
     server = GrpcServer(
         config,

@@ -20,17 +20,19 @@ from __future__ import annotations
 import json
 import shutil
 import socket
+import ssl
 import subprocess
 import tempfile
 import time
 import urllib.error
 import urllib.request
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
 from strom_server.etcd.binary import find_etcd
 
-__all__ = ["EtcdProcess", "EtcdStartError", "etcd_argv", "etcd_is_healthy"]
+__all__ = ["EtcdProcess", "EtcdStartError", "EtcdTls", "etcd_argv", "etcd_is_healthy"]
 
 
 class EtcdStartError(RuntimeError):
@@ -43,10 +45,17 @@ def _free_port(host: str) -> int:
         return int(sock.getsockname()[1])
 
 
-def etcd_is_healthy(client_url: str, timeout_s: float = 1.0) -> bool:
-    """Whether the etcd at ``client_url`` (``http://host:port``) reports itself healthy."""
+def etcd_is_healthy(client_url: str, timeout_s: float = 1.0, *, tls: EtcdTls | None = None) -> bool:
+    """Whether the etcd at ``client_url`` (``http://host:port``, or ``https://`` with ``tls``:
+    its CA and a client certificate) reports itself healthy."""
+    context = None
+    if tls is not None:
+        context = ssl.create_default_context(cafile=str(tls.cafile))
+        context.load_cert_chain(str(tls.certfile), str(tls.keyfile))
     try:
-        with urllib.request.urlopen(f"{client_url}/health", timeout=timeout_s) as response:
+        with urllib.request.urlopen(
+            f"{client_url}/health", timeout=timeout_s, context=context
+        ) as response:
             return json.loads(response.read()).get("health") == "true"
     except (OSError, ValueError):
         return False
@@ -61,9 +70,11 @@ def etcd_argv(
     client_port: int,
     peer_port: int,
     unsafe_no_fsync: bool = False,
+    tls: EtcdTls | None = None,
 ) -> list[str]:
-    """Command line of a single-member etcd listening on ``host`` only."""
-    client_url = f"http://{host}:{client_port}"
+    """Command line of a single-member etcd listening on ``host`` only; with ``tls`` its client
+    API is https and asks every client for a certificate signed by the CA."""
+    client_url = f"{'https' if tls else 'http'}://{host}:{client_port}"
     peer_url = f"http://{host}:{peer_port}"
     argv = [
         str(binary),
@@ -78,7 +89,23 @@ def etcd_argv(
     ]  # fmt: skip
     if unsafe_no_fsync:
         argv.append("--unsafe-no-fsync")
+    if tls is not None:
+        argv += [
+            "--cert-file", str(tls.certfile),
+            "--key-file", str(tls.keyfile),
+            "--trusted-ca-file", str(tls.cafile),
+            "--client-cert-auth",
+        ]  # fmt: skip
     return argv
+
+
+@dataclass(frozen=True)
+class EtcdTls:
+    """TLS files of etcd's client API: a certificate and key, and the CA of both sides."""
+
+    certfile: Path
+    keyfile: Path
+    cafile: Path
 
 
 class EtcdProcess:

@@ -21,6 +21,7 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -44,6 +45,7 @@ __all__ = [
     "WatchBatch",
     "WatchCompactedError",
     "WatchEvent",
+    "configure_tls",
 ]
 
 log = get_logger(__name__)
@@ -201,6 +203,21 @@ def _target(endpoint: str) -> str:
     return endpoint
 
 
+_tls: grpc.ChannelCredentials | None = None
+
+
+def configure_tls(cafile: str, certfile: str = "", keyfile: str = "") -> None:
+    """Make every ``EtcdStore`` created from now on reach etcd over TLS, trusting ``cafile``
+    and presenting ``certfile``/``keyfile`` when given (a service's main does it from its
+    ``etcd.ssl.cafile`` setting)."""
+    global _tls
+
+    def read(path: str) -> bytes | None:
+        return Path(path).read_bytes() if path else None
+
+    _tls = grpc.ssl_channel_credentials(read(cafile), read(keyfile), read(certfile))
+
+
 class EtcdStore:
     """Coroutines over etcd's KV, Lease and Watch APIs with endpoint failover and retries."""
 
@@ -211,6 +228,7 @@ class EtcdStore:
         clock: Clock | None = None,
         call_timeout_s: float = 5.0,
         backoff_max_s: float = 2.0,
+        tls: grpc.ChannelCredentials | None = None,
     ) -> None:
         if not endpoints:
             raise ValueError("at least one etcd endpoint is needed")
@@ -219,6 +237,7 @@ class EtcdStore:
         self._call_timeout_s = call_timeout_s
         self._backoff_max_s = backoff_max_s
         self._channels: dict[str, grpc.aio.Channel] = {}
+        self._tls = _tls if tls is None else tls
         self._current = 0
         self._outage_since: float | None = None
         self._closed = False
@@ -229,15 +248,16 @@ class EtcdStore:
         target = self.endpoints[self._current]
         channel = self._channels.get(target)
         if channel is None:
-            channel = grpc.aio.insecure_channel(
-                target,
-                options=[
-                    ("grpc.keepalive_time_ms", 10_000),
-                    ("grpc.keepalive_timeout_ms", 5_000),
-                    ("grpc.initial_reconnect_backoff_ms", 100),
-                    ("grpc.max_reconnect_backoff_ms", 1_000),
-                ],
-            )
+            options = [
+                ("grpc.keepalive_time_ms", 10_000),
+                ("grpc.keepalive_timeout_ms", 5_000),
+                ("grpc.initial_reconnect_backoff_ms", 100),
+                ("grpc.max_reconnect_backoff_ms", 1_000),
+            ]
+            if self._tls is None:
+                channel = grpc.aio.insecure_channel(target, options=options)
+            else:
+                channel = grpc.aio.secure_channel(target, self._tls, options=options)
             self._channels[target] = channel
         return channel
 

@@ -111,7 +111,8 @@ class LocalClusterSpec:
 
     @property
     def etcd_endpoint(self) -> str:
-        return f"http://{self.host}:{self.etcd_client_port}"
+        scheme = "https" if self.secure else "http"
+        return f"{scheme}://{self.host}:{self.etcd_client_port}"
 
     @property
     def gateway_address(self) -> str:
@@ -251,6 +252,10 @@ class LocalClusterSpec:
         )
 
     def _etcd(self) -> ManagedProcess:
+        tls = None
+        if self.secure:
+            secure.prepare_tls(self.data_dir, ["etcd"])
+            tls = secure.etcd_tls(self.data_dir)
         argv = etcd_argv(
             find_etcd(),
             name="strom-etcd",
@@ -258,12 +263,13 @@ class LocalClusterSpec:
             host=self.host,
             client_port=self.etcd_client_port,
             peer_port=self.etcd_peer_port,
+            tls=tls,
         )
         return ManagedProcess(
             name="etcd",
             argv=argv,
             log_path=self.data_dir / "logs" / "etcd.log",
-            ready=lambda: etcd_is_healthy(self.etcd_endpoint),
+            ready=lambda: etcd_is_healthy(self.etcd_endpoint, tls=tls),
             address=self.etcd_endpoint,
             role="etcd",
         )

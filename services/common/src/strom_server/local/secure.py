@@ -3,7 +3,8 @@
 Under ``<data-dir>/tls/``: ``ca.crt`` (and its key) and one certificate per service (``gateway``,
 ``storage-1``, ...). Every service then runs with ``security.protocol=SASL_SSL``, its own
 certificate, the authorizer on, ``super.users=User:admin`` and
-``allow.everyone.if.no.acl.found=false``. The super user ``admin`` gets a random password,
+``allow.everyone.if.no.acl.found=false``, and reaches etcd over TLS with a client certificate
+(etcd's client API is https and requires one). The super user ``admin`` gets a random password,
 written with the rest of a client's settings to ``<data-dir>/admin.properties`` (owner-only)
 for ``--command-config``; a later ``up`` on the same data directory keeps both.
 """
@@ -16,9 +17,12 @@ import secrets
 from pathlib import Path
 from typing import Any
 
+import grpc
+
 from strom.security import properties_to_options, read_properties
 from strom.security.scram import DEFAULT_ITERATIONS, make_credential, salted_password
 from strom_server.etcd.keys import ClusterKeys
+from strom_server.etcd.process import EtcdTls
 from strom_server.etcd.store import EtcdStore
 from strom_server.security.certificates import LocalCa
 from strom_server.security.store import SecurityStore
@@ -28,6 +32,8 @@ __all__ = [
     "admin_options",
     "admin_properties_path",
     "create_admin",
+    "etcd_client_credentials",
+    "etcd_tls",
     "prepare_tls",
     "service_flags",
     "tls_dir",
@@ -81,11 +87,25 @@ def service_flags(data_dir: Path, name: str) -> list[str]:
         "--authorizer.enabled",
         "--super.users", f"User:{ADMIN_USER}",
         "--no-allow.everyone.if.no.acl.found",
+        "--etcd.ssl.cafile", str(directory / "ca.crt"),
     ]  # fmt: skip
 
 
-async def _store_admin(endpoint: str, prefix: str, password: str) -> None:
-    etcd = EtcdStore([endpoint])
+def etcd_tls(data_dir: Path) -> EtcdTls:
+    """etcd's TLS files (its certificate doubles as the local tools' client certificate)."""
+    directory = tls_dir(data_dir)
+    return EtcdTls(directory / "etcd.crt", directory / "etcd.key", directory / "ca.crt")
+
+
+def etcd_client_credentials(data_dir: Path) -> grpc.ChannelCredentials:
+    files = etcd_tls(data_dir)
+    return grpc.ssl_channel_credentials(
+        files.cafile.read_bytes(), files.keyfile.read_bytes(), files.certfile.read_bytes()
+    )
+
+
+async def _store_admin(endpoint: str, prefix: str, password: str, data_dir: Path) -> None:
+    etcd = EtcdStore([endpoint], tls=etcd_client_credentials(data_dir))
     try:
         salt = secrets.token_bytes(16)
         salted = salted_password(_MECHANISM, password, salt, DEFAULT_ITERATIONS)
@@ -98,4 +118,4 @@ async def _store_admin(endpoint: str, prefix: str, password: str) -> None:
 def create_admin(data_dir: Path, etcd_endpoint: str, prefix: str = "/strom") -> None:
     """Store the admin's SCRAM credential (salted, from admin.properties) in etcd."""
     password = admin_options(data_dir)["sasl_plain_password"]
-    asyncio.run(_store_admin(etcd_endpoint, prefix, password))
+    asyncio.run(_store_admin(etcd_endpoint, prefix, password, data_dir))

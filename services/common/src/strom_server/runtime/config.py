@@ -548,6 +548,12 @@ class ServerConfig:
         name="allow.everyone.if.no.acl.found",
         help="allow requests on resources no ACL names",
     )
+    etcd_ssl_cafile: str = setting(
+        "",
+        name="etcd.ssl.cafile",
+        help="reach etcd over TLS trusting this CA (PEM), with ssl.certfile/keyfile as the "
+        "client certificate; empty: plaintext",
+    )
     token_lifetime_ms: int = setting(
         900_000,
         name="token.lifetime.ms",
