@@ -43,16 +43,24 @@ class LoginResult:
 class ScramAuthenticator:
     """SCRAM sessions and tokens (see the module docstring)."""
 
-    def __init__(self, credentials: CredentialLookup, issuer: TokenIssuer) -> None:
+    def __init__(
+        self,
+        credentials: CredentialLookup,
+        issuer: TokenIssuer,
+        *,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> None:
+        """``sleep`` waits out a throttled attempt (injected: tests need not wait)."""
         self._credentials = credentials
         self._issuer = issuer
+        self._sleep = sleep
         self._sessions: OrderedDict[str, tuple[ScramServerExchange, float]] = OrderedDict()
         self._failures: dict[str, int] = {}
 
     async def _throttle(self, user: str) -> None:
         failures = self._failures.get(user, 0)
         if failures >= FREE_FAILURES:
-            await asyncio.sleep(min(0.1 * 2 ** (failures - FREE_FAILURES), MAX_DELAY_S))
+            await self._sleep(min(0.1 * 2 ** (failures - FREE_FAILURES), MAX_DELAY_S))
 
     def _failed(self, user: str, host: str, reason: str) -> None:
         self._failures[user] = self._failures.get(user, 0) + 1
