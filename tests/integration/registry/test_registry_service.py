@@ -122,6 +122,10 @@ def test_confluent_errors(registries: Registries) -> None:
     assert (status, body["error_code"]) == (422, 42202)
     status, body = http("POST", f"{url}/subjects/{subject}/versions", {"schema": "{not json"})
     assert (status, body["error_code"]) == (422, 42201)
+    status, body = http("POST", f"{url}/subjects/bad%01name/versions", {"schema": '"string"'})
+    assert (status, body["error_code"]) == (422, 42208)
+    status, body = http("GET", f"{url}/schemas/ids/not-a-number")
+    assert (status, body["error_code"]) == (404, 40403)
     # Deleting: permanent needs a soft delete first (40405); a soft-deleted subject is gone.
     status, body = http("DELETE", f"{url}/subjects/{subject}?permanent=true")
     assert (status, body["error_code"]) == (404, 40405)

@@ -86,6 +86,8 @@ def test_versions_ids_and_lookups(registry: Registry) -> None:
     assert code(lambda: registry.version("s", 9)) == 40402
     assert code(lambda: registry.version("s", "0")) == 42202
     assert code(lambda: registry.schema(12345)) == 40403
+    assert code(lambda: registry.register("bad\x01subject", record("A", "x"))) == 42208
+    assert code(lambda: registry.register("", record("A", "x"))) == 42208
 
 
 def test_incompatible_changes_are_refused_per_level(registry: Registry) -> None:
