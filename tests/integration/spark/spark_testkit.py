@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -14,7 +15,8 @@ from cluster_testkit import LocalCluster, start_local_cluster
 from pyspark.sql import DataFrame, SparkSession
 
 import strom_spark
-from strom import NewTopic, Producer
+from strom import Consumer, NewTopic, Producer
+from strom.types import TopicPartition
 
 
 def new_spark_session(app: str, warehouse: Path) -> SparkSession:
@@ -113,3 +115,30 @@ def reader(spark: SparkSession, cluster: LocalCluster, **options: str) -> DataFr
     for name, value in options.items():
         builder = builder.option(name, value)
     return builder.load()
+
+
+def topic_values(cluster: LocalCluster, topic: str, *, read_committed: bool = True) -> list[bytes]:
+    """Every value in ``topic`` as a plain consumer reads it, without Spark (cheaper than a
+    Spark read), up to the partitions' ends as of now: the last stable offsets under
+    read_committed, the high watermarks otherwise."""
+    level = "read_committed" if read_committed else "read_uncommitted"
+    with cluster.admin() as admin:
+        described = admin.describe_topics([topic])[0].partitions
+        parts = [TopicPartition(topic, p) for p in range(len(described))]
+        ends = {tp: o.offset for tp, o in admin.list_offsets(
+            dict.fromkeys(parts, "latest"), isolation_level=level).items()}  # fmt: skip
+    consumer = Consumer(
+        bootstrap_servers=cluster.gateway, isolation_level=level, enable_auto_commit=False
+    )
+    try:
+        consumer.assign(parts)
+        consumer.seek_to_beginning(*parts)
+        values: list[bytes] = []
+        deadline = time.monotonic() + 120
+        while any(consumer.position(tp) < ends[tp] for tp in parts):
+            assert time.monotonic() < deadline, f"{topic}: not read to {ends} in 120 s"
+            for tp, records in consumer.poll(500).items():
+                values.extend(r.value for r in records if r.offset < ends[tp])
+        return values
+    finally:
+        consumer.close()

@@ -16,15 +16,16 @@ from py4j.protocol import Py4JJavaError
 from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
-from spark_testkit import new_topic, reader
+from spark_testkit import new_topic, reader, topic_values
 
 from strom import Admin
 from strom.types import TopicPartition
 
-pytestmark = pytest.mark.integration
+# Generous: Spark on a loaded 2-core machine (the deadlines inside are loops, not sleeps).
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 
 TASKS = 4
-PER_TASK = 5_000
+PER_TASK = 2_000
 ROWS = TASKS * PER_TASK
 ARROW_BATCH = "spark.sql.execution.arrow.maxRecordsPerBatch"
 #: States of a transactional id whose transaction is not finished.
@@ -33,9 +34,9 @@ UNFINISHED = ("Ongoing", "PrepareCommit", "PrepareAbort")
 
 @pytest.fixture(autouse=True)
 def small_arrow_batches(spark: SparkSession) -> Iterator[None]:
-    """Rows reach the writer in batches of 1,000 (not 10,000), so a task failing near its
-    end has sent most of its rows already."""
-    spark.conf.set(ARROW_BATCH, "1000")
+    """Rows reach the writer in batches of 250 (not 10,000), so a task failing near its end
+    has sent most of its rows already."""
+    spark.conf.set(ARROW_BATCH, "250")
     try:
         yield
     finally:
@@ -62,7 +63,14 @@ def write(df: DataFrame, gateway: str, topic: str, prefix: str) -> None:
     )
 
 
-def values(spark, cluster, topic: str, level: str) -> list[str]:  # type: ignore[no-untyped-def]
+def values(cluster, topic: str, level: str) -> list[str]:  # type: ignore[no-untyped-def]
+    """What a plain consumer at ``level`` reads (no Spark job: cheaper)."""
+    read = topic_values(cluster, topic, read_committed=level == "read_committed")
+    return [v.decode() for v in read]
+
+
+def spark_values(spark, cluster, topic: str, level: str) -> list[str]:  # type: ignore[no-untyped-def]
+    """What Spark's strom source at ``level`` reads."""
     df = reader(spark, cluster, subscribe=topic, **{"kafka.isolation.level": level})
     return [bytes(r.value).decode() for r in df.select("value").collect()]
 
@@ -107,7 +115,7 @@ def test_retried_tasks_write_each_row_once(spark, spark_cluster, tmp_path: Path)
 
     write(source(spark, fail_first_attempt), spark_cluster.gateway, topic, prefix)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["failed-1", "failed-3"]
-    got = values(spark, spark_cluster, topic, "read_committed")
+    got = values(spark_cluster, topic, "read_committed")
     assert len(got) == ROWS
     assert Counter(got) == Counter(expected())
     states = settled(spark_cluster, prefix)
@@ -142,9 +150,9 @@ def test_failed_job_leaves_nothing_visible_and_nothing_open(
 
     with pytest.raises((Py4JJavaError, PySparkException), match="injected failure"):
         write(source(spark, last_task_fails), gateway, topic, prefix)
-    assert values(spark, spark_cluster, topic, "read_committed") == []
+    assert values(spark_cluster, topic, "read_committed") == []
     # The rows are in the log (read_uncommitted sees them), but aborted.
-    assert len(values(spark, spark_cluster, topic, "read_uncommitted")) >= (TASKS - 1) * PER_TASK
+    assert len(values(spark_cluster, topic, "read_uncommitted")) >= (TASKS - 1) * PER_TASK
     states = settled(spark_cluster, prefix)
     assert len(states) >= TASKS
     assert "CompleteCommit" not in states.values()
@@ -178,17 +186,18 @@ def test_read_committed_and_uncommitted_side_by_side(spark, spark_cluster, tmp_p
         # Three tasks staged their rows: in the log, not decided.
         deadline = time.monotonic() + 240
         while time.monotonic() < deadline:
-            uncommitted = values(spark, spark_cluster, topic, "read_uncommitted")
+            uncommitted = spark_values(spark, spark_cluster, topic, "read_uncommitted")
             if len(uncommitted) >= (TASKS - 1) * PER_TASK:
                 break
             time.sleep(0.5)
         assert len(uncommitted) >= (TASKS - 1) * PER_TASK
-        assert values(spark, spark_cluster, topic, "read_committed") == []
+        assert spark_values(spark, spark_cluster, topic, "read_committed") == []
+        assert values(spark_cluster, topic, "read_committed") == []
         assert "Ongoing" in transactions(spark_cluster, prefix).values()
     finally:
         release.touch()
         writer.join(180)
     assert not failure, failure
-    committed = values(spark, spark_cluster, topic, "read_committed")
+    committed = spark_values(spark, spark_cluster, topic, "read_committed")
     assert Counter(committed) == Counter(expected())
-    assert Counter(values(spark, spark_cluster, topic, "read_uncommitted")) == Counter(committed)
+    assert Counter(values(spark_cluster, topic, "read_uncommitted")) == Counter(committed)

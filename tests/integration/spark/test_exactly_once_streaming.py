@@ -19,12 +19,13 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
-from spark_testkit import new_topic, reader
+from spark_testkit import new_topic, reader, topic_values
 
 from strom import Producer
 from strom.types import TopicPartition
 
-pytestmark = pytest.mark.integration
+# Generous: Spark drivers started on a loaded 2-core machine (deadlines are loops).
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "spark_connector" / "examples"
 EXAMPLE = EXAMPLES / "exactly_once_streaming.py"
@@ -61,15 +62,16 @@ def feed(cluster, topic: str, committed: int, aborted: int) -> None:  # type: ig
 
 
 def sources(spark, cluster, topic: str) -> set[str]:  # type: ignore[no-untyped-def]
-    """``partition:offset`` of every committed input record."""
+    """``partition:offset`` of every committed input record (as the example's source sees
+    them: Spark's strom source with read_committed)."""
     df = reader(spark, cluster, subscribe=topic, **{"kafka.isolation.level": "read_committed"})
     return {f"{r.partition}:{r.offset}" for r in df.select("partition", "offset").collect()}
 
 
 def outputs(spark, cluster, topic: str, level: str = "read_committed") -> Counter[str]:  # type: ignore[no-untyped-def]
-    """How often each input record (``src``) appears in the output."""
-    df = reader(spark, cluster, subscribe=topic, **{"kafka.isolation.level": level})
-    values = [json.loads(bytes(r.value)) for r in df.select("value").collect()]
+    """How often each input record (``src``) appears in the output (a plain consumer)."""
+    read = topic_values(cluster, topic, read_committed=level == "read_committed")
+    values = [json.loads(v) for v in read]
     assert all(v["user"] != "aborted" for v in values)
     return Counter(v["src"] for v in values)
 
