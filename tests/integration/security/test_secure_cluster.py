@@ -4,9 +4,11 @@ access, a revoked ACL stopping a running consumer, groups needing READ on group 
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from typing import Any
 
 import pytest
+from cluster_testkit import assert_ok, assert_one_line_error, run_strom
 from security_testkit import SecureCluster
 from strom_testkit import wait_until
 
@@ -354,3 +356,30 @@ def test_transactions_need_write_on_the_transactional_id(cluster: SecureCluster)
         producer.begin_transaction()
         producer.send("hank-t", b"in a transaction")
         producer.commit_transaction()
+
+
+def test_cli_users_acls_and_command_config(cluster: SecureCluster, tmp_path: Path) -> None:
+    admin = ("--bootstrap-server", cluster.gateway, "--command-config",
+             str(secure.admin_properties_path(cluster.spec.data_dir)))  # fmt: skip
+    assert_ok(run_strom("users", "create", "ivan", "--password", "ivan-secret", *admin))
+    with cluster.admin() as admin_client:
+        assert "ivan" in admin_client.describe_scram_users()
+        admin_client.create_topics([NewTopic("ivan-t", 1, 1)])
+    assert_ok(
+        run_strom("acls", "add", "--allow-principal", "User:ivan", "--operation", "Describe",
+                  "--topic", "ivan-", "--resource-pattern-type", "prefixed", *admin)
+    )  # fmt: skip
+    listed = assert_ok(run_strom("acls", "list", "--principal", "User:ivan", "--json", *admin))
+    assert [(a["resource_name"], a["operation"]) for a in listed.json()] == [("ivan-", "DESCRIBE")]
+    ivan = tmp_path / "ivan.properties"
+    ivan.write_text(
+        "security.protocol=SASL_SSL\nsasl.mechanism=SCRAM-SHA-256\nsasl.username=ivan\n"
+        f"sasl.password=ivan-secret\nssl.cafile={cluster.cafile}\n"
+    )
+    mine = ("--bootstrap-server", cluster.gateway, "--command-config", str(ivan))
+    assert assert_ok(run_strom("topics", "list", *mine)).stdout.split() == ["ivan-t"]
+    assert_one_line_error(
+        run_strom("topics", "delete", "ivan-t", *mine), "TOPIC_AUTHORIZATION_FAILED"
+    )
+    ivan.write_text(ivan.read_text().replace("ivan-secret", "wrong"))
+    assert_one_line_error(run_strom("topics", "list", *mine), "SASL_AUTHENTICATION_FAILED")
