@@ -54,6 +54,8 @@ class WriterElection:
         self.ttl_s = ttl_s
         self.eligible = eligible
         self.leading = False
+        #: Elections this instance has won (a new term must catch up with the log first).
+        self.term = 0
         self.leader: LeaderInfo | None = None
         self._raw: bytes | None = None
         self._lease: int | None = None
@@ -120,6 +122,7 @@ class WriterElection:
             await self._revoke(lease)
             return False
         self._raw, self._lease, self.leading = raw, lease, True
+        self.term += 1
         self.leader = LeaderInfo(self.instance_id, self.url)
         log.info("elected registry writer", instance_id=self.instance_id, url=self.url)
         return True
