@@ -185,7 +185,13 @@ def test_kafka_python_and_aiokafka_produce_and_consume(cluster: LocalCluster, ka
     make_topic(cluster, topic, 2)
 
     producer = kafka_python.KafkaProducer(bootstrap_servers=kafka, acks="all")
-    for i in range(50):
+    for i in range(25):
+        producer.send(topic, key=b"p%d" % i, value=b"kafka-python %d" % i)
+    producer.flush(30)
+    producer.close()
+    # acks=0: Produce requests that get no response at all.
+    producer = kafka_python.KafkaProducer(bootstrap_servers=kafka, acks=0)
+    for i in range(25, 50):
         producer.send(topic, key=b"p%d" % i, value=b"kafka-python %d" % i)
     producer.flush(30)
     producer.close()

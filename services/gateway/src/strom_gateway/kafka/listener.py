@@ -36,9 +36,19 @@ from strom_gateway.kafka.messages import APIS
 
 log = structlog.get_logger(__name__)
 
-__all__ = ["MAX_IN_FLIGHT", "Connection", "Dispatch", "KafkaListener", "served_versions"]
+__all__ = [
+    "DRAIN_S",
+    "MAX_IN_FLIGHT",
+    "Connection",
+    "Dispatch",
+    "KafkaListener",
+    "served_versions",
+]
 
 MAX_IN_FLIGHT = 64
+#: How long requests read before a client closed its connection may still finish (an acks=0
+#: Produce sent just before closing is still written).
+DRAIN_S = 10.0
 _SIZE = struct.Struct(">i")
 
 #: Answers one request: the response body, or None for none (Produce with acks=0).
@@ -83,6 +93,7 @@ class KafkaListener:
         self._max_frame_bytes = max_frame_bytes
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.Task[None]] = set()
+        self._closing = False
 
     async def start(self) -> int:
         """Bind and listen; returns the bound port."""
@@ -95,6 +106,7 @@ class KafkaListener:
         return port
 
     async def close(self) -> None:
+        self._closing = True
         if self._server is not None:
             self._server.close()
         for task in list(self._connections):
@@ -196,11 +208,11 @@ class KafkaListener:
         writer: asyncio.StreamWriter,
         connection: Connection,
     ) -> None:
-        if not sender.done():
+        if not sender.done() and not self._closing:
             with contextlib.suppress(asyncio.QueueFull):
                 pending.put_nowait(None)
             with contextlib.suppress(Exception, asyncio.CancelledError):
-                await asyncio.wait_for(asyncio.shield(sender), 0.5)
+                await asyncio.wait_for(asyncio.shield(sender), DRAIN_S)
         sender.cancel()
         with contextlib.suppress(Exception, asyncio.CancelledError):
             await sender
