@@ -117,6 +117,7 @@ def _requests() -> dict[str, Any]:
 
 
 FILTERED = {"Metadata"}
+_LOGINS: dict[tuple[str, str], ScramLogin] = {}
 
 
 def _call(cluster: SecureCluster, who: str, method: str, request: Any) -> BaseException | None:
@@ -129,8 +130,12 @@ def _call(cluster: SecureCluster, who: str, method: str, request: Any) -> BaseEx
         "super user": ("admin", secure.admin_options(cluster.spec.data_dir)["sasl_plain_password"]),
     }[who]
     tokens = None
-    if options is not None:
-        tokens = ScramLogin(SecurityConfig(**cluster.options(*options)), [cluster.gateway])
+    if options is not None:  # one login per caller (a login is two PBKDF2 runs)
+        key = (cluster.gateway, who)
+        if key not in _LOGINS:
+            config = SecurityConfig(**cluster.options(*options))
+            _LOGINS[key] = ScramLogin(config, [cluster.gateway])
+        tokens = _LOGINS[key]
     security = ChannelSecurity("SASL_SSL", cafile=cluster.cafile, tokens=tokens)
 
     async def call() -> Any:

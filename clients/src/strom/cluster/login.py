@@ -26,6 +26,8 @@ __all__ = ["ScramLogin", "client_security", "login"]
 
 # Log in again when this share of a token's lifetime has passed.
 _REFRESH_AT = 0.8
+# How long a refused login is answered from memory.
+_REFUSED_S = 1.0
 
 
 def login(
@@ -72,6 +74,7 @@ class ScramLogin:
         self._expires = 0.0
         self._refresh_at = 0.0
         self._refreshing = False
+        self._refused: tuple[SaslAuthenticationFailedError, float] | None = None
         self.principal = ""
         self.error = ""
         self._transport = ChannelSecurity(
@@ -94,11 +97,19 @@ class ScramLogin:
         return token
 
     def fetch(self) -> str:
-        """A valid token, logging in first when needed (blocks)."""
+        """A valid token, logging in first when needed (blocks). After a refused login the
+        same refusal is repeated for a second without asking the server again (the server
+        throttles failed logins anyway)."""
         with self._lock:
             if self._token is not None and time.monotonic() < self._expires:
                 return self._token
-            return self._login()
+            if self._refused is not None and time.monotonic() < self._refused[1]:
+                raise SaslAuthenticationFailedError(str(self._refused[0]))
+            try:
+                return self._login()
+            except SaslAuthenticationFailedError as exc:
+                self._refused = (exc, time.monotonic() + _REFUSED_S)
+                raise
 
     def _refresh(self) -> None:
         try:
