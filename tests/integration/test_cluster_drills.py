@@ -77,7 +77,7 @@ def detached_cluster(
             "cluster", "up", "--detach", "--data-dir", str(data_dir),
             "--base-port", str(base), "--etcd-client-port", str(free_port()),
             "--etcd-peer-port", str(free_port()), "--topics", f"{TOPIC}:{PARTITIONS}:3",
-            "--registry-port", "0", *extra,
+            "--registry-port", "0", "--console-port", "0", *extra,
         )  # fmt: skip
         assert result.returncode == 0, result.stdout + result.stderr
         assert "Strom cluster is up" in result.stdout

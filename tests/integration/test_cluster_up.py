@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -54,6 +55,8 @@ def start_cluster(
             args = (*args, "--base-port", str(free_port_range(7)))
         if "--registry-port" not in args:  # the registry has tests of its own (never 8081)
             args = (*args, "--registry-port", "0")
+        if "--console-port" not in args:  # so has the console (never 8080)
+            args = (*args, "--console-port", "0")
         process = subprocess.Popen(
             [STROM, "cluster", "up", *args],
             stdout=subprocess.PIPE,
@@ -88,9 +91,11 @@ def test_up_serves_until_ctrl_c_and_keeps_its_data(
     start_cluster: Callable[..., subprocess.Popen[str]],
 ) -> None:
     data_dir = tmp_path / "cluster"
-    client_port, peer_port = free_port(), free_port()
+    client_port, peer_port, console_port = free_port(), free_port(), free_port()
     base = free_port_range(7)
     args = (
+        "--console-port",
+        str(console_port),
         "--data-dir",
         str(data_dir),
         "--etcd-client-port",
@@ -109,6 +114,10 @@ def test_up_serves_until_ctrl_c_and_keeps_its_data(
     assert any("created topics: demo" in line for line in output)
     gateway = f"127.0.0.1:{base}"
     assert any(f"bootstrap (gateway): {gateway}" in line for line in output)
+    console = f"http://127.0.0.1:{console_port}"
+    assert any(f"web console:         {console}" in line for line in output)
+    with urllib.request.urlopen(console + "/healthz", timeout=10) as answer:
+        assert answer.status == 200
     with Admin(gateway) as admin:
         cluster = admin.describe_cluster()
         assert cluster.controller is not None
