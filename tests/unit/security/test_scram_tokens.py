@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import base64
+
 import pytest
 
 from strom.errors import ConfigurationError, SaslAuthenticationFailedError
@@ -57,3 +59,32 @@ def test_tokens() -> None:
     now[0] += 61
     with pytest.raises(SaslAuthenticationFailedError, match="expired"):
         verifier.principal(token)
+
+
+def test_rfc7677_test_vector() -> None:
+    """SCRAM-SHA-256's example exchange in RFC 7677, section 3, both sides."""
+    client_first = b"n,,n=user,r=rOprNGfwEbeRWgbNEkqO"
+    server_first = (
+        b"r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,s=W22ZaJ0SNY7soEsUEjb6gQ==,i=4096"
+    )
+    client_final = (
+        b"c=biws,r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,"
+        b"p=dHzbZapWIk4jUhN+Ute9ytag9zjfMHgsqmmiz7AndVQ="
+    )
+    server_final = b"v=6rriTRBi23WpRR/wtup+mMhUZUn/dB5nLTJRsjl95G4="
+    client = ScramClient("SCRAM-SHA-256", "user", "pencil")
+    client._nonce = "rOprNGfwEbeRWgbNEkqO"  # the RFC's nonce instead of a random one
+    client._first_bare = client_first.decode()[3:]
+    assert client.first() == client_first
+    assert client.final(server_first) == client_final
+    client.verify(server_final)
+
+    salt = base64.b64decode("W22ZaJ0SNY7soEsUEjb6gQ==")
+    stored = make_credential(
+        "SCRAM-SHA-256", salted_password("SCRAM-SHA-256", "pencil", salt, 4096), salt, 4096
+    )
+    server = ScramServerExchange("SCRAM-SHA-256")
+    assert server.parse_first(client_first) == "user"
+    server.server_first(stored)
+    server._server_first = server_first.decode()  # the RFC's server nonce
+    assert server.verify_final(client_final) == server_final
