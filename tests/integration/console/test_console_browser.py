@@ -159,6 +159,16 @@ def test_a_text_search_reports_what_it_scanned(cluster: Any, console: Any, brows
     assert text_of(driver, "#search-scanned") == "200"
     keys = [e.text for e in driver.find_elements(by.CSS_SELECTOR, "#search-results pre.record-key")]
     assert keys == ["k123"]
+    # A text search bounded to 50 records stops there and says so.
+    driver.get(console.url + "/topics/searched/search")
+    driver.find_element(by.ID, "search-query").send_keys("ok")
+    limit = driver.find_element(by.NAME, "max_records")
+    limit.clear()
+    limit.send_keys("50")
+    driver.find_element(by.ID, "search-button").click()
+    eventually(lambda: text_of(driver, "#search-status") == "limit", "the search to stop at 50")
+    assert text_of(driver, "#search-scanned") == "50"
+    assert len(driver.find_elements(by.CSS_SELECTOR, "#search-results tr.record")) == 50
 
 
 def test_read_only_hides_every_control_and_refuses_a_forged_change(
