@@ -13,12 +13,14 @@ const path = require('node:path');
 const grpc = require('@grpc/grpc-js');
 const protoLoader = require('@grpc/proto-loader');
 const { decodeBatches, encodeBatch } = require('./record_batch');
+const { channelCredentials } = require('./security');
 
 const DEFAULT_PROTO_ROOT = path.resolve(__dirname, '..', '..', '..', 'proto');
 
 /** The strom.protocol.v1 package, loaded from the .proto sources under protoRoot. */
 function loadProtocol(protoRoot = process.env.STROM_PROTO_DIR || DEFAULT_PROTO_ROOT) {
-  const definition = protoLoader.loadSync('strom/protocol/v1/gateway.proto', {
+  const files = ['strom/protocol/v1/gateway.proto', 'strom/protocol/v1/security.proto'];
+  const definition = protoLoader.loadSync(files, {
     includeDirs: [protoRoot],
     keepCase: true,
     longs: Number,
@@ -48,11 +50,16 @@ function check(result) {
 const present = (message, field) => message[`_${field}`] === field;
 
 class StromGateway {
-  constructor(address = 'localhost:9092', { protoRoot, deadlineMs = 30000 } = {}) {
+  /**
+   * `security`: Kafka's names, { securityProtocol: 'SASL_SSL', saslMechanism, saslPlainUsername,
+   * saslPlainPassword, sslCafile } (docs/security.md); plaintext without it.
+   */
+  constructor(address = 'localhost:9092', { protoRoot, deadlineMs = 30000, security } = {}) {
     const v1 = loadProtocol(protoRoot);
     this.address = address;
     this.deadlineMs = deadlineMs;
-    this.stub = new v1.Gateway(address, grpc.credentials.createInsecure(), {
+    const credentials = channelCredentials(security, address, v1.Security);
+    this.stub = new v1.Gateway(address, credentials, {
       'grpc.max_receive_message_length': 64 * 1024 * 1024,
       'grpc.max_send_message_length': 64 * 1024 * 1024,
     });

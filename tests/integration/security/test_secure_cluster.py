@@ -4,6 +4,9 @@ access, a revoked ACL stopping a running consumer, groups needing READ on group 
 from __future__ import annotations
 
 import asyncio
+import json
+import shutil
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -388,3 +391,34 @@ def test_cli_users_acls_and_command_config(cluster: SecureCluster, tmp_path: Pat
     )
     ivan.write_text(ivan.read_text().replace("ivan-secret", "wrong"))
     assert_one_line_error(run_strom("topics", "list", *mine), "SASL_AUTHENTICATION_FAILED")
+
+
+@pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
+def test_node_client_logs_in_and_sees_only_its_topics(cluster: SecureCluster) -> None:
+    node_dir = Path(__file__).resolve().parents[3] / "clients" / "node"
+    if not (node_dir / "node_modules" / "@grpc" / "grpc-js").is_dir():
+        pytest.fail(f"run `npm ci` in {node_dir} first (make test does)")
+    with cluster.admin() as admin:
+        admin.create_topics([NewTopic("jill-t", 1, 1)])
+    cluster.add_user("jill", "jill-secret")
+    cluster.allow(AclBinding.create("TOPIC", "jill-t", "User:jill", "DESCRIBE"))
+    script = (
+        "const {StromGateway} = require('./src/index');"
+        f"const g = new StromGateway({cluster.gateway!r}, {{security: {{"
+        "securityProtocol: 'SASL_SSL', saslMechanism: 'SCRAM-SHA-256',"
+        f"saslPlainUsername: process.argv[1], saslPlainPassword: process.argv[2],"
+        f"sslCafile: {cluster.cafile!r}}}}});"
+        "g.metadata().then((m) => { console.log(JSON.stringify(m.topics.map((t) => t.name)));"
+        " g.close(); }, (e) => { console.log(JSON.stringify({error: e.details})); g.close(); });"
+    )
+
+    def run(user: str, password: str) -> Any:
+        done = subprocess.run(
+            ["node", "-e", script, user, password],
+            cwd=node_dir, capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout)
+
+    assert run("jill", "jill-secret") == ["jill-t"]
+    assert "SASL_AUTHENTICATION_FAILED" in run("jill", "wrong")["error"]
