@@ -109,9 +109,13 @@ class ServerSecurity:
             require_authentication=protocol.startswith("SASL_"),
             certificate_principals=config.ssl_client_auth == "required",
         )
+        # With client certificates asked for, services present theirs to each other too.
+        client_certificate = config.ssl_client_auth != "none" and config.ssl_certfile
         outgoing = ChannelSecurity(
             protocol,
             cafile=config.ssl_cafile or None,
+            certfile=config.ssl_certfile if client_certificate else None,
+            keyfile=config.ssl_keyfile if client_certificate else None,
             tokens=ServiceTokens(TokenIssuer(secret, _SERVICE_TOKEN_LIFETIME_S)),
         )
         channels.configure(outgoing)
