@@ -69,6 +69,10 @@ def test_user_with_read_acl(cluster: SecureCluster) -> None:
             producer.send("payroll", b"v1").result(timeout=30)
     with Admin(cluster.gateway, **options) as admin:
         assert admin.list_topics() == ["orders"]
+        # Whether it exists or not, a topic alice may not describe is answered the same way.
+        for name in ("payroll", "no-such-topic"):
+            with pytest.raises(TopicAuthorizationFailedError):
+                admin.describe_topics([name])
 
 
 # -- the deny matrix ---------------------------------------------------------------------------
