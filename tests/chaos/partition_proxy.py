@@ -12,7 +12,9 @@ the kernel instead: the accepted connection's peer port names a socket in ``/pro
 whose inode appears among the file descriptors of exactly one process; that process's command
 line names it (``storage-2``, ``controller-1``, ``coordinator-2``, ``etcd``, ``gateway``).
 Only children of the proxy's parent (the test process) are candidates; a socket of anybody
-else, the test process and the workload's subprocesses included, is a ``client``.
+else, the test process and the workload's subprocesses included, is a ``client``. One scan
+of ``/proc`` taken after a connection was accepted serves every connection accepted before
+it, so the burst of reconnections after a heal costs one scan, not one each.
 
 A cut link behaves like a network partition, not like a crashed peer: bytes stop flowing in
 both directions (existing connections stall, new ones are accepted and then hear nothing), so
@@ -33,6 +35,7 @@ import json
 import os
 import socket
 import sys
+import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -69,17 +72,23 @@ def _read(path: str) -> str:
         return ""
 
 
-def _socket_inode(peer_port: int, local_port: int) -> int | None:
-    """Inode of the socket 127.0.0.1:peer_port -> 127.0.0.1:local_port (the dialler's end)."""
-    # gRPC dials from dual-stack sockets: those are in tcp6, as v4-mapped ::ffff:127.0.0.1
-    for table, address in (("tcp", "0100007F"), ("tcp6", "0000000000000000FFFF00000100007F")):
-        wanted_local = f"{address}:{peer_port:04X}"
-        wanted_remote = f"{address}:{local_port:04X}"
+_LOOPBACK = ("0100007F", "0000000000000000FFFF00000100007F")  # 127.0.0.1, ::ffff:127.0.0.1
+
+
+def _loopback_sockets() -> dict[tuple[int, int], int]:
+    """(local port, remote port) -> inode of every loopback TCP socket. gRPC dials from
+    dual-stack sockets: those are in tcp6, as v4-mapped ::ffff:127.0.0.1."""
+    found: dict[tuple[int, int], int] = {}
+    for table in ("tcp6", "tcp"):
         for line in _read(f"/proc/net/{table}").splitlines()[1:]:
             fields = line.split()
-            if len(fields) > 9 and fields[1] == wanted_local and fields[2] == wanted_remote:
-                return int(fields[9])
-    return None
+            if len(fields) <= 9:
+                continue
+            local, _, local_port = fields[1].partition(":")
+            remote, _, remote_port = fields[2].partition(":")
+            if local in _LOOPBACK and remote in _LOOPBACK:
+                found[(int(local_port, 16), int(remote_port, 16))] = int(fields[9])
+    return found
 
 
 def _candidates(parent: int) -> dict[int, str]:
@@ -98,28 +107,77 @@ def _candidates(parent: int) -> dict[int, str]:
     return found
 
 
-def _owns(pid: int, inode: int) -> bool:
-    target = f"socket:[{inode}]"
+def _socket_inodes(pid: int) -> set[int]:
+    found: set[int] = set()
     try:
         descriptors = os.listdir(f"/proc/{pid}/fd")
     except OSError:
-        return False
+        return found
     for fd in descriptors:
         with contextlib.suppress(OSError):
-            if os.readlink(f"/proc/{pid}/fd/{fd}") == target:
-                return True
-    return False
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+            if target.startswith("socket:["):
+                found.add(int(target[8:-1]))
+    return found
 
 
-def identify(peer_port: int, local_port: int, parent: int) -> str:
-    """The role of the process that opened the connection from ``peer_port``."""
-    inode = _socket_inode(peer_port, local_port)
-    if inode is None:
-        return CLIENT
-    for pid, name in _candidates(parent).items():
-        if _owns(pid, inode):
-            return name
-    return CLIENT
+@dataclass
+class Snapshot:
+    """Who owns which loopback socket, as of ``taken_at``."""
+
+    taken_at: float
+    sockets: dict[tuple[int, int], int]
+    roles: dict[int, str]  # socket inode -> role of its process ("client": the test process)
+
+    def role(self, peer_port: int, local_port: int) -> str | None:
+        """The dialler's role; None when the snapshot cannot tell."""
+        inode = self.sockets.get((peer_port, local_port))
+        return None if inode is None else self.roles.get(inode)
+
+
+def take_snapshot(parent: int, processes: dict[int, str]) -> Snapshot:
+    """The socket tables and the sockets of ``processes`` (pid -> role) and of ``parent``."""
+    taken_at = time.monotonic()
+    sockets = _loopback_sockets()
+    roles = {inode: CLIENT for inode in _socket_inodes(parent)}
+    for pid, name in processes.items():
+        roles.update(dict.fromkeys(_socket_inodes(pid), name))
+    return Snapshot(taken_at, sockets, roles)
+
+
+class Identifier:
+    """Finds who opened a connection from a snapshot of the kernel's socket tables taken after
+    the connection was accepted. Connections accepted together share one snapshot, so a burst
+    of reconnections (after a heal) costs one scan of ``/proc``, not one each."""
+
+    def __init__(self, parent: int) -> None:
+        self.parent = parent
+        self.processes: dict[int, str] = {}
+        self._latest = Snapshot(0.0, {}, {})
+        self._taking: asyncio.Task[Snapshot] | None = None
+
+    async def identify(self, peer_port: int, local_port: int, accepted_at: float) -> str:
+        looked_for_processes = False
+        while True:
+            if self._latest.taken_at >= accepted_at:
+                role = self._latest.role(peer_port, local_port)
+                if role is not None:
+                    return role
+                if self._latest.sockets.get((peer_port, local_port)) is None:
+                    return CLIENT  # gone already
+                if looked_for_processes:
+                    return CLIENT  # a process that is no cluster process: the workload's
+                # A process started since we last looked (a restart): look, then ask again.
+                self.processes = await asyncio.to_thread(_candidates, self.parent)
+                looked_for_processes = True
+                accepted_at = time.monotonic()
+            if self._taking is None or self._taking.done():
+                self._taking = asyncio.ensure_future(
+                    asyncio.to_thread(take_snapshot, self.parent, dict(self.processes))
+                )
+            snapshot = await self._taking
+            if snapshot.taken_at > self._latest.taken_at:
+                self._latest = snapshot
 
 
 # -- forwarding -----------------------------------------------------------------------------------
@@ -146,7 +204,7 @@ class Proxy:
         self.blocked: set[frozenset[str]] = set()
         self.links: set[Link] = set()
         self.opened: Counter[tuple[str, str]] = Counter()
-        self._parent = os.getppid()
+        self._identifier = Identifier(os.getppid())
         self._servers: list[asyncio.AbstractServer] = []
 
     def is_blocked(self, source: str, destination: str) -> bool:
@@ -169,7 +227,10 @@ class Proxy:
         if sock is not None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         peer_port = writer.get_extra_info("peername")[1]
-        source = await asyncio.to_thread(identify, peer_port, int(route["listen"]), self._parent)
+        started = time.monotonic()
+        source = await self._identifier.identify(peer_port, int(route["listen"]), started)
+        if time.monotonic() - started > 1:
+            print(f"slow: {time.monotonic() - started:.1f} s to identify {source}", flush=True)
         link = Link(source, str(route["name"]), [writer])
         self.opened[(link.source, link.destination)] += 1
         self.links.add(link)
