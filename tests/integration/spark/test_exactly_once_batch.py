@@ -99,7 +99,7 @@ def expected() -> list[str]:
 
 def test_retried_tasks_write_each_row_once(spark, spark_cluster, tmp_path: Path) -> None:
     topic, prefix = new_topic(spark_cluster, 3), f"eos-retry-{uuid.uuid4().hex[:6]}"
-    marks = str(tmp_path)
+    marks, gateway = str(tmp_path), spark_cluster.gateway
 
     @F.udf("string")
     def fail_first_attempt(i: int) -> str:
@@ -107,8 +107,19 @@ def test_retried_tasks_write_each_row_once(spark, spark_cluster, tmp_path: Path)
 
         context = TaskContext.get()
         task = i // PER_TASK
-        # Tasks 1 and 3 fail near their end on their first attempt, after most rows went out.
+        # Tasks 1 and 3 fail near their end on their first attempt, once their writer has
+        # its transaction open (rows sent): a failed attempt leaves it for the driver.
         if task in (1, 3) and context.attemptNumber() == 0 and i == (task + 1) * PER_TASK - 20:
+            suffix = f"-{context.partitionId()}-{context.taskAttemptId()}"
+            with Admin(gateway) as admin:
+                deadline = time.monotonic() + 240
+                while time.monotonic() < deadline:
+                    listed = admin.list_transactions(
+                        states=["Ongoing"], transactional_id_prefix=f"{prefix}-"
+                    )
+                    if any(t.transactional_id.endswith(suffix) for t in listed):
+                        break
+                    time.sleep(0.2)
             Path(marks, f"failed-{task}").touch()
             raise RuntimeError(f"injected failure of task {task}")
         return f"row-{i}"
@@ -154,7 +165,7 @@ def test_failed_job_leaves_nothing_visible_and_nothing_open(
     # The rows are in the log (read_uncommitted sees them), but aborted.
     assert len(values(spark_cluster, topic, "read_uncommitted")) >= (TASKS - 1) * PER_TASK
     states = settled(spark_cluster, prefix)
-    assert len(states) >= TASKS
+    assert len(states) >= TASKS - 1  # the failing task may fail before its writer starts
     assert "CompleteCommit" not in states.values()
     assert not set(states.values()) & set(UNFINISHED), states
 
