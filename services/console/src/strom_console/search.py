@@ -92,8 +92,11 @@ async def _scan(job: SearchJob, matcher: Matcher, bootstrap: str, request_timeou
             for tp, records in batches.items():
                 end = job.ends[tp.partition]
                 for r in records:
-                    if r.offset >= end or job.scanned >= job.max_records:
+                    if r.offset >= end:
                         break
+                    if job.scanned >= job.max_records:
+                        job.state = "limit"  # records below the end are left unscanned
+                        return
                     job.scanned += 1
                     view = RecordView(r.partition, r.offset, r.timestamp, r.key, r.value, r.headers)
                     if len(job.matches) < job.max_results and matcher(view):
