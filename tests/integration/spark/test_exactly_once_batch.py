@@ -196,11 +196,13 @@ def test_read_committed_and_uncommitted_side_by_side(spark, spark_cluster, tmp_p
     try:
         # Three tasks staged their rows: in the log, not decided.
         deadline = time.monotonic() + 240
-        while time.monotonic() < deadline:
-            uncommitted = spark_values(spark, spark_cluster, topic, "read_uncommitted")
+        while time.monotonic() < deadline and writer.is_alive():
+            uncommitted = values(spark_cluster, topic, "read_uncommitted")
             if len(uncommitted) >= (TASKS - 1) * PER_TASK:
                 break
             time.sleep(0.5)
+        assert not failure, failure
+        uncommitted = spark_values(spark, spark_cluster, topic, "read_uncommitted")
         assert len(uncommitted) >= (TASKS - 1) * PER_TASK
         assert spark_values(spark, spark_cluster, topic, "read_committed") == []
         assert values(spark_cluster, topic, "read_committed") == []
