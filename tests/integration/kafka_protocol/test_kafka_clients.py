@@ -383,3 +383,40 @@ def test_read_committed_kafka_consumers_skip_aborted_and_open_transactions(
         txn.commit_transaction()
     wanted = [f"{n}{i}".encode() for n in "acd" for i in range(5)]
     assert _librdkafka_reads(kafka, topic, "read_committed", 15) == wanted
+
+
+def test_librdkafka_transactional_producer_runs_transactions_in_a_row(
+    cluster: LocalCluster, kafka: str
+) -> None:
+    """librdkafka's transactional producer (EndTxn < v5) keeps its epoch across transactions:
+    commit, abort, commit at one producer id and epoch; read_committed sees the commits only."""
+    topic = "kafka-txn-librdkafka"
+    make_topic(cluster, topic, 2)
+    producer = confluent_kafka.Producer(
+        {"bootstrap.servers": kafka, "transactional.id": "librdkafka-txn",
+         "transaction.timeout.ms": 60000, **LIBRDKAFKA}
+    )  # fmt: skip
+    producer.init_transactions(60)
+    request = {"transactional_ids": ["librdkafka-txn"]}
+    (initial,) = kafka_call(kafka, DESCRIBE_TRANSACTIONS, 0, request)["transaction_states"]
+    for name, commit in (("a", True), ("b", False), ("c", True)):
+        producer.begin_transaction()
+        for i in range(4):
+            producer.produce(topic, value=f"{name}{i}".encode(), partition=i % 2)
+        assert producer.flush(30) == 0
+        if commit:
+            producer.commit_transaction(30)
+        else:
+            producer.abort_transaction(30)
+
+    def completed() -> dict[str, Any] | None:
+        (state,) = kafka_call(kafka, DESCRIBE_TRANSACTIONS, 0, request)["transaction_states"]
+        return state if state["transaction_state"] == "CompleteCommit" else None
+
+    described = wait_until(completed, 30, "the last commit's markers")
+    # Never bumped after InitProducerId.
+    assert (described["producer_id"], described["producer_epoch"]) == (
+        initial["producer_id"], initial["producer_epoch"],
+    )  # fmt: skip
+    committed = [f"{n}{i}".encode() for n in "ac" for i in (0, 2)]
+    assert _librdkafka_reads(kafka, topic, "read_committed", 4) == committed

@@ -198,9 +198,10 @@ def test_verification_and_markers_with_the_transaction_coordinator(cluster: Loca
     batches = [h for _, h in walk_batches(committed.records)]
     assert [(h.base_offset, h.is_control) for h in batches] == [(0, False), (2, True)]
     assert list(committed.aborted_transactions) == []
-    # A zombie write of the ended epoch is refused.
+    # A zombie write of the ended epoch is refused (by the coordinator the leader asks: only it
+    # knows whether the producer keeps its epoch across transactions).
     late = produce(cluster, 0, pid, epoch, ["zombie"], seq=2)
-    assert late.error_code == common_pb2.INVALID_PRODUCER_EPOCH, late.error_message
+    assert late.error_code == common_pb2.PRODUCER_FENCED, late.error_message
 
     # Transaction 2 writes partition 1 and aborts.
     add(1, next_epoch)

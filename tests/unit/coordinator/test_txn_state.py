@@ -254,3 +254,61 @@ def test_protobufs_default_producer_id_and_epoch_count_as_none() -> None:
     assert not state.resumes(0, 0, empty(3)) and state.init_producer_blocker(empty(3), 0, 0) is None
     assert state.resumes(0, 0, empty(0, pid=0))  # it really is the id's producer
     assert state.resumes(PID, 3, empty(3))
+
+
+def test_keep_epoch_ends_transactions_at_the_same_epoch() -> None:
+    """Clients before KIP-890 part 2 (Kafka EndTxn < v5) run every transaction at one epoch."""
+    answer = state.end_txn(ongoing(4), PID, 4, True, now_ms=T0, keep_epoch=True)
+    prepared = answer.metadata
+    assert prepared is not None and prepared.state is TxnState.PREPARE_COMMIT
+    assert (answer.producer_id, answer.producer_epoch) == (PID, 4)
+    assert (prepared.producer_epoch, prepared.txn_producer_id, prepared.txn_epoch) == (4, PID, 4)
+    # While its markers are written: retries and the next transaction wait, writes are refused.
+    with pytest.raises(ConcurrentTransactionsError):
+        state.end_txn(prepared, PID, 4, True, now_ms=T0, keep_epoch=True)
+    with pytest.raises(ConcurrentTransactionsError):
+        state.add_partitions(prepared, PID, 4, [TP2], [], now_ms=T0)
+    assert isinstance(state.verify_partition(prepared, PID, 4, TP), InvalidTxnStateError)
+    assert state.init_producer_blocker(prepared, PID, 4) is TxnState.PREPARE_COMMIT
+    done = state.complete(prepared, T0 + 1)
+    # A retry after completion gets the same answer; the other outcome is refused.
+    retry = state.end_txn(done, PID, 4, True, now_ms=T0, keep_epoch=True)
+    assert (retry.metadata, retry.producer_id, retry.producer_epoch) == (None, PID, 4)
+    with pytest.raises(InvalidTxnStateError, match="committed"):
+        state.end_txn(done, PID, 4, False, now_ms=T0, keep_epoch=True)
+    # A late write of the ended transaction is refused by verification.
+    assert isinstance(state.verify_partition(done, PID, 4, TP), InvalidTxnStateError)
+    # The next transaction runs at the same epoch, and aborts at it too.
+    nxt = state.add_partitions(done, PID, 4, [TP2], [], now_ms=T0 + 2)
+    assert nxt is not None and (nxt.state, nxt.producer_epoch, nxt.txn_epoch) == (
+        TxnState.ONGOING, 4, -1,
+    )  # fmt: skip
+    assert state.verify_partition(nxt, PID, 4, TP2) is None
+    aborted = state.end_txn(nxt, PID, 4, False, now_ms=T0 + 3, keep_epoch=True)
+    assert aborted.metadata is not None and aborted.producer_epoch == 4
+    assert aborted.metadata.state is TxnState.PREPARE_ABORT
+    # InitProducerId still bumps, fencing the previous incarnation.
+    fresh = state.init_producer(state.complete(aborted.metadata, T0 + 4), 60_000, T0 + 5)
+    assert fresh.producer_epoch == 5
+    with pytest.raises(ProducerFencedError):
+        state.add_partitions(fresh, PID, 4, [TP], [], now_ms=T0 + 6)
+    with pytest.raises(ProducerFencedError):
+        state.end_txn(fresh, PID, 4, True, now_ms=T0 + 6, keep_epoch=True)
+
+
+def test_keep_epoch_client_is_fenced_by_a_timeout_abort() -> None:
+    meta = ongoing(6)
+    aborted = state.abort_open(meta, T0 + 60_001, by_timeout=True)
+    assert (aborted.producer_epoch, aborted.txn_epoch) == (7, 6)
+    for current in (aborted, state.complete(aborted, T0 + 60_002)):
+        for committed in (True, False):
+            with pytest.raises(ProducerFencedError, match="timeout"):
+                state.end_txn(current, PID, 6, committed, now_ms=T0, keep_epoch=True)
+
+
+def test_keep_epoch_does_not_change_bumping_clients() -> None:
+    answer = state.end_txn(ongoing(4), PID, 4, True, now_ms=T0, keep_epoch=False)
+    assert answer.producer_epoch == 5
+    done = state.complete(answer.metadata, T0)  # type: ignore[arg-type]
+    again = state.end_txn(done, PID, 5, True, now_ms=T0)
+    assert (again.metadata, again.producer_epoch) == (None, 5)

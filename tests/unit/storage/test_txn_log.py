@@ -14,6 +14,7 @@ from strom.errors import (
     InvalidProducerEpochError,
     InvalidRecordError,
     InvalidTxnStateError,
+    OutOfOrderSequenceNumberError,
     TransactionCoordinatorFencedError,
 )
 from strom.records import BatchBuilder, BatchHeader, walk_batches
@@ -180,16 +181,44 @@ def test_zombie_write_after_the_marker_is_refused(open_log: Callable[..., Log]) 
     write(log, 2, epoch=5)
     end(log, committed=True, epoch=5)
     late = txn_batch(1, seq=2, epoch=5)
-    with pytest.raises(InvalidProducerEpochError):
-        log.transactions_to_verify(late)
-    with pytest.raises(InvalidProducerEpochError):
-        log.append_as_leader(late, verified={(PID, 5)})
-    with pytest.raises(InvalidProducerEpochError):  # an older epoch too
+    # At the ended epoch only the coordinator can tell a zombie (refused there) from a client
+    # that keeps its epoch across transactions: the write needs verification.
+    assert log.transactions_to_verify(late) == {(PID, 5)}
+    with pytest.raises(InvalidTxnStateError):
+        log.append_as_leader(late)
+    with pytest.raises(InvalidProducerEpochError):  # an older epoch is refused here
         log.append_as_leader(txn_batch(1, epoch=4), verified={(PID, 4)})
     end_before = log.log_end_offset
     # The next transaction, at the next epoch, starts at sequence 0 and needs verification.
     assert log.transactions_to_verify(txn_batch(1, epoch=6)) == {(PID, 6)}
     assert write(log, 1, epoch=6) == end_before
+
+
+def test_transactions_at_one_epoch_for_clients_that_keep_it(
+    open_log: Callable[..., Log],
+) -> None:
+    log = open_log()
+    write(log, 2, epoch=5)  # 0-1
+    assert end(log, committed=True, epoch=5) == 2
+    # The next transaction at the same epoch (verified) continues the sequence.
+    with pytest.raises(OutOfOrderSequenceNumberError):
+        log.append_as_leader(txn_batch(1, seq=0, epoch=5), verified={(PID, 5)})
+    assert write(log, 1, seq=2, epoch=5) == 3
+    assert write(log, 1, seq=3, epoch=5) == 4  # continues the open transaction
+    replicate(log)
+    assert log.last_stable_offset == 3
+    # Its marker (same epoch) is written and ends it; a retry of it then writes nothing.
+    assert end(log, committed=False, epoch=5) == 5
+    assert (
+        log.append_txn_marker(PID, 5, committed=False, coordinator_epoch=0, leader_epoch=0) is None
+    )
+    replicate(log)
+    assert log.last_stable_offset == 6
+    read = log.read(0, 1 << 20, isolation=COMMITTED)
+    assert read.aborted_transactions == ((PID, 3),)
+    # A third one at the same epoch still works.
+    assert write(log, 1, seq=4, epoch=5) == 6
+    assert end(log, committed=True, epoch=5) == 7
 
 
 def test_an_unverified_transaction_start_is_refused(open_log: Callable[..., Log]) -> None:
@@ -273,7 +302,7 @@ def test_a_marker_for_a_producer_that_wrote_nothing_here_ends_its_epoch(
     assert aborted_entries(log) == [AbortedTxn(PID, 1, 1, 2)]
     assert log.last_stable_offset == 2
     with pytest.raises(InvalidProducerEpochError):
-        log.append_as_leader(txn_batch(1, epoch=3), verified={(PID, 3)})
+        log.transactions_to_verify(txn_batch(1, epoch=2))  # below the ended epoch
     (producer,) = log.active_producers()
     assert (producer.producer_epoch, producer.current_txn_start_offset) == (3, -1)
 
@@ -332,7 +361,7 @@ def test_clean_restart_keeps_open_transactions_lso_and_txnindex(
     assert reopened.had_clean_shutdown
     assert _state(reopened) == before
     with pytest.raises(InvalidProducerEpochError):
-        reopened.append_as_leader(txn_batch(1, epoch=1), verified={(PID, 1)})
+        reopened.transactions_to_verify(txn_batch(1))  # below the ended epoch 1
     reopened.append_as_leader(txn_batch(1, seq=1, pid=PID2, epoch=1))  # still open: no verify
 
 
@@ -426,9 +455,11 @@ def test_follower_append_reproduces_the_leader_state(
     # Segment boundaries differ (a follower rolls on its own): compare whole reads.
     assert _state(follower)[:4] == _state(leader)[:4]
     assert _read_committed(follower) == _read_committed(leader)
-    # The follower, made leader, refuses the zombie and knows the open transaction.
+    # The follower, made leader, refuses the zombie (an epoch below the ended one; at the
+    # ended one it asks the coordinator) and knows the open transaction.
     with pytest.raises(InvalidProducerEpochError):
-        follower.append_as_leader(txn_batch(1, epoch=1), verified={(PID, 1)})
+        follower.append_as_leader(txn_batch(1), verified={(PID, 0)})
+    assert follower.transactions_to_verify(txn_batch(1, seq=1, epoch=1)) == {(PID, 1)}
     assert follower.transactions_to_verify(txn_batch(1, seq=1, pid=PID2, epoch=1)) == set()
     follower.close()
 

@@ -333,10 +333,17 @@ def test_a_marker_ends_the_epoch_even_on_a_partition_the_producer_never_wrote(
         (result,) = await replicas.write_txn_markers([marker(False, ("t", 1))], 1000)
         assert result.partitions == (("t", 1, None),)
         assert log_end(replicas, 1) == 1
-        # A late write of the ended epoch is a zombie's.
-        table.add(TID, PID, EPOCH, ("t", 1))
+        # A late write of the ended epoch is a zombie's: the coordinator (asked, since only it
+        # knows whether the producer keeps its epoch across transactions) fences it ...
+        table.fenced_below[PID] = EPOCH + 1
         (late,) = await replicas.append(1, 0, [("t", 1, txn_batch(1, seq=0))], TID)
-        assert late.error is not None and late.error.code_name == "INVALID_PRODUCER_EPOCH"
+        assert late.error is not None and late.error.code_name == "PRODUCER_FENCED"
+        assert log_end(replicas, 1) == 1
+        # ... while the next transaction of a client keeping its epoch is verified and written.
+        del table.fenced_below[PID]
+        table.add(TID, PID, EPOCH, ("t", 1))
+        (kept,) = await replicas.append(1, 0, [("t", 1, txn_batch(1, seq=0))], TID)
+        assert kept.error is None and kept.base_offset == 1
 
     run(tmp_path, scenario)
 

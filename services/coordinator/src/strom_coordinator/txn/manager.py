@@ -332,10 +332,16 @@ class TransactionManager:
         ]
 
     async def end_txn(
-        self, transactional_id: str, producer_id: int, producer_epoch: int, committed: bool
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        committed: bool,
+        *,
+        keep_epoch: bool = False,
     ) -> tuple[int, int]:
         """EndTxn: answers (producer id, next epoch) once the decision is durable; the markers
-        follow in the background."""
+        follow in the background. ``keep_epoch``: a client before KIP-890 part 2 (no bump)."""
         state.check_transactional_id(transactional_id)
         partition = self._partitions.route(transactional_id)
         async with self._lock(transactional_id):
@@ -349,6 +355,7 @@ class TransactionManager:
                     committed,
                     now_ms=self._now(),
                     fresh_producer_id=fresh,
+                    keep_epoch=keep_epoch,
                 )
             )
             if answer.metadata is not None:

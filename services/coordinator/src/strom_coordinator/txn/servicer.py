@@ -98,6 +98,7 @@ class TransactionCoordinatorServicer(_Base):
                 request.producer_id,
                 request.producer_epoch,
                 request.committed,
+                keep_epoch=request.keep_epoch,
             )
             return pb.EndTxnResponse(producer_id=producer_id, producer_epoch=epoch)
 

@@ -6,6 +6,11 @@ ending it (``prepare_end``) moves the current epoch to e+1 at once (or to a fres
 epoch 0 when e+1 would reach ``MAX_EPOCH``) and remembers (producer id, e) as the *ended*
 transaction, so that a retried EndTxn gets the same answer and markers carry e.
 
+Clients that predate KIP-890 part 2 (Kafka's EndTxn < v5, ``keep_epoch``) keep their epoch: for
+them EndTxn ends the transaction at e without a bump (the ended transaction is (producer id, e)
+and the current epoch stays e), so the next transaction runs at e again, as Kafka's transaction
+protocol v1 does. A timeout abort or InitProducerId still bumps, which fences such a client.
+
 States (Kafka's names): Empty, Ongoing, PrepareCommit, PrepareAbort, CompleteCommit,
 CompleteAbort (Dead is only reported for ids that are gone)::
 
@@ -332,8 +337,12 @@ def _prepare(
     fresh_producer_id: int | None,
     *,
     by_timeout: bool,
+    keep_epoch: bool = False,
 ) -> TxnMetadata:
-    producer_id, epoch = _next(meta.producer_id, meta.producer_epoch, fresh_producer_id)
+    if keep_epoch:
+        producer_id, epoch = meta.producer_id, meta.producer_epoch
+    else:
+        producer_id, epoch = _next(meta.producer_id, meta.producer_epoch, fresh_producer_id)
     return meta.replace(
         state=TxnState.PREPARE_COMMIT if committed else TxnState.PREPARE_ABORT,
         producer_id=producer_id,
@@ -353,12 +362,23 @@ def end_txn(
     *,
     now_ms: int,
     fresh_producer_id: int | None = None,
+    keep_epoch: bool = False,
 ) -> EndAnswer:
     """EndTxn: Ongoing → Prepare* (persist, then answer the next epoch); a retry of the ended
-    transaction gets the same answer; nothing open → success without a write."""
+    transaction gets the same answer; nothing open → success without a write.
+
+    ``keep_epoch`` (a client before KIP-890 part 2): end the transaction without bumping the
+    epoch; the answer is the same (producer id, epoch). A transaction the coordinator aborted on
+    timeout fences such a client (its epoch was bumped), as Kafka does."""
     who = _classify(meta, producer_id, epoch)
     current = (meta.producer_id, meta.producer_epoch)
     if who == _TIMED_OUT:
+        if keep_epoch:
+            raise ProducerFencedError(
+                f"the transaction of {meta.transactional_id!r} at epoch {epoch} was aborted by "
+                f"the coordinator after its timeout of {meta.timeout_ms} ms; the epoch is now "
+                f"{meta.producer_epoch}"
+            )
         if committed:
             raise _abortable(meta)
         return EndAnswer(None, *current)
@@ -374,9 +394,19 @@ def end_txn(
             f"the previous transaction of {meta.transactional_id!r} is still being completed "
             f"({meta.state.value}); retry"
         )
+    if meta.state.completed and (meta.txn_producer_id, meta.txn_epoch) == current:
+        # A retry of a transaction ended at this epoch (without a bump).
+        if meta.state.committing != committed:
+            ended = "committed" if meta.state.committing else "aborted"
+            raise InvalidTxnStateError(
+                f"the transaction of {meta.transactional_id!r} at epoch {epoch} was {ended}"
+            )
+        return EndAnswer(None, *current)
     if meta.state is not TxnState.ONGOING:
         return EndAnswer(None, *current)
-    prepared = _prepare(meta, committed, now_ms, fresh_producer_id, by_timeout=False)
+    prepared = _prepare(
+        meta, committed, now_ms, fresh_producer_id, by_timeout=False, keep_epoch=keep_epoch
+    )
     return EndAnswer(prepared, prepared.producer_id, prepared.producer_epoch)
 
 

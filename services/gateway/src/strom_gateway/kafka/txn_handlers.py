@@ -118,6 +118,8 @@ async def end_txn(backend: Backend, request: Request, connection: Connection) ->
         producer_id=body["producer_id"],
         producer_epoch=body["producer_epoch"],
         committed=body["committed"],
+        # EndTxn < v5 clients keep their epoch across transactions (KIP-890 part 2 is v5+).
+        keep_epoch=request.version < 5,
     )
     try:
         answer = await _txn(backend, "EndTxn", forwarded)

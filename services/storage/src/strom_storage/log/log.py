@@ -63,6 +63,7 @@ from strom_storage.log.producer_state import (
     ActiveProducer,
     CompletedTxn,
     EndTxnMarker,
+    ProducerStateEntry,
     ProducerStateManager,
 )
 from strom_storage.log.retention import deletable_segments
@@ -416,8 +417,9 @@ class Log:
         """Write the COMMIT or ABORT marker ending ``producer_id``'s transaction at
         ``producer_epoch`` (also when it wrote nothing here: the epoch ends all the same).
 
-        Returns None, writing nothing, for a duplicate or stale marker (``producer_epoch`` at
-        or below the epoch a marker already ended). Raises
+        Returns None, writing nothing, for a duplicate or stale marker (``producer_epoch``
+        below the epoch a marker already ended, or at it with no transaction of that epoch open:
+        clients that keep their epoch run several transactions at one epoch). Raises
         ``TransactionCoordinatorFencedError`` when ``coordinator_epoch`` is below one a marker
         of this producer carried.
         """
@@ -429,7 +431,7 @@ class Log:
                     f"producer {producer_id}: coordinator epoch {coordinator_epoch} is older "
                     f"than {entry.coordinator_epoch}, seen in an earlier marker"
                 )
-            if entry is not None and producer_epoch <= entry.ended_epoch:
+            if entry is not None and _stale_marker(entry, producer_epoch):
                 return None
             now = self._clock.time_ms()
             batch = build_marker_batch(
@@ -907,3 +909,11 @@ def _next_offset_after(records: bytes | memoryview) -> int:
         last = position
         position += length + LOG_OVERHEAD
     return read_header(records, last).next_offset if last >= 0 else 0
+
+
+def _stale_marker(entry: ProducerStateEntry, producer_epoch: int) -> bool:
+    """A marker for an epoch a marker already ended, unless a transaction of that same epoch
+    (a client keeping its epoch across transactions) is open again."""
+    if producer_epoch != entry.ended_epoch:
+        return producer_epoch < entry.ended_epoch
+    return not (entry.txn_first_offset >= 0 and entry.producer_epoch == producer_epoch)

@@ -17,10 +17,13 @@ transaction* (the first offset of its transactional batches not yet followed by 
 highest epoch *ended* by a marker (COMMIT or ABORT) and the highest *coordinator epoch* seen in
 a marker. On a leader append a transactional batch
 
-* at an epoch at or below the ended epoch is a zombie's: ``InvalidProducerEpochError``;
+* at an epoch below the ended epoch is a zombie's: ``InvalidProducerEpochError``;
 * continuing the open transaction of its epoch is appended;
 * starting a transaction must have been verified with the transaction coordinator (the caller
-  passes the verified (producer id, epoch) pairs), else ``InvalidTxnStateError``;
+  passes the verified (producer id, epoch) pairs), else ``InvalidTxnStateError``. This holds
+  at the ended epoch too: clients that keep their epoch across transactions (Kafka's
+  EndTxn < v5) start the next one there, which only the coordinator can tell from a zombie's
+  late write (its sequence continues; the next marker at that epoch ends it);
 
 and a non-transactional idempotent batch from a producer with an open transaction is refused
 (``InvalidTxnStateError``). A marker (``complete_txn``) closes the open transaction and returns
@@ -278,7 +281,7 @@ class ProducerStateManager:
             entry = pending.get(pid)
             if entry is None:
                 if current is not None:
-                    if transactional and header.producer_epoch <= current.ended_epoch:
+                    if transactional and header.producer_epoch < current.ended_epoch:
                         raise _ended_epoch_error(current, header.producer_epoch)
                     duplicate = current.find_duplicate(header)
                     if duplicate is not None:
@@ -354,7 +357,7 @@ class ProducerStateManager:
                 raise InvalidRecordError("a transactional batch without a producer id")
             entry = self.producers.get(pid)
             if entry is not None:
-                if epoch <= entry.ended_epoch:
+                if epoch < entry.ended_epoch:
                     raise _ended_epoch_error(entry, epoch)
                 if entry.txn_first_offset >= 0 and entry.producer_epoch == epoch:
                     continue
@@ -550,7 +553,7 @@ def _check_txn(
     entry: ProducerStateEntry, header: BatchHeader, verified: Collection[tuple[int, int]]
 ) -> None:
     epoch = header.producer_epoch
-    if epoch <= entry.ended_epoch:
+    if epoch < entry.ended_epoch:
         raise _ended_epoch_error(entry, epoch)
     if entry.txn_first_offset >= 0 and entry.producer_epoch == epoch:
         return  # continues the open transaction
