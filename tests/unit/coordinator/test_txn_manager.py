@@ -300,3 +300,36 @@ def test_an_unexpected_marker_failure_is_retried() -> None:
         assert len(w.markers.jobs) == 1
 
     run(main())
+
+
+def test_keep_epoch_runs_transactions_at_one_epoch_and_survives_a_new_owner() -> None:
+    async def main() -> None:
+        w = World()
+        m = w.manager()
+        pid, epoch = await m.init_producer_id(TID, 60_000)
+        for committed in (True, False, True):
+            await m.add_partitions(TID, pid, epoch, [TP])
+            answer = await m.end_txn(TID, pid, epoch, committed, keep_epoch=True)
+            assert answer == (pid, epoch)
+            await settle()
+            done = m.get(TID)
+            assert done is not None and done.state.completed
+        # Every marker carries the one epoch; the state read back by a new owner agrees.
+        assert [(j.producer_epoch, j.committed) for j in w.markers.jobs] == [
+            (epoch, True), (epoch, False), (epoch, True),
+        ]  # fmt: skip
+        m.unload(0)
+        second = w.manager(load=False)
+        second.begin_loading(0)
+        for key, value in w.log.records(0):
+            second.replay(0, key, value, 0)
+        second.finish_loading(0)
+        assert await second.end_txn(TID, pid, epoch, True, keep_epoch=True) == (pid, epoch)
+        await second.add_partitions(TID, pid, epoch, [TP])
+        # InitProducerId still fences the old incarnation: it aborts the open transaction
+        # (a bump) and bumps again.
+        assert await second.init_producer_id(TID, 60_000) == (pid, epoch + 2)
+        with pytest.raises(ProducerFencedError):
+            await second.end_txn(TID, pid, epoch, False, keep_epoch=True)
+
+    run(main())
