@@ -146,8 +146,8 @@ def _run(cluster: ProxiedCluster, duration_s: float) -> None:
 
 @pytest.mark.timeout(600)
 def test_partition_chaos_short(partitioned: ProxiedCluster) -> None:
-    """Both workloads under partitions, about 25 s of faults (CI)."""
-    _run(partitioned, float(os.environ.get("STROM_PARTITION_CHAOS_SHORT_SECONDS", "25")))
+    """Both workloads under partitions, about 20 s of faults (CI)."""
+    _run(partitioned, float(os.environ.get("STROM_PARTITION_CHAOS_SHORT_SECONDS", "20")))
 
 
 @pytest.mark.slow
