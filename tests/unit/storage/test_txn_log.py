@@ -545,3 +545,18 @@ def test_size_retention_renames_then_deletes_the_txnindex_with_its_segment(
     log.maintenance()
     assert not any(log.directory.glob("*.txnindex*"))
     assert log.read(2, 1 << 20, isolation=COMMITTED).aborted_transactions == ()
+
+
+def test_a_retried_batch_of_an_ended_epoch_is_verified_before_it_counts_as_a_duplicate(
+    open_log: Callable[..., Log],
+) -> None:
+    log = open_log()
+    write(log, 1, epoch=2)
+    end(log, committed=False, epoch=2)
+    retried = txn_batch(1, epoch=2)
+    with pytest.raises(InvalidTxnStateError):
+        log.append_as_leader(retried)
+    assert log.transactions_to_verify(retried) == {(PID, 2)}
+    # Verified (a client keeping its epoch, in its next transaction): the usual duplicate.
+    info = log.append_as_leader(retried, verified={(PID, 2)})
+    assert info.first_offset == 0

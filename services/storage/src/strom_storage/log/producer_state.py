@@ -281,8 +281,8 @@ class ProducerStateManager:
             entry = pending.get(pid)
             if entry is None:
                 if current is not None:
-                    if transactional and header.producer_epoch < current.ended_epoch:
-                        raise _ended_epoch_error(current, header.producer_epoch)
+                    if transactional:
+                        _check_ended_epoch(current, header, verified)
                     duplicate = current.find_duplicate(header)
                     if duplicate is not None:
                         duplicates.append(duplicate)
@@ -547,6 +547,23 @@ def _ended_epoch_error(entry: ProducerStateEntry, epoch: int) -> InvalidProducer
         f"producer {entry.producer_id}: epoch {epoch} is at or below epoch {entry.ended_epoch}, "
         "whose transaction a marker already ended here (a zombie or late write)"
     )
+
+
+def _check_ended_epoch(
+    entry: ProducerStateEntry, header: BatchHeader, verified: Collection[tuple[int, int]]
+) -> None:
+    """Before looking for duplicates: an epoch below the ended one is a zombie's, and a batch
+    at the ended epoch with no transaction of it open needs the coordinator's word even when it
+    repeats a written batch (a zombie's retry is fenced there, not answered as a duplicate)."""
+    epoch = header.producer_epoch
+    if epoch < entry.ended_epoch:
+        raise _ended_epoch_error(entry, epoch)
+    reopened = entry.txn_first_offset >= 0 and entry.producer_epoch == epoch
+    if epoch == entry.ended_epoch and not reopened and (entry.producer_id, epoch) not in verified:
+        raise InvalidTxnStateError(
+            f"producer {entry.producer_id} epoch {epoch}: a marker ended this epoch's "
+            "transaction here; the transaction coordinator has to confirm a new one"
+        )
 
 
 def _check_txn(
