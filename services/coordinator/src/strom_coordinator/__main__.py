@@ -112,6 +112,7 @@ async def build(config: CoordinatorConfig, server: GrpcServer) -> None:
     )
     verifier = GatewayTxnVerifier(cluster, timeout_s=timeout_s)
     manager = GroupManager(offsets_log, config.group_config(), stats=stats, verifier=verifier)
+    manager.use_session(registration.session)
     ownership = ownerships[OFFSETS_TOPIC] = PartitionOwnership(
         registration, offsets_ownership(keys), manager, offsets_log, cluster,
         request_timeout_s=timeout_s,
@@ -155,6 +156,7 @@ async def build(config: CoordinatorConfig, server: GrpcServer) -> None:
         staged_members=staged_members,
     )
     staged_members.local = txn_manager
+    txn_manager.use_session(registration.session)
     txn_ownership = ownerships[TRANSACTION_STATE_TOPIC] = PartitionOwnership(
         registration, transaction_ownership(keys, txn_records.ownership_marker), txn_manager,
         txn_log, cluster, request_timeout_s=timeout_s,

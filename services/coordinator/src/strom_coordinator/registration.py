@@ -3,7 +3,10 @@
 Registration: ``P/coordinators/ids/<id>`` on this process's lease, kept alive. A lost lease (it
 expired, e.g. after the process was paused, or etcd was unreachable for longer than its TTL)
 stops serving every partition of every internal topic at once; the process then registers
-again with a new lease.
+again with a new lease. Every lease grant and keep-alive etcd answers renews ``session``
+(``strom_server.etcd.session_lease``): once the lease may have expired (last answered
+keep-alive's send time + TTL) the hosted partitions answer NOT_COORDINATOR, before the keep-alive
+loop notices the loss and while another coordinator may already have taken them over.
 
 One watch of ``P/coordinators/`` (registrations and every topic's ownership keys) and of each
 internal topic's key feeds the live members here and hands every other key to the
@@ -22,6 +25,7 @@ from typing import Protocol
 
 from strom.errors import ConfigurationError
 from strom_server.etcd.keys import ClusterKeys, decode_value, encode_value
+from strom_server.etcd.session_lease import SessionLease
 from strom_server.etcd.store import (
     Compare,
     Delete,
@@ -73,9 +77,17 @@ class CoordinatorRegistration:
     """Registration, lease and the watch shared by every topic's ownership."""
 
     def __init__(
-        self, store: EtcdStore, keys: ClusterKeys, *, coordinator_id: int, ttl_s: int
+        self,
+        store: EtcdStore,
+        keys: ClusterKeys,
+        *,
+        coordinator_id: int,
+        ttl_s: int,
+        session: SessionLease | None = None,
     ) -> None:
         self.store = store
+        #: Until when the lease is surely alive (renewed by every answered keep-alive).
+        self.session = session if session is not None else SessionLease()
         self.keys = keys
         self.coordinator_id = coordinator_id
         self.ttl_s = ttl_s
@@ -132,6 +144,7 @@ class CoordinatorRegistration:
         key = self.keys.coordinator(self.coordinator_id)
         host, port = self._address
         value = encode_value({"id": self.coordinator_id, "host": host, "port": port})
+        sent_at = self.session.now()
         lease = await self.store.grant_lease(self.ttl_s)
         put = Put(key, value, lease)
         while not (await self.store.txn([Compare.absent(key)], [put])).succeeded:
@@ -154,6 +167,7 @@ class CoordinatorRegistration:
             else:
                 await self.store.txn([Compare.value_equals(key, existing.value)], [Delete(key)])
         self.lease = lease
+        self.session.renewed(sent_at, self.ttl_s)
         log.info("registered", coordinator_id=self.coordinator_id, host=host, port=port)
 
     async def _keep_alive(self) -> None:
@@ -162,6 +176,7 @@ class CoordinatorRegistration:
         while True:
             await asyncio.sleep(interval)
             try:
+                sent_at = self.session.now()
                 ttl = await self.store.keep_alive_once(self.lease, timeout_s=interval)
             except EtcdUnavailableError as exc:
                 if time.monotonic() - last_ok < self.ttl_s:
@@ -169,6 +184,7 @@ class CoordinatorRegistration:
                     continue
                 ttl = 0
             if ttl > 0:
+                self.session.renewed(sent_at, ttl)
                 last_ok = time.monotonic()
                 continue
             log.warning("registration lease lost: no longer serving any partition; "

@@ -59,6 +59,7 @@ from strom_coordinator.group.stats import GroupStatsListener, NullStats
 from strom_coordinator.group.txn_offsets import TxnOffsetStore, TxnVerifier
 from strom_coordinator.partitions.hosting import HostedPartitions
 from strom_coordinator.partitions.log import PartitionLog
+from strom_server.etcd.session_lease import SessionLease
 
 __all__ = ["GroupManager"]
 
@@ -111,6 +112,10 @@ class GroupManager:
     @partition_count.setter
     def partition_count(self, count: int | None) -> None:
         self._partitions.partition_count = count
+
+    def use_session(self, session: SessionLease) -> None:
+        """Answer NOT_COORDINATOR for every group while ``session`` may have expired."""
+        self._partitions.session = session
 
     def partition_for(self, group_id: str) -> int:
         """The __consumer_offsets partition of a group (Kafka's formula)."""

@@ -4,8 +4,10 @@ A key (a group id; later a transactional id) belongs to partition
 ``abs(hashCode(key)) % partitions`` of its topic (Java's ``String.hashCode``, as Kafka).
 ``HostedPartitions`` knows the partitions being loaded and those being served: a request for a
 key whose partition is loading answers COORDINATOR_LOAD_IN_PROGRESS, one for a partition hosted
-elsewhere NOT_COORDINATOR. It also runs the load life cycle the process drives when it takes a
-partition over or gives it up (``begin_loading``, ``replay`` of every record up to the high
+elsewhere NOT_COORDINATOR, and so does every key while ``session`` (the process's etcd
+session lease) may have expired: another coordinator may have taken the partition over.
+It also runs the load life cycle the process drives when it takes a partition over or gives
+it up (``begin_loading``, ``replay`` of every record up to the high
 watermark, ``finish_loading``; ``unload``: ``strom_coordinator.ownership.PartitionHost``) and
 hands each step to a ``PartitionState``, the in-memory state those records rebuild (groups and
 committed offsets for ``__consumer_offsets``).
@@ -23,6 +25,7 @@ from strom.errors import (
     CoordinatorNotAvailableError,
     NotCoordinatorError,
 )
+from strom_server.etcd.session_lease import SessionLease
 
 __all__ = ["HostedPartitions", "PartitionState", "java_string_hash"]
 
@@ -67,6 +70,8 @@ class HostedPartitions:
         self.partition_count: int | None = None
         self._loading: set[int] = set()
         self._served: set[int] = set()
+        #: The process's etcd session; None: not checked (no etcd, as in unit tests).
+        self.session: SessionLease | None = None
 
     # -- routing -----------------------------------------------------------------------------
 
@@ -82,6 +87,13 @@ class HostedPartitions:
         """The partition of ``key`` if this instance serves it; raises
         COORDINATOR_LOAD_IN_PROGRESS while it loads, NOT_COORDINATOR if it is not hosted here."""
         partition = self.partition_for(key)
+        session = self.session
+        if session is not None and session.expired() and partition in self.owned_partitions():
+            raise NotCoordinatorError(
+                f"this coordinator has not renewed its etcd session for longer than its lease "
+                f"(expired {max(0.0, -session.remaining_s()):.1f} s ago): another coordinator "
+                f"may own {self.topic}-{partition} now"
+            )
         if partition in self._loading:
             raise CoordinatorLoadInProgressError(f"loading {self.topic}-{partition}")
         if partition not in self._served:

@@ -47,6 +47,7 @@ from strom_coordinator.txn.state import (
     TxnMetadata,
     TxnState,
 )
+from strom_server.etcd.session_lease import SessionLease
 from strom_server.runtime.logs import get_logger
 
 __all__ = [
@@ -199,6 +200,10 @@ class TransactionManager:
     @partition_count.setter
     def partition_count(self, count: int | None) -> None:
         self._partitions.partition_count = count
+
+    def use_session(self, session: SessionLease) -> None:
+        """Answer NOT_COORDINATOR for every transactional id while ``session`` may have expired."""
+        self._partitions.session = session
 
     def partition_for(self, transactional_id: str) -> int:
         """The __transaction_state partition of a transactional id (Kafka's formula)."""
