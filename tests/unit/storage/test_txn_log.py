@@ -560,3 +560,16 @@ def test_a_retried_batch_of_an_ended_epoch_is_verified_before_it_counts_as_a_dup
     # Verified (a client keeping its epoch, in its next transaction): the usual duplicate.
     info = log.append_as_leader(retried, verified={(PID, 2)})
     assert info.first_offset == 0
+
+
+def test_the_ended_epoch_is_a_zombies_once_a_newer_epoch_wrote(
+    open_log: Callable[..., Log],
+) -> None:
+    log = open_log()
+    write(log, 1, epoch=2)
+    end(log, committed=True, epoch=2)
+    write(log, 1, epoch=3)
+    with pytest.raises(InvalidProducerEpochError):
+        log.transactions_to_verify(txn_batch(1, seq=1, epoch=2))
+    with pytest.raises(InvalidProducerEpochError):
+        log.append_as_leader(txn_batch(1, seq=1, epoch=2), verified={(PID, 2)})

@@ -357,7 +357,7 @@ class ProducerStateManager:
                 raise InvalidRecordError("a transactional batch without a producer id")
             entry = self.producers.get(pid)
             if entry is not None:
-                if epoch < entry.ended_epoch:
+                if _zombie(entry, epoch):
                     raise _ended_epoch_error(entry, epoch)
                 if entry.txn_first_offset >= 0 and entry.producer_epoch == epoch:
                     continue
@@ -549,6 +549,13 @@ def _ended_epoch_error(entry: ProducerStateEntry, epoch: int) -> InvalidProducer
     )
 
 
+def _zombie(entry: ProducerStateEntry, epoch: int) -> bool:
+    """Below the ended epoch, or at it while a newer epoch has written here."""
+    return epoch < entry.ended_epoch or (
+        epoch == entry.ended_epoch and epoch < entry.producer_epoch
+    )
+
+
 def _check_ended_epoch(
     entry: ProducerStateEntry, header: BatchHeader, verified: Collection[tuple[int, int]]
 ) -> None:
@@ -556,7 +563,7 @@ def _check_ended_epoch(
     at the ended epoch with no transaction of it open needs the coordinator's word even when it
     repeats a written batch (a zombie's retry is fenced there, not answered as a duplicate)."""
     epoch = header.producer_epoch
-    if epoch < entry.ended_epoch:
+    if _zombie(entry, epoch):
         raise _ended_epoch_error(entry, epoch)
     reopened = entry.txn_first_offset >= 0 and entry.producer_epoch == epoch
     if epoch == entry.ended_epoch and not reopened and (entry.producer_id, epoch) not in verified:
@@ -570,7 +577,7 @@ def _check_txn(
     entry: ProducerStateEntry, header: BatchHeader, verified: Collection[tuple[int, int]]
 ) -> None:
     epoch = header.producer_epoch
-    if epoch < entry.ended_epoch:
+    if _zombie(entry, epoch):
         raise _ended_epoch_error(entry, epoch)
     if entry.txn_first_offset >= 0 and entry.producer_epoch == epoch:
         return  # continues the open transaction
