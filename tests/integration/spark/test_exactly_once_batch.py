@@ -4,7 +4,6 @@ read_committed / read_uncommitted readers side by side show what is staged but n
 
 from __future__ import annotations
 
-import threading
 import time
 import uuid
 from collections import Counter
@@ -13,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from py4j.protocol import Py4JJavaError
+from pyspark import InheritableThread
 from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -50,7 +50,7 @@ def source(spark: SparkSession, ddl_udf) -> DataFrame:  # type: ignore[no-untype
     return df.select(ddl_udf(F.col("id")).alias("value"))
 
 
-def write(df: DataFrame, gateway: str, topic: str, prefix: str) -> None:
+def write(df: DataFrame, gateway: str, topic: str, prefix: str, **options: str) -> None:
     (
         df.write.format("strom")
         .mode("append")
@@ -58,7 +58,7 @@ def write(df: DataFrame, gateway: str, topic: str, prefix: str) -> None:
         .option("topic", topic)
         .option("deliveryGuarantee", "exactly_once")
         .option("transactionalIdPrefix", prefix)
-        .option("transactionTimeoutMs", "120000")
+        .options(**options)
         .save()
     )
 
@@ -99,7 +99,7 @@ def expected() -> list[str]:
 
 def test_retried_tasks_write_each_row_once(spark, spark_cluster, tmp_path: Path) -> None:
     topic, prefix = new_topic(spark_cluster, 3), f"eos-retry-{uuid.uuid4().hex[:6]}"
-    marks, gateway = str(tmp_path), spark_cluster.gateway
+    marks = str(tmp_path)
 
     @F.udf("string")
     def fail_first_attempt(i: int) -> str:
@@ -107,19 +107,8 @@ def test_retried_tasks_write_each_row_once(spark, spark_cluster, tmp_path: Path)
 
         context = TaskContext.get()
         task = i // PER_TASK
-        # Tasks 1 and 3 fail near their end on their first attempt, once their writer has
-        # its transaction open (rows sent): a failed attempt leaves it for the driver.
+        # Tasks 1 and 3 fail near their end on their first attempt.
         if task in (1, 3) and context.attemptNumber() == 0 and i == (task + 1) * PER_TASK - 20:
-            suffix = f"-{context.partitionId()}-{context.taskAttemptId()}"
-            with Admin(gateway) as admin:
-                deadline = time.monotonic() + 240
-                while time.monotonic() < deadline:
-                    listed = admin.list_transactions(
-                        states=["Ongoing"], transactional_id_prefix=f"{prefix}-"
-                    )
-                    if any(t.transactional_id.endswith(suffix) for t in listed):
-                        break
-                    time.sleep(0.2)
             Path(marks, f"failed-{task}").touch()
             raise RuntimeError(f"injected failure of task {task}")
         return f"row-{i}"
@@ -130,9 +119,9 @@ def test_retried_tasks_write_each_row_once(spark, spark_cluster, tmp_path: Path)
     assert len(got) == ROWS
     assert Counter(got) == Counter(expected())
     states = settled(spark_cluster, prefix)
-    # 4 committed attempts; the 2 failed attempts' transactions ended (aborted or fenced).
+    # 4 committed attempts; whatever the failed attempts opened (if their writer had rows
+    # before the UDF failed) ended, aborted or fenced.
     assert list(states.values()).count("CompleteCommit") == TASKS
-    assert len(states) >= TASKS + 2
     assert not set(states.values()) & set(UNFINISHED), states
 
 
@@ -191,7 +180,7 @@ def test_read_committed_and_uncommitted_side_by_side(spark, spark_cluster, tmp_p
         except BaseException as exc:  # reported below
             failure.append(exc)
 
-    writer = threading.Thread(target=run)
+    writer = InheritableThread(target=run)  # the JVM thread inherits the active session
     writer.start()
     try:
         # Three tasks staged their rows: in the log, not decided.
@@ -201,7 +190,7 @@ def test_read_committed_and_uncommitted_side_by_side(spark, spark_cluster, tmp_p
             if len(uncommitted) >= (TASKS - 1) * PER_TASK:
                 break
             time.sleep(0.5)
-        assert not failure, failure
+        assert not failure, str(failure[0])[:3000] if failure else ""
         uncommitted = spark_values(spark, spark_cluster, topic, "read_uncommitted")
         assert len(uncommitted) >= (TASKS - 1) * PER_TASK
         assert spark_values(spark, spark_cluster, topic, "read_committed") == []
@@ -210,7 +199,47 @@ def test_read_committed_and_uncommitted_side_by_side(spark, spark_cluster, tmp_p
     finally:
         release.touch()
         writer.join(180)
-    assert not failure, failure
+    assert not failure, str(failure[0])[:3000] if failure else ""
     committed = spark_values(spark, spark_cluster, topic, "read_committed")
     assert Counter(committed) == Counter(expected())
     assert Counter(values(spark_cluster, topic, "read_uncommitted")) == Counter(committed)
+
+
+def test_staged_transaction_outliving_its_timeout_fails_the_write_cleanly(
+    spark, spark_cluster
+) -> None:
+    topic, prefix = new_topic(spark_cluster, 3), f"eos-ttl-{uuid.uuid4().hex[:6]}"
+    gateway = spark_cluster.gateway
+
+    @F.udf("string")
+    def last_task_outwaits(i: int) -> str:
+        if i == ROWS - 1:
+            # The last task waits until the coordinator has aborted another task's staged
+            # transaction on its timeout (3 s), then lets the write finish.
+            with Admin(gateway) as admin:
+                deadline = time.monotonic() + 240
+                while time.monotonic() < deadline:
+                    states = {
+                        t.state
+                        for t in admin.list_transactions(transactional_id_prefix=f"{prefix}-")
+                    }
+                    if "CompleteAbort" in states:
+                        break
+                    time.sleep(0.2)
+        return f"row-{i}"
+
+    # The commit finds an expired member ("is not open"); on a slow machine a task may even
+    # see its own transaction expire while writing. Either way the write fails.
+    with pytest.raises((Py4JJavaError, PySparkException)):
+        write(
+            source(spark, last_task_outwaits),
+            gateway,
+            topic,
+            prefix,
+            transactionTimeoutMs="3000",
+        )
+    # The decision checked its members first: nothing was committed, nothing is left open.
+    assert values(spark_cluster, topic, "read_committed") == []
+    states = settled(spark_cluster, prefix)
+    assert "CompleteCommit" not in states.values()
+    assert not set(states.values()) & set(UNFINISHED), states
