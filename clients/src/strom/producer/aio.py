@@ -545,11 +545,17 @@ class Producer:
         (ProducerFencedError, InvalidProducerEpochError) requires closing the producer."""
         txn = self._transactions("commit_transaction()")
         txn.begin_commit()
+        await self._send_transaction(txn, "commit_transaction()")
+        await txn.end(commit=True)
+
+    async def _send_transaction(self, txn: TransactionManager, what: str) -> None:
+        """Send every record of the transaction (up to ``max_block_ms``) and wait for its
+        partitions' registration; raise the first record's failure."""
         try:
             await self.flush(self.config.max_block_ms / 1000)
         except StromTimeoutError as exc:
             raise StromTimeoutError(
-                f"commit_transaction(): the transaction's records were not all sent within "
+                f"{what}: the transaction's records were not all sent within "
                 f"max_block_ms ({self.config.max_block_ms} ms); call it again to resume"
             ) from exc
         await txn.wait_adding()
@@ -557,7 +563,6 @@ class Producer:
             # A record failed: ``fail`` moved the transaction to abortable (or fatal).
             txn.raise_if_fatal()
             raise txn.block or txn.error
-        await txn.end(commit=True)
 
     async def prepare_transaction(self) -> StagedTransaction:
         """Stage the open transaction: send its records (up to ``max_block_ms``; then
@@ -571,17 +576,7 @@ class Producer:
         transaction open."""
         txn = self._transactions("prepare_transaction()")
         txn.begin_prepare()
-        try:
-            await self.flush(self.config.max_block_ms / 1000)
-        except StromTimeoutError as exc:
-            raise StromTimeoutError(
-                f"prepare_transaction(): the transaction's records were not all sent within "
-                f"max_block_ms ({self.config.max_block_ms} ms); call it again to resume"
-            ) from exc
-        await txn.wait_adding()
-        if txn.error is not None:
-            txn.raise_if_fatal()
-            raise txn.block or txn.error
+        await self._send_transaction(txn, "prepare_transaction()")
         producer_id, epoch = txn.staged()
         return StagedTransaction(txn.transactional_id, producer_id, epoch)
 

@@ -35,9 +35,9 @@ import concurrent.futures
 import contextlib
 import time
 import weakref
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Coroutine, Iterator, Mapping, Sequence
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Unpack
+from typing import TYPE_CHECKING, Any, TypeVar, Unpack
 
 from strom.cluster import DEFAULT_BOOTSTRAP_SERVERS, BackgroundLoop
 from strom.errors import StromError
@@ -54,6 +54,8 @@ if TYPE_CHECKING:
     from strom.types import ConsumerGroupMetadata
 
 __all__ = ["Producer", "RecordFuture", "RecordMetadata"]
+
+_T = TypeVar("_T")
 
 # Producers not closed yet: closed (flushed) at interpreter exit, so records queued in the
 # daemon loop thread are not silently dropped.
@@ -200,12 +202,13 @@ class Producer:
 
     # -- transactions (see strom.aio.Producer for the semantics) --------------------------------
 
-    def _txn_call(self, what: str, coro: Any) -> None:
+    def _txn_call(self, what: str, coro: Coroutine[Any, Any, _T]) -> _T:
         if self._bg.in_loop_thread():
             coro.close()
             raise StromError(f"Producer.{what}() called from a producer callback")
         # The coroutine bounds itself by max_block_ms; the margin only guards a lost loop.
-        self._bg.run(coro, timeout=self._max_block * 2 + 30)
+        result: _T = self._bg.run(coro, timeout=self._max_block * 2 + 30)
+        return result
 
     def init_transactions(self) -> None:
         """Take the transactional id's producer id and next epoch (fencing older producers
@@ -233,12 +236,7 @@ class Producer:
 
     def prepare_transaction(self) -> StagedTransaction:
         """Flush and hand the open transaction over (see ``strom.aio.Producer``)."""
-        if self._bg.in_loop_thread():
-            raise StromError("Producer.prepare_transaction() called from a producer callback")
-        staged: StagedTransaction = self._bg.run(
-            self._aio.prepare_transaction(), timeout=self._max_block * 2 + 30
-        )
-        return staged
+        return self._txn_call("prepare_transaction", self._aio.prepare_transaction())
 
     def abort_transaction(self) -> None:
         """Abort: unsent records fail, in-flight ones are waited for, then EndTxn(abort)."""
