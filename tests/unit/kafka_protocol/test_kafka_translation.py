@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import uuid
 
-from strom.errors import ErrorCode
+import grpc
+
+from strom.errors import ERROR_CODE_METADATA_KEY, ErrorCode
 from strom_gateway.kafka.admin_handlers import _topic_id
-from strom_gateway.kafka.backend import kafka_code
+from strom_gateway.kafka.backend import failure, kafka_code
 from strom_gateway.kafka.handlers import HANDLERS
 from strom_gateway.kafka.listener import served_versions
 from strom_gateway.kafka.messages import APIS
@@ -18,6 +20,23 @@ def test_kafka_codes_are_strom_codes_below_1000() -> None:
     assert kafka_code(ErrorCode.UNSUPPORTED_VERSION) == 35
     assert kafka_code(ErrorCode.TOPIC_DELETION_IN_PROGRESS) == 3  # UNKNOWN_TOPIC_OR_PARTITION
     assert kafka_code(1999) == -1  # UNKNOWN_SERVER_ERROR
+
+
+def _rpc_error(status: grpc.StatusCode, trailers: tuple[tuple[str, str], ...] = ()) -> Exception:
+    metadata = grpc.aio.Metadata(*trailers)
+    return grpc.aio.AioRpcError(status, grpc.aio.Metadata(), metadata, details="boom")
+
+
+def test_a_failed_call_reports_the_servers_own_code_else_the_statuss() -> None:
+    unavailable = ErrorCode.COORDINATOR_NOT_AVAILABLE
+    trailer = ((ERROR_CODE_METADATA_KEY, str(int(ErrorCode.TOPIC_ALREADY_EXISTS))),)
+    exact = failure(_rpc_error(grpc.StatusCode.INVALID_ARGUMENT, trailer), unavailable)
+    assert exact.code == ErrorCode.TOPIC_ALREADY_EXISTS
+    timed_out = failure(_rpc_error(grpc.StatusCode.DEADLINE_EXCEEDED), unavailable)
+    assert timed_out.code == ErrorCode.REQUEST_TIMED_OUT
+    assert timed_out.message == "DEADLINE_EXCEEDED: boom"
+    assert failure(_rpc_error(grpc.StatusCode.UNAVAILABLE), unavailable).code == unavailable
+    assert failure(_rpc_error(grpc.StatusCode.INTERNAL), unavailable).code == -1
 
 
 def test_topic_ids_become_kafka_uuids() -> None:

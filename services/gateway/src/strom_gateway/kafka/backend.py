@@ -15,6 +15,7 @@ from typing import TypeVar, cast
 import grpc
 from google.protobuf.message import Message
 
+from strom.cluster import from_rpc_error
 from strom.errors import ErrorCode
 from strom.protocol.v1 import controller_pb2
 from strom_gateway.byte_budget import TooLargeError
@@ -46,26 +47,21 @@ class CallFailed(Exception):
         self.message = message
 
 
-_STATUS_CODES = {
-    grpc.StatusCode.DEADLINE_EXCEEDED: ErrorCode.REQUEST_TIMED_OUT,
-    grpc.StatusCode.UNAVAILABLE: ErrorCode.NOT_CONTROLLER,
-    grpc.StatusCode.INVALID_ARGUMENT: ErrorCode.INVALID_REQUEST,
-    grpc.StatusCode.RESOURCE_EXHAUSTED: ErrorCode.MESSAGE_TOO_LARGE,
-}
-
-
 def failure(exc: BaseException, unavailable: int) -> CallFailed:
     """``exc`` (from a router) as a ``CallFailed``; ``unavailable`` is the code for "nothing
-    answered" (NOT_CONTROLLER, COORDINATOR_NOT_AVAILABLE, LEADER_NOT_AVAILABLE...)."""
+    answered" (NOT_CONTROLLER, COORDINATOR_NOT_AVAILABLE, LEADER_NOT_AVAILABLE...). A gRPC
+    error takes the code ``from_rpc_error`` finds (the server's own ErrorCode when it sent
+    one, else the status's)."""
     if isinstance(exc, NoControllerError):
         return CallFailed(unavailable, str(exc))
     if isinstance(exc, TooLargeError):
         return CallFailed(ErrorCode.MESSAGE_TOO_LARGE, str(exc))
     if isinstance(exc, grpc.aio.AioRpcError):
-        code: int = _STATUS_CODES.get(exc.code(), ErrorCode.UNKNOWN_SERVER_ERROR)
+        problem = from_rpc_error(exc)
+        code = getattr(problem, "code", ErrorCode.UNKNOWN_SERVER_ERROR)
         if exc.code() == grpc.StatusCode.UNAVAILABLE:
             code = unavailable
-        return CallFailed(int(code), f"{exc.code().name}: {exc.details()}")
+        return CallFailed(kafka_code(code), str(problem))
     raise exc
 
 
