@@ -23,7 +23,7 @@ from strom_gateway.coordinator_router import CoordinatorRouter
 from strom_gateway.data_path import DataPath
 from strom_gateway.routing import ControllerRouter, NoControllerError
 
-__all__ = ["Backend", "CallFailed", "kafka_code"]
+__all__ = ["ROUTER_ERRORS", "Backend", "CallFailed", "failure", "kafka_code"]
 
 Answer = TypeVar("Answer", bound=Message)
 
@@ -45,6 +45,10 @@ class CallFailed(Exception):
         super().__init__(message)
         self.code = code
         self.message = message
+
+
+#: What the gateway's routers raise when a call fails as a whole (``failure`` translates them).
+ROUTER_ERRORS = (NoControllerError, TooLargeError, grpc.aio.AioRpcError)
 
 
 def failure(exc: BaseException, unavailable: int) -> CallFailed:

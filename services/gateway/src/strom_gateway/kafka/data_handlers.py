@@ -14,19 +14,22 @@ from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterable
 from typing import Any, TypeVar, cast
 
-import grpc
 from google.protobuf.message import Message
 
 from strom.errors import ErrorCode
 from strom.protocol.v1 import common_pb2, storage_pb2
-from strom_gateway.byte_budget import TooLargeError
-from strom_gateway.data_path import DataPath
-from strom_gateway.kafka.backend import Backend, CallFailed, failure, kafka_code
+from strom_gateway.data_path import (
+    DataPath,
+    delete_records_error,
+    fetch_error,
+    list_offsets_error,
+    produce_error,
+)
+from strom_gateway.kafka.backend import ROUTER_ERRORS, Backend, CallFailed, failure, kafka_code
 from strom_gateway.kafka.frames import Request
 from strom_gateway.kafka.listener import Connection
-from strom_gateway.leader_router import OFFSET_FOR_LEADER_EPOCH
+from strom_gateway.leader_router import OFFSET_FOR_LEADER_EPOCH, ErrorResult, PartitionItem
 from strom_gateway.produce_stream import ProduceStreamRelay
-from strom_gateway.routing import NoControllerError
 
 __all__ = [
     "ProducePipe",
@@ -38,6 +41,7 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+Item = TypeVar("Item", bound=PartitionItem)
 
 #: Kafka's special ListOffsets timestamps.
 _SPECS = {-1: common_pb2.LATEST, -2: common_pb2.EARLIEST, -3: common_pb2.MAX_TIMESTAMP}
@@ -56,6 +60,18 @@ def by_topic(
     for result in results:
         topics.setdefault(topic(result), []).append(entry(result))
     return [{name_key: name, list_key: entries} for name, entries in topics.items()]
+
+
+def all_failed(exc: BaseException, items: Iterable[Item], error: ErrorResult[Item, T]) -> list[T]:
+    """``error``'s result for every item of a request that failed as a whole (``exc``, from
+    the data path): no leader answered, so NOT_LEADER_OR_FOLLOWER unless ``exc`` says more."""
+    failed = (
+        CallFailed(ErrorCode.NETWORK_EXCEPTION, str(exc))
+        if isinstance(exc, ConnectionError)
+        else failure(exc, ErrorCode.NOT_LEADER_OR_FOLLOWER)
+    )
+    code = cast(common_pb2.ErrorCode, failed.code)
+    return [error(item, code, failed.message) for item in items]
 
 
 class ProducePipe:
@@ -78,7 +94,7 @@ class ProducePipe:
             async for response in self._relay.run(self._incoming()):
                 if self._waiting:
                     self._waiting.popleft().set_result(response)
-        except (TooLargeError, NoControllerError, grpc.aio.AioRpcError) as exc:
+        except ROUTER_ERRORS as exc:
             problem = exc
         except asyncio.CancelledError:
             problem = ConnectionError("the connection closed")
@@ -125,24 +141,6 @@ def _leader_groups(backend: Backend, entries: list[tuple[str, int, Any]]) -> lis
     return list(groups.values())
 
 
-def _produce_failed(
-    exc: BaseException, entries: list[tuple[str, int, Any]], indexes: list[int]
-) -> list[storage_pb2.ProducePartitionResult]:
-    failed = (
-        CallFailed(ErrorCode.NETWORK_EXCEPTION, str(exc))
-        if isinstance(exc, ConnectionError)
-        else failure(exc, ErrorCode.NOT_LEADER_OR_FOLLOWER)
-    )
-    return [
-        storage_pb2.ProducePartitionResult(
-            topic=entries[i][0], partition=entries[i][1], error_code=failed.code,  # type: ignore[arg-type]
-            error_message=failed.message, base_offset=-1, log_append_time_ms=-1,
-            log_start_offset=-1,
-        )
-        for i in indexes
-    ]  # fmt: skip
-
-
 async def produce(
     backend: Backend, request: Request, connection: Connection
 ) -> dict[str, Any] | None:
@@ -170,18 +168,18 @@ async def produce(
             forwarded.partitions.add(
                 topic=topic, partition=partition, records=bytes(records or b"")
             )
-        submitted.append(pipe.submit(forwarded))
+        submitted.append((forwarded, pipe.submit(forwarded)))
     results: list[storage_pb2.ProducePartitionResult | None] = [None] * len(entries)
-    for indexes, future in zip(groups, submitted, strict=True):
+    for indexes, (forwarded, future) in zip(groups, submitted, strict=True):
         try:
             answers = list((await future).partitions)
-        except (TooLargeError, NoControllerError, grpc.aio.AioRpcError, ConnectionError) as exc:
-            answers = _produce_failed(exc, entries, indexes)
+        except (*ROUTER_ERRORS, ConnectionError) as exc:
+            answers = all_failed(exc, forwarded.partitions, produce_error)
         if len(answers) != len(indexes):
-            answers = _produce_failed(
+            answers = all_failed(
                 ConnectionError(f"{len(answers)} answers for {len(indexes)} partitions"),
-                entries,
-                indexes,
+                forwarded.partitions,
+                produce_error,
             )
         for i, answer in zip(indexes, answers, strict=True):
             results[i] = answer
@@ -244,15 +242,8 @@ async def fetch(backend: Backend, request: Request, connection: Connection) -> d
     try:
         wait_s = forwarded.max_wait_ms / 1000
         results = await backend.data.fetch_results(forwarded, backend.deadline(wait_s))
-    except (TooLargeError, NoControllerError, grpc.aio.AioRpcError) as exc:
-        failed = failure(exc, ErrorCode.NOT_LEADER_OR_FOLLOWER)
-        results = [
-            storage_pb2.FetchPartitionResult(
-                topic=p.topic, partition=p.partition, error_code=failed.code,  # type: ignore[arg-type]
-                high_watermark=-1, last_stable_offset=-1, log_start_offset=-1,
-            )
-            for p in partitions
-        ]  # fmt: skip
+    except ROUTER_ERRORS as exc:
+        results = all_failed(exc, partitions, fetch_error)
 
     def entry(r: storage_pb2.FetchPartitionResult) -> dict[str, Any]:
         aborted = (
@@ -306,15 +297,8 @@ async def list_offsets(
     try:
         answer = await backend.data.list_offsets(forwarded, backend.deadline())
         results = list(answer.partitions)
-    except (TooLargeError, NoControllerError, grpc.aio.AioRpcError) as exc:
-        failed = failure(exc, ErrorCode.NOT_LEADER_OR_FOLLOWER)
-        results = [
-            storage_pb2.ListOffsetsPartitionResult(
-                topic=p.topic, partition=p.partition, error_code=failed.code,  # type: ignore[arg-type]
-                timestamp_ms=-1, offset=-1, leader_epoch=-1,
-            )
-            for p in partitions
-        ]  # fmt: skip
+    except ROUTER_ERRORS as exc:
+        results = all_failed(exc, partitions, list_offsets_error)
 
     def entry(r: storage_pb2.ListOffsetsPartitionResult) -> dict[str, Any]:
         return {
@@ -345,15 +329,8 @@ async def delete_records(
     try:
         answer = await backend.data.delete_records(forwarded, backend.deadline())
         results = list(answer.partitions)
-    except (TooLargeError, NoControllerError, grpc.aio.AioRpcError) as exc:
-        failed = failure(exc, ErrorCode.NOT_LEADER_OR_FOLLOWER)
-        results = [
-            storage_pb2.DeleteRecordsResult(
-                topic=p.topic, partition=p.partition, error_code=failed.code,  # type: ignore[arg-type]
-                low_watermark=-1,
-            )
-            for p in partitions
-        ]  # fmt: skip
+    except ROUTER_ERRORS as exc:
+        results = all_failed(exc, partitions, delete_records_error)
 
     def entry(r: storage_pb2.DeleteRecordsResult) -> dict[str, Any]:
         return {
@@ -363,6 +340,15 @@ async def delete_records(
         }
 
     return {"throttle_time_ms": 0, "topics": by_topic(results, lambda r: r.topic, entry)}
+
+
+def _epoch_error(
+    item: storage_pb2.OffsetForLeaderEpochPartition, code: common_pb2.ErrorCode, message: str
+) -> storage_pb2.OffsetForLeaderEpochResult:
+    return storage_pb2.OffsetForLeaderEpochResult(
+        topic=item.topic, partition=item.partition, error_code=code, error_message=message,
+        leader_epoch=-1, end_offset=-1,
+    )  # fmt: skip
 
 
 async def offset_for_leader_epoch(
@@ -380,24 +366,15 @@ async def offset_for_leader_epoch(
                 item.current_leader_epoch = p["current_leader_epoch"]
             partitions.append(item)
 
-    def failed(
-        item: storage_pb2.OffsetForLeaderEpochPartition, code: int, message: str
-    ) -> storage_pb2.OffsetForLeaderEpochResult:
-        return storage_pb2.OffsetForLeaderEpochResult(
-            topic=item.topic, partition=item.partition, error_code=code,  # type: ignore[arg-type]
-            error_message=message, leader_epoch=-1, end_offset=-1,
-        )  # fmt: skip
-
     def build(items: list[storage_pb2.OffsetForLeaderEpochPartition]) -> Message:
         return storage_pb2.OffsetForLeaderEpochRequest(replica_id=-1, partitions=items)
 
     try:
         results, _ = await backend.data.router.scatter(
-            OFFSET_FOR_LEADER_EPOCH, partitions, build, failed, backend.deadline()
+            OFFSET_FOR_LEADER_EPOCH, partitions, build, _epoch_error, backend.deadline()
         )
-    except (NoControllerError, grpc.aio.AioRpcError) as exc:
-        problem = failure(exc, ErrorCode.NOT_LEADER_OR_FOLLOWER)
-        results = [failed(p, problem.code, problem.message) for p in partitions]
+    except ROUTER_ERRORS as exc:
+        results = all_failed(exc, partitions, _epoch_error)
 
     def entry(r: storage_pb2.OffsetForLeaderEpochResult) -> dict[str, Any]:
         return {

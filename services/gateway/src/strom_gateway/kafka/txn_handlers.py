@@ -11,11 +11,11 @@ import grpc
 from strom.errors import ErrorCode
 from strom.protocol.v1 import common_pb2, controller_pb2, coordinator_pb2, transaction_pb2
 from strom_gateway.coordinator_router import is_controller_producer_id
-from strom_gateway.kafka.backend import Backend, CallFailed, failure, kafka_code
-from strom_gateway.kafka.data_handlers import by_topic
+from strom_gateway.data_path import describe_producers_error
+from strom_gateway.kafka.backend import ROUTER_ERRORS, Backend, CallFailed, failure, kafka_code
+from strom_gateway.kafka.data_handlers import all_failed, by_topic
 from strom_gateway.kafka.frames import Request
 from strom_gateway.kafka.listener import Connection
-from strom_gateway.routing import NoControllerError
 
 __all__ = [
     "add_offsets_to_txn",
@@ -242,15 +242,8 @@ async def describe_producers(
     try:
         answer = await backend.data.describe_producers(forwarded, backend.deadline())
         results = list(answer.partitions)
-    except (grpc.aio.AioRpcError, NoControllerError) as exc:
-        failed = failure(exc, ErrorCode.NOT_LEADER_OR_FOLLOWER)
-        results = [
-            transaction_pb2.DescribeProducersResult(
-                topic=p.topic, partition=p.partition, error_code=failed.code,  # type: ignore[arg-type]
-                error_message=failed.message,
-            )
-            for p in partitions
-        ]  # fmt: skip
+    except ROUTER_ERRORS as exc:
+        results = all_failed(exc, partitions, describe_producers_error)
 
     def entry(r: transaction_pb2.DescribeProducersResult) -> dict[str, Any]:
         return {
