@@ -1,15 +1,18 @@
 """The plain parts of a transactional loop, shared by the sync and asyncio drivers: what a
 transform may return (``OutputRecord``), the options (``LoopOptions``), the open
-transaction's bookkeeping (``TxnBatch``), the counters (``LoopStats``) and KIP-691's
-classification of an error (``classify``)."""
+transaction's bookkeeping (``TxnBatch``), the counters (``LoopStats``), KIP-691's
+classification of an error (``classify``) and the loops' decisions without I/O
+(``LoopCore``, the base of both)."""
 
 from __future__ import annotations
 
 import enum
+import logging
+import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 from strom.errors import ConfigurationError, StromError
 from strom.producer import is_fatal
@@ -18,6 +21,7 @@ from strom.types import ConsumerRecord, OffsetAndMetadata, TopicPartition
 __all__ = [
     "FORCED_CONSUMER_OPTIONS",
     "Action",
+    "LoopCore",
     "LoopOptions",
     "LoopStats",
     "OutputRecord",
@@ -26,6 +30,8 @@ __all__ = [
     "classify",
     "output_records",
 ]
+
+log = logging.getLogger("strom.eos")
 
 Headers = Iterable[tuple[str, bytes | None]]
 
@@ -39,6 +45,12 @@ class OutputRecord(NamedTuple):
     key: Any = None
     headers: Headers | None = None
     partition: int | None = None
+
+    def send_args(self) -> tuple[str, Any, Any, list[tuple[str, bytes | None]] | None, int | None]:
+        """The arguments of ``Producer.send`` for this record (topic, value, key, headers,
+        partition)."""
+        headers = None if self.headers is None else list(self.headers)
+        return self.topic, self.value, self.key, headers, self.partition
 
 
 def output_records(produced: Iterable[Any] | None, record: ConsumerRecord) -> list[OutputRecord]:
@@ -188,3 +200,100 @@ def classify(error: BaseException, *, committing: bool) -> Action:
     if committing and error.retriable:
         return Action.RETRY_COMMIT
     return Action.ABORT
+
+
+class _Rewindable(Protocol):
+    """What ``LoopCore`` needs of either consumer (both calls are synchronous)."""
+
+    def assignment(self) -> set[TopicPartition]: ...
+
+    def seek(self, partition: TopicPartition, offset: int) -> None: ...
+
+
+class LoopCore:
+    """The state and decisions both loops share, without I/O: the checked options, the open
+    transaction (``_batch``), the counters, the stop flag, what to poll next, what to do
+    when a commit fails and how to rewind after an abort. ``strom.eos.loop`` and
+    ``strom.eos.aio`` add the clients and the calls to them."""
+
+    consumer: _Rewindable
+
+    def __init__(
+        self,
+        input_topics: Iterable[str] | str,
+        transform: Callable[[ConsumerRecord], Any],
+        options: LoopOptions,
+        consumer_options: Mapping[str, Any] | None,
+        producer_options: Mapping[str, Any] | None,
+    ) -> None:
+        self.options = options
+        consumer_options = dict(consumer_options or {})
+        producer_options = dict(producer_options or {})
+        check_client_options(consumer_options, producer_options)
+        self._topics = [input_topics] if isinstance(input_topics, str) else list(input_topics)
+        if not self._topics:
+            raise ConfigurationError("input_topics is empty: name at least one topic to read")
+        #: The clients' options, with what the loop sets itself.
+        self._consumer_options = {**consumer_options, **FORCED_CONSUMER_OPTIONS}
+        self._producer_options = producer_options
+        self._transform = transform
+        self._stop = threading.Event()
+        self._batch: TxnBatch | None = None
+        self._closed = False
+        self.stats = LoopStats()
+
+    def stop(self) -> None:
+        """Ask ``run`` to commit the open transaction and return (safe from any thread and
+        from a signal handler)."""
+        self._stop.set()
+
+    def _poll_args(self) -> tuple[int, int]:
+        """(timeout_ms, max_records) of the next poll: a full wait outside a transaction,
+        at most until the open one is due and no more than it may still take."""
+        batch, options = self._batch, self.options
+        if batch is None:
+            return options.poll_timeout_ms, options.max_batch_records
+        return max(int(batch.left_s() * 1000), 0), max(batch.room(), 1)
+
+    def _new_batch(self) -> TxnBatch:
+        """The bookkeeping of a transaction just begun."""
+        options = self.options
+        self._batch = TxnBatch(options.max_batch_records, options.max_batch_interval_ms / 1000)
+        return self._batch
+
+    def _committed(self, batch: TxnBatch) -> None:
+        self._batch = None
+        stats = self.stats
+        stats.transactions_committed += 1
+        stats.records_consumed += batch.consumed
+        stats.records_produced += batch.produced
+
+    def _commit_failed(self, error: StromError) -> Action:
+        """KIP-691 for a failed ``commit_transaction()``: STOP (raise it), ABORT, or
+        RETRY_COMMIT (call it again; counted). While stopping, a commit whose outcome is not
+        known is neither retried nor aborted but STOP: the transaction is forgotten (the
+        commit may be decided; the next instance with this id ends it either way)."""
+        action = classify(error, committing=True)
+        if action is Action.RETRY_COMMIT:
+            if self._stop.is_set():
+                self._batch = None
+                return Action.STOP
+            self.stats.commit_retries += 1
+            log.warning("commit_transaction() not complete, calling it again: %s", error)
+        return action
+
+    def _take_batch(self, reason: str) -> TxnBatch | None:
+        """The open transaction, about to be aborted (None: none is open)."""
+        batch, self._batch = self._batch, None
+        if batch is not None:
+            log.warning("aborting the transaction (%d input records): %s", batch.consumed, reason)
+        return batch
+
+    def _aborted(self, batch: TxnBatch) -> None:
+        """After the abort: rewind the partitions it read that are still ours to where it
+        started (their committed offsets)."""
+        self.stats.transactions_aborted += 1
+        assigned = self.consumer.assignment()
+        for tp, offset in batch.first.items():
+            if tp in assigned:
+                self.consumer.seek(tp, offset)

@@ -28,17 +28,15 @@ from typing import Any
 
 from strom.consumer.aio import Consumer
 from strom.eos._batch import (
-    FORCED_CONSUMER_OPTIONS,
     Action,
+    LoopCore,
     LoopOptions,
-    LoopStats,
     OutputRecord,
     TxnBatch,
-    check_client_options,
     classify,
     output_records,
 )
-from strom.errors import ConfigurationError, StromError
+from strom.errors import StromError
 from strom.producer import is_fatal
 from strom.producer.aio import Producer
 from strom.types import ConsumerRecord, TopicPartition
@@ -52,10 +50,13 @@ _Outputs = Iterable[OutputRecord | tuple[Any, ...]] | None
 AsyncTransform = Callable[[ConsumerRecord], _Outputs | Awaitable[_Outputs]]
 
 
-class TransactionalLoop:
+class TransactionalLoop(LoopCore):
     """Consume ``input_topics`` in ``group_id``, call ``transform`` on each record, write what
     it returns and commit the input offsets, exactly once (``strom.eos.loop`` explains how).
-    Event-loop only; ``stop()`` may be called from any task of the same loop."""
+    Event-loop only, except ``stop()``."""
+
+    consumer: Consumer
+    producer: Producer
 
     def __init__(
         self,
@@ -71,33 +72,22 @@ class TransactionalLoop:
         consumer_options: Mapping[str, Any] | None = None,
         producer_options: Mapping[str, Any] | None = None,
     ) -> None:
-        self.options = LoopOptions(max_batch_records, max_batch_interval_ms, poll_timeout_ms)
-        consumer_options = dict(consumer_options or {})
-        producer_options = dict(producer_options or {})
-        check_client_options(consumer_options, producer_options)
-        self._topics = [input_topics] if isinstance(input_topics, str) else list(input_topics)
-        if not self._topics:
-            raise ConfigurationError("input_topics is empty: name at least one topic to read")
-        self._transform = transform
-        self._stopping = False
-        self._batch: TxnBatch | None = None
+        super().__init__(
+            input_topics,
+            transform,
+            LoopOptions(max_batch_records, max_batch_interval_ms, poll_timeout_ms),
+            consumer_options,
+            producer_options,
+        )
         self._registering: asyncio.Task[None] | None = None
-        self._closed = False
-        self.stats = LoopStats()
         self.consumer = Consumer(
-            bootstrap_servers=bootstrap_servers,
-            group_id=group_id,
-            **{**consumer_options, **FORCED_CONSUMER_OPTIONS},
+            bootstrap_servers=bootstrap_servers, group_id=group_id, **self._consumer_options
         )
         self.producer = Producer(
-            bootstrap_servers, transactional_id=transactional_id, **producer_options
+            bootstrap_servers, transactional_id=transactional_id, **self._producer_options
         )
 
     # -- life cycle ------------------------------------------------------------------------------
-
-    def stop(self) -> None:
-        """Ask ``run`` to commit the open transaction and return."""
-        self._stopping = True
 
     async def close(self) -> None:
         """Close the producer and the consumer (leaving the group); idempotent."""
@@ -128,7 +118,7 @@ class TransactionalLoop:
         try:
             await self.producer.init_transactions()
             self.consumer.subscribe(self._topics, listener=_Listener(self))
-            while not self._stopping:
+            while not self._stop.is_set():
                 await self._step()
             if self._batch is not None:
                 await self._finish(self._batch)
@@ -140,13 +130,7 @@ class TransactionalLoop:
             await self.close()
 
     async def _step(self) -> None:
-        batch = self._batch
-        options = self.options
-        if batch is None:
-            timeout_ms, limit = options.poll_timeout_ms, options.max_batch_records
-        else:
-            timeout_ms = max(int(batch.left_s() * 1000), 0)
-            limit = max(batch.room(), 1)
+        timeout_ms, limit = self._poll_args()
         polled = await self.consumer.poll(timeout_ms=timeout_ms, max_records=limit)
         if polled:
             if self._batch is None:
@@ -161,8 +145,7 @@ class TransactionalLoop:
         """Begin a transaction; the group is registered with it at once, in the background
         (see ``strom.eos.loop.TransactionalLoop._begin``)."""
         await self.producer.begin_transaction()
-        options = self.options
-        self._batch = TxnBatch(options.max_batch_records, options.max_batch_interval_ms / 1000)
+        self._new_batch()
         metadata = self.consumer.group_metadata()
         self._registering = asyncio.ensure_future(
             self.producer.send_offsets_to_transaction({}, metadata)
@@ -186,8 +169,7 @@ class TransactionalLoop:
                     if inspect.isawaitable(produced):
                         produced = await produced
                     for out in output_records(produced, record):
-                        headers = None if out.headers is None else list(out.headers)
-                        await send(out.topic, out.value, out.key, headers, out.partition)
+                        await send(*out.send_args())
                         batch.produced += 1
         except StromError as exc:
             if classify(exc, committing=False) is Action.STOP:
@@ -219,33 +201,21 @@ class TransactionalLoop:
                 await self.producer.commit_transaction()
                 break
             except StromError as exc:
-                action = classify(exc, committing=True)
+                action = self._commit_failed(exc)
                 if action is Action.STOP:
                     raise
                 if action is Action.ABORT:
                     await self._abort(f"the commit failed: {exc}")
                     return
-                if self._stopping:
-                    # Stopping: not aborted (the commit may be decided); the next instance
-                    # with this id ends it either way (InitProducerId).
-                    self._batch = None
-                    raise
-                self.stats.commit_retries += 1
-                log.warning("commit_transaction() not complete, calling it again: %s", exc)
-        self._batch = None
-        stats = self.stats
-        stats.transactions_committed += 1
-        stats.records_consumed += batch.consumed
-        stats.records_produced += batch.produced
+        self._committed(batch)
 
     # -- aborting --------------------------------------------------------------------------------
 
     async def _abort(self, reason: str) -> None:
         """Abort the open transaction and rewind the partitions it read that are still ours."""
-        batch, self._batch = self._batch, None
+        batch = self._take_batch(reason)
         if batch is None:
             return
-        log.warning("aborting the transaction (%d input records): %s", batch.consumed, reason)
         try:
             await self._registered()
         except StromError as exc:
@@ -259,11 +229,7 @@ class TransactionalLoop:
                 if is_fatal(exc) or not exc.retriable:
                     raise
                 log.warning("abort_transaction() not complete, calling it again: %s", exc)
-        self.stats.transactions_aborted += 1
-        assigned = self.consumer.assignment()
-        for tp, offset in batch.first.items():
-            if tp in assigned:
-                self.consumer.seek(tp, offset)
+        self._aborted(batch)
 
     async def _abort_quietly(self) -> None:
         try:

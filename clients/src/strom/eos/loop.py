@@ -32,7 +32,6 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
-import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import Any
@@ -40,17 +39,15 @@ from typing import Any
 from strom.cluster import BackgroundLoop
 from strom.consumer import Consumer
 from strom.eos._batch import (
-    FORCED_CONSUMER_OPTIONS,
     Action,
+    LoopCore,
     LoopOptions,
-    LoopStats,
     OutputRecord,
     TxnBatch,
-    check_client_options,
     classify,
     output_records,
 )
-from strom.errors import ConfigurationError, StromError
+from strom.errors import StromError
 from strom.producer import Producer, is_fatal
 from strom.types import ConsumerRecord, TopicPartition
 
@@ -62,7 +59,7 @@ log = logging.getLogger("strom.eos")
 Transform = Callable[[ConsumerRecord], Iterable[OutputRecord | tuple[Any, ...]] | None]
 
 
-class TransactionalLoop:
+class TransactionalLoop(LoopCore):
     """Consume ``input_topics`` in ``group_id``, call ``transform`` on each record, write what
     it returns and commit the input offsets, exactly once (see the module docstring).
 
@@ -71,6 +68,9 @@ class TransactionalLoop:
     ``isolation_level="read_committed"``, the group and the transactional id itself. Not
     thread-safe, except ``stop()``.
     """
+
+    consumer: Consumer
+    producer: Producer
 
     def __init__(
         self,
@@ -86,38 +86,27 @@ class TransactionalLoop:
         consumer_options: Mapping[str, Any] | None = None,
         producer_options: Mapping[str, Any] | None = None,
     ) -> None:
-        self.options = LoopOptions(max_batch_records, max_batch_interval_ms, poll_timeout_ms)
-        consumer_options = dict(consumer_options or {})
-        producer_options = dict(producer_options or {})
-        check_client_options(consumer_options, producer_options)
-        self._topics = [input_topics] if isinstance(input_topics, str) else list(input_topics)
-        if not self._topics:
-            raise ConfigurationError("input_topics is empty: name at least one topic to read")
-        self._transform = transform
-        self._stop = threading.Event()
-        self._batch: TxnBatch | None = None
+        super().__init__(
+            input_topics,
+            transform,
+            LoopOptions(max_batch_records, max_batch_interval_ms, poll_timeout_ms),
+            consumer_options,
+            producer_options,
+        )
         self._registering: concurrent.futures.Future[None] | None = None
-        self._closed = False
-        self.stats = LoopStats()
         self._bg = BackgroundLoop.shared()
         self.consumer = Consumer(
-            bootstrap_servers=bootstrap_servers,
-            group_id=group_id,
-            **{**consumer_options, **FORCED_CONSUMER_OPTIONS},
+            bootstrap_servers=bootstrap_servers, group_id=group_id, **self._consumer_options
         )
         try:
             self.producer = Producer(
-                bootstrap_servers, transactional_id=transactional_id, **producer_options
+                bootstrap_servers, transactional_id=transactional_id, **self._producer_options
             )
         except BaseException:
             self.consumer.close()
             raise
 
     # -- life cycle ------------------------------------------------------------------------------
-
-    def stop(self) -> None:
-        """Ask ``run`` to commit the open transaction and return (thread- and signal-safe)."""
-        self._stop.set()
 
     def close(self) -> None:
         """Close the producer and the consumer (leaving the group); idempotent. An open
@@ -162,13 +151,7 @@ class TransactionalLoop:
             self.close()
 
     def _step(self) -> None:
-        batch = self._batch
-        options = self.options
-        if batch is None:
-            timeout_ms, limit = options.poll_timeout_ms, options.max_batch_records
-        else:
-            timeout_ms = max(int(batch.left_s() * 1000), 0)
-            limit = max(batch.room(), 1)
+        timeout_ms, limit = self._poll_args()
         polled = self.consumer.poll(timeout_ms=timeout_ms, max_records=limit)
         if polled:
             if self._batch is None:
@@ -186,8 +169,7 @@ class TransactionalLoop:
         follow at the end, when AddOffsetsToTxn has nothing left to write: one replicated
         write fewer between the last record and the commit."""
         self.producer.begin_transaction()
-        options = self.options
-        self._batch = TxnBatch(options.max_batch_records, options.max_batch_interval_ms / 1000)
+        self._new_batch()
         metadata = self.consumer.group_metadata()
         self._registering = self._bg.submit(
             self.producer.aio.send_offsets_to_transaction({}, metadata)
@@ -207,7 +189,7 @@ class TransactionalLoop:
                 batch.add(tp, records)
                 for record in records:
                     for out in output_records(self._transform(record), record):
-                        send(out.topic, out.value, out.key, _headers(out), out.partition)
+                        send(*out.send_args())
                         batch.produced += 1
         except StromError as exc:
             if classify(exc, committing=False) is Action.STOP:
@@ -231,24 +213,13 @@ class TransactionalLoop:
                 self.producer.commit_transaction()
                 break
             except StromError as exc:
-                action = classify(exc, committing=True)
+                action = self._commit_failed(exc)
                 if action is Action.STOP:
                     raise
                 if action is Action.ABORT:
                     self._abort(f"the commit failed: {exc}")
                     return
-                if self._stop.is_set():
-                    # Stopping: not aborted (the commit may be decided); the next instance
-                    # with this id ends it either way (InitProducerId).
-                    self._batch = None
-                    raise
-                self.stats.commit_retries += 1
-                log.warning("commit_transaction() not complete, calling it again: %s", exc)
-        self._batch = None
-        stats = self.stats
-        stats.transactions_committed += 1
-        stats.records_consumed += batch.consumed
-        stats.records_produced += batch.produced
+        self._committed(batch)
 
     def _send_offsets(self, batch: TxnBatch) -> None:
         """``send_offsets_to_transaction`` (TxnOffsetCommit) while the transaction's last
@@ -272,10 +243,9 @@ class TransactionalLoop:
     def _abort(self, reason: str) -> None:
         """Abort the open transaction and rewind the partitions it read that are still ours to
         where it started (their committed offsets)."""
-        batch, self._batch = self._batch, None
+        batch = self._take_batch(reason)
         if batch is None:
             return
-        log.warning("aborting the transaction (%d input records): %s", batch.consumed, reason)
         try:
             self._registered()  # not in flight while aborting: it would land on the next epoch
         except StromError as exc:
@@ -289,11 +259,7 @@ class TransactionalLoop:
                 if is_fatal(exc) or not exc.retriable:
                     raise
                 log.warning("abort_transaction() not complete, calling it again: %s", exc)
-        self.stats.transactions_aborted += 1
-        assigned = self.consumer.assignment()
-        for tp, offset in batch.first.items():
-            if tp in assigned:
-                self.consumer.seek(tp, offset)
+        self._aborted(batch)
 
     def _abort_quietly(self) -> None:
         try:
@@ -322,7 +288,3 @@ class _Listener:
 
     def on_partitions_assigned(self, partitions: set[TopicPartition]) -> None:
         pass
-
-
-def _headers(out: OutputRecord) -> list[tuple[str, bytes | None]] | None:
-    return None if out.headers is None else list(out.headers)
