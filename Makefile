@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 PIP := $(BIN)/python -m pip --disable-pip-version-check -q
 SOURCES := constraints.txt requirements-dev.txt clients/pyproject.toml clients/setup.py \
 	services/common/pyproject.toml $(wildcard services/*/pyproject.toml) spark_connector/pyproject.toml \
-	$(wildcard clients/src/strom/records/_native/*.c) $(wildcard clients/src/strom/producer/_native/*.c)
+	$(wildcard clients/src/strom/*/_native/*.c)
 
 NODE_DIR := clients/node
 NODE_STAMP := $(NODE_DIR)/node_modules/.package-lock.json
