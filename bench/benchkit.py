@@ -1,5 +1,6 @@
 """What every benchmark here shares: progress lines, free loopback ports, the command line
-(``--quick``, ``--keep``) and the final ``SUMMARY {json}`` line.
+(``--quick``, ``--keep``), the data directory kept on failure, a local cluster's spec on free
+ports and the final ``SUMMARY {json}`` line.
 
 Benchmarks run as scripts (``.venv/bin/python bench/NAME.py``), so ``bench/`` is
 ``sys.path[0]`` and they import this module as ``benchkit``.
@@ -9,21 +10,30 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import dataclasses
 import json
+import shutil
 import signal
+import sys
+import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 from strom_server.local import free_ports
+from strom_server.local.cluster import LocalClusterSpec
 
 __all__ = [
     "bench_arguments",
     "free_base_port",
     "free_port",
+    "local_cluster_spec",
     "print_summary",
     "progress",
     "serve_until_signalled",
+    "work_dir",
 ]
 
 HOST = "127.0.0.1"
@@ -43,6 +53,33 @@ def free_port() -> int:
 def free_base_port(count: int) -> int:
     """A port with ``count`` consecutive free loopback ports from it."""
     return free_ports.free_port_range(count, HOST)
+
+
+@contextlib.contextmanager
+def work_dir(prefix: str, keep: bool) -> Iterator[Path]:
+    """A fresh temporary directory for the benchmark's data and logs: removed at the end
+    unless ``keep``; kept, and named on stderr, when the benchmark fails."""
+    path = Path(tempfile.mkdtemp(prefix=prefix))
+    try:
+        yield path
+    except BaseException:
+        print(f"benchmark failed; data and logs kept in {path}", file=sys.stderr)
+        raise
+    if not keep:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def local_cluster_spec(workdir: Path, **options: Any) -> LocalClusterSpec:
+    """A LocalClusterSpec with its data in ``workdir`` on free loopback ports (the Kafka
+    listener's too); ``options`` are the spec's other fields (node counts, flags)."""
+    spec = LocalClusterSpec(data_dir=workdir, **options)
+    return dataclasses.replace(
+        spec,
+        etcd_client_port=free_port(),
+        etcd_peer_port=free_port(),
+        base_port=free_base_port(1 + spec.storage_nodes + spec.controllers + spec.coordinators),
+        kafka_port=free_port(),
+    )
 
 
 def bench_arguments(doc: str, quick_help: str, *, keep: bool = True) -> argparse.ArgumentParser:

@@ -54,8 +54,6 @@ import os
 import platform
 import shutil
 import subprocess
-import sys
-import tempfile
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -63,14 +61,20 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from benchkit import bench_arguments, free_base_port, free_port, print_summary, progress
+from benchkit import (
+    bench_arguments,
+    free_port,
+    local_cluster_spec,
+    print_summary,
+    progress,
+    work_dir,
+)
 from replication import poll_until
 from storage import VALUE_SIZE, machine_busy, tcp_open
 
 import strom.aio
 from strom import Admin, NewTopic, Producer
 from strom.producer import fast_path
-from strom_server.local.cluster import LocalClusterSpec
 from strom_server.local.supervisor import ManagedProcess, Supervisor
 
 PARTITIONS = 6
@@ -550,7 +554,6 @@ def spread(values: list[float], best: float) -> float:
 
 
 def run(profile: Profile, quick: bool, keep: bool) -> dict[str, Any]:
-    workdir = Path(tempfile.mkdtemp(prefix="strom-bench-send-"))
     raw = os.urandom(VALUE_SIZE * profile.records)
     data = Data(
         values=[raw[i : i + VALUE_SIZE] for i in range(0, len(raw), VALUE_SIZE)],
@@ -578,21 +581,13 @@ def run(profile: Profile, quick: bool, keep: bool) -> dict[str, Any]:
             entry.setdefault(key, []).append(value)
 
     busy0, total0 = machine_busy()
-    try:
+    with work_dir("strom-bench-send-", keep) as workdir:
         progress("the floor: a C call of send()'s shape that only appends to a buffer ...")
         summary["floor"] = floor(data)
         progress("where a send() call's time goes (no cluster) ...")
         summary["breakdown_cpu_us"] = breakdown(data, profile.breakdown_calls)
         progress(f"starting a cluster and redis-server in {workdir} ...")
-        spec = LocalClusterSpec(
-            data_dir=workdir,
-            etcd_client_port=free_port(),
-            etcd_peer_port=free_port(),
-            base_port=free_base_port(1 + 3 + 2 + 1),
-            kafka_port=free_port(),
-            storage_nodes=3,
-            controllers=2,
-        )
+        spec = local_cluster_spec(workdir, storage_nodes=3, controllers=2)
         supervisor = Supervisor(spec.processes(), grace_s=30.0)
         try:
             supervisor.start_all(90.0)
@@ -655,13 +650,6 @@ def run(profile: Profile, quick: bool, keep: bool) -> dict[str, Any]:
         finally:
             supervisor.stop_all()
         progress("done")
-    except BaseException:
-        keep = True
-        print(f"benchmark failed; data and logs kept in {workdir}", file=sys.stderr)
-        raise
-    finally:
-        if not keep:
-            shutil.rmtree(workdir, ignore_errors=True)
     busy1, total1 = machine_busy()
     summary["machine_busy_cpus"] = (busy1 - busy0) / (total1 - total0) * (os.cpu_count() or 1)
     table: dict[str, Any] = {}
