@@ -36,6 +36,9 @@ _FIRST_MEMBER_ID_VERSION = 4
 
 
 async def _group(backend: Backend, method: str, request: Any, floor_s: float = 0.0) -> Any:
+    """``method`` on the group's coordinator; a failure raises ``CallFailed``, which the
+    dispatcher answers as the response's top-level error code (handlers whose response needs
+    more than that catch it)."""
     try:
         return await backend.coordinators.call(method, request, backend.timeout_s + floor_s)
     except grpc.aio.AioRpcError as exc:
@@ -134,10 +137,7 @@ async def sync_group(backend: Backend, request: Request, connection: Connection)
             for a in body["assignments"]
         ],
     )
-    try:
-        answer = await _group(backend, "SyncGroup", forwarded)
-    except CallFailed as exc:
-        return {"error_code": exc.code}
+    answer = await _group(backend, "SyncGroup", forwarded)
     return {
         "throttle_time_ms": 0,
         "error_code": kafka_code(answer.error_code),
@@ -155,10 +155,7 @@ async def heartbeat(backend: Backend, request: Request, connection: Connection) 
         member_id=body["member_id"],
         group_instance_id=body["group_instance_id"] or "",
     )
-    try:
-        answer = await _group(backend, "Heartbeat", forwarded)
-    except CallFailed as exc:
-        return {"error_code": exc.code}
+    answer = await _group(backend, "Heartbeat", forwarded)
     return {"throttle_time_ms": 0, "error_code": kafka_code(answer.error_code)}
 
 
@@ -174,10 +171,7 @@ async def leave_group(backend: Backend, request: Request, connection: Connection
             for m in body["members"]
         ]  # fmt: skip
     forwarded = pb.LeaveGroupRequest(group_id=body["group_id"], members=members)
-    try:
-        answer = await _group(backend, "LeaveGroup", forwarded)
-    except CallFailed as exc:
-        return {"error_code": exc.code}
+    answer = await _group(backend, "LeaveGroup", forwarded)
     return {
         "throttle_time_ms": 0,
         "error_code": kafka_code(answer.error_code),

@@ -30,6 +30,9 @@ __all__ = [
 
 
 async def _txn(backend: Backend, method: str, request: Any) -> Any:
+    """``method`` on the transactional id's coordinator; a failure raises ``CallFailed``, which the
+    dispatcher answers as the response's top-level error code (handlers whose response needs
+    more than that catch it)."""
     try:
         return await backend.coordinators.call_txn(method, request, backend.timeout_s)
     except grpc.aio.AioRpcError as exc:
@@ -104,10 +107,7 @@ async def add_offsets_to_txn(
         producer_epoch=body["producer_epoch"],
         group_id=body["group_id"],
     )
-    try:
-        answer = await _txn(backend, "AddOffsetsToTxn", forwarded)
-    except CallFailed as exc:
-        return {"error_code": exc.code}
+    answer = await _txn(backend, "AddOffsetsToTxn", forwarded)
     return {"throttle_time_ms": 0, "error_code": kafka_code(answer.error_code)}
 
 
@@ -121,10 +121,7 @@ async def end_txn(backend: Backend, request: Request, connection: Connection) ->
         # EndTxn < v5 clients keep their epoch across transactions (KIP-890 part 2 is v5+).
         keep_epoch=request.version < 5,
     )
-    try:
-        answer = await _txn(backend, "EndTxn", forwarded)
-    except CallFailed as exc:
-        return {"error_code": exc.code}
+    answer = await _txn(backend, "EndTxn", forwarded)
     return {"throttle_time_ms": 0, "error_code": kafka_code(answer.error_code)}
 
 
