@@ -1,12 +1,21 @@
-"""The ACL authorizer: Kafka's matching, implications, deny-wins, super users, the default."""
+"""The ACL authorizer: Kafka's matching, implications, deny-wins, super users, the default;
+the Produce rule over serialized requests."""
 
 from __future__ import annotations
 
 import pytest
 
-from strom.errors import ConfigurationError
+from strom.errors import (
+    ConfigurationError,
+    InvalidRequestError,
+    TopicAuthorizationFailedError,
+    TransactionalIdAuthorizationFailedError,
+)
+from strom.protocol.v1 import storage_pb2
 from strom.security.acl import AclBinding, AclFilter, Operation, ResourceType
 from strom_server.security.authorizer import SERVICE_PRINCIPAL, Authorizer
+from strom_server.security.guard import _Caller
+from strom_server.security.rules import rule_for
 
 T = ResourceType.TOPIC
 G = ResourceType.GROUP
@@ -122,3 +131,24 @@ def test_binding_parsing_and_filters() -> None:
         AclBinding.create("TOPIC", "t", ALICE, "FLY")
     with pytest.raises(ConfigurationError, match="principal"):
         AclBinding.create("TOPIC", "t", "alice", "READ")
+
+
+def test_produce_rule_reads_serialized_requests_as_the_storage_node_does() -> None:
+    """The storage node's Produce arrives as bytes: the guard checks the topics and the
+    transactional id in them, and bytes that are no ProduceRequest are INVALID_REQUEST (as the
+    node answers them without security), not an unexpected error."""
+    auth = Authorizer([acl("orders", "WRITE"), acl("tx", "WRITE", rtype="TRANSACTIONAL_ID")])
+    check = rule_for("/strom.protocol.v1.StorageNode/Produce").check
+    assert check is not None
+    caller = _Caller(ALICE, "127.0.0.1", auth, "Produce")
+    request = storage_pb2.ProduceRequest(transactional_id="tx")
+    request.partitions.add(topic="orders", partition=0, records=b"batch")
+    check(caller, request.SerializeToString())
+    check(caller, request)
+    request.partitions.add(topic="payments", partition=0, records=b"batch")
+    with pytest.raises(TopicAuthorizationFailedError):
+        check(caller, request.SerializeToString())
+    with pytest.raises(TransactionalIdAuthorizationFailedError):
+        check(caller, storage_pb2.ProduceRequest(transactional_id="other").SerializeToString())
+    with pytest.raises(InvalidRequestError, match="malformed ProduceRequest"):
+        check(caller, b"\x1a\x05ab")

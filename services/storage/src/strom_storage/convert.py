@@ -5,12 +5,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from google.protobuf.message import DecodeError
-
 from strom.errors import InvalidRequestError
 from strom.protocol.v1 import common_pb2, storage_pb2, transaction_pb2
 from strom_server.rpc.errors import error_fields
-from strom_server.rpc.produce_request import ProduceCall, read_produce_request
+from strom_server.rpc.produce_request import (  # noqa: F401 (the servicer's names for them)
+    ProduceCall,
+    produce_call,
+    produce_call_from_bytes,
+)
 from strom_storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP
 from strom_storage.node import (
     FetchPartitionRequest,
@@ -43,28 +45,6 @@ _SPEC_TIMESTAMPS = {
 def requested_epoch(partition: Any) -> int:
     """The leader epoch a request names, or -1 (skip the check) when it names none."""
     return partition.current_leader_epoch if partition.HasField("current_leader_epoch") else -1
-
-
-def produce_call(request: storage_pb2.ProduceRequest) -> ProduceCall:
-    return ProduceCall(
-        request.acks,
-        request.timeout_ms,
-        request.correlation_id,
-        [(p.topic, p.partition, p.records) for p in request.partitions],
-        request.transactional_id,
-    )
-
-
-def produce_call_from_bytes(raw: bytes) -> ProduceCall:
-    """A serialized ProduceRequest's fields, its records left in place (parsing would copy
-    them twice). Raises ``InvalidRequestError`` for bytes that are not a ProduceRequest."""
-    try:
-        return read_produce_request(raw)
-    except ValueError:  # the parser names what is wrong, or reads what the scan could not
-        try:
-            return produce_call(storage_pb2.ProduceRequest.FromString(raw))
-        except DecodeError as exc:
-            raise InvalidRequestError(f"malformed ProduceRequest: {exc}") from exc
 
 
 def produce_response(

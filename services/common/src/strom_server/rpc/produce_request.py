@@ -9,9 +9,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from google.protobuf.message import DecodeError
+
+from strom.errors import InvalidRequestError
+from strom.protocol.v1 import storage_pb2
 from strom_server.rpc.protowire import LEN, VARINT, fields, int32, int64
 
-__all__ = ["ProduceCall", "read_produce_request"]
+__all__ = ["ProduceCall", "produce_call", "produce_call_from_bytes", "read_produce_request"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,3 +60,27 @@ def read_produce_request(raw: bytes) -> ProduceCall:
         elif number == 6 and kind == LEN:
             transactional_id = bytes(value).decode()
     return ProduceCall(acks, timeout_ms, correlation_id, entries, transactional_id)
+
+
+def produce_call(request: storage_pb2.ProduceRequest) -> ProduceCall:
+    """A parsed ProduceRequest's fields."""
+    return ProduceCall(
+        request.acks,
+        request.timeout_ms,
+        request.correlation_id,
+        [(p.topic, p.partition, p.records) for p in request.partitions],
+        request.transactional_id,
+    )
+
+
+def produce_call_from_bytes(raw: bytes) -> ProduceCall:
+    """A serialized ProduceRequest's fields, its records left in place (parsing would copy
+    them twice): what the storage node serves and the security guard checks. Raises
+    ``InvalidRequestError`` for bytes that are not a ProduceRequest."""
+    try:
+        return read_produce_request(raw)
+    except ValueError:  # the parser names what is wrong, or reads what the scan could not
+        try:
+            return produce_call(storage_pb2.ProduceRequest.FromString(raw))
+        except DecodeError as exc:
+            raise InvalidRequestError(f"malformed ProduceRequest: {exc}") from exc

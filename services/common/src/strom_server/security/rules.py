@@ -18,7 +18,7 @@ from typing import Any, Protocol
 
 from strom.errors import ErrorCode
 from strom.security.acl import CLUSTER_NAME, Operation, ResourceType
-from strom_server.rpc.produce_request import read_produce_request
+from strom_server.rpc.produce_request import produce_call_from_bytes
 
 __all__ = ["PUBLIC_METHODS", "Caller", "Rule", "rule_for"]
 
@@ -83,8 +83,8 @@ def _cluster(operation: Operation) -> Check:
 
 
 def _produce(caller: Caller, request: Any) -> None:
-    if isinstance(request, bytes | memoryview):
-        call = read_produce_request(bytes(request))
+    if isinstance(request, bytes):  # a raw method's request (the storage node's Produce)
+        call = produce_call_from_bytes(request)
         topics = [topic for topic, _, _ in call.entries]
         transactional_id = call.transactional_id
     else:
