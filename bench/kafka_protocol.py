@@ -31,14 +31,13 @@ The last line is ``SUMMARY {json}``.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import platform
 import shutil
 import subprocess
-import sys
-import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -46,7 +45,7 @@ from typing import Any
 import confluent_kafka
 
 # The sibling benchmarks' helpers (bench/ is sys.path[0] when this file runs).
-from benchkit import bench_arguments, free_base_port, free_port, print_summary, progress
+from benchkit import bench_arguments, local_cluster_spec, print_summary, progress, work_dir
 from producer_send import redis_benchmark, redis_server
 from storage import cpu_seconds
 
@@ -201,23 +200,28 @@ def strom_consume(gateway: str, records: int) -> None:
             seen += sum(len(rs) for rs in consumer.poll(timeout_ms=500).values())
 
 
-def start_cluster(workdir: Path) -> tuple[LocalClusterSpec, Supervisor, int]:
-    spec = LocalClusterSpec(
-        data_dir=workdir,
-        etcd_client_port=free_port(),
-        etcd_peer_port=free_port(),
-        base_port=free_base_port(1 + 3 + 2 + 1),
-        kafka_port=free_port(),
-        storage_nodes=3,
-        controllers=2,
-    )
+@contextlib.contextmanager
+def cluster(workdir: Path) -> Iterator[tuple[LocalClusterSpec, int]]:
+    """The benchmark's cluster with its topic ready: (its spec, the gateway's pid); every
+    process is stopped at the end, even when starting it failed half-way."""
+    spec = local_cluster_spec(workdir, storage_nodes=3, controllers=2)
     processes = spec.processes()
     supervisor = Supervisor(processes, grace_s=30.0)
     progress(f"starting a cluster in {workdir} ...")
-    supervisor.start_all(60.0)
-    gateway_pid = next(p.pid for p in processes if p.name == "gateway")
-    assert gateway_pid is not None
-    with Admin(spec.gateway_address, request_timeout_ms=30000) as admin:
+    try:
+        supervisor.start_all(60.0)
+        gateway_pid = next(p.pid for p in processes if p.name == "gateway")
+        assert gateway_pid is not None
+        create_topic(spec.gateway_address)
+        yield spec, gateway_pid
+    finally:
+        supervisor.stop_all()
+
+
+def create_topic(gateway: str) -> None:
+    """Create ``TOPIC`` once the storage nodes have registered; return once every partition
+    has a leader."""
+    with Admin(gateway, request_timeout_ms=30000) as admin:
         deadline = time.monotonic() + 60
         while len(admin.describe_cluster().brokers) < 3:
             if time.monotonic() > deadline:
@@ -229,11 +233,28 @@ def start_cluster(workdir: Path) -> tuple[LocalClusterSpec, Supervisor, int]:
             if all(p.leader >= 0 for p in described.partitions):
                 break
             time.sleep(0.1)
-    return spec, supervisor, gateway_pid
+
+
+def best_rounds(
+    profile: Profile,
+    gateway_pid: int,
+    cases: dict[str, Callable[[], None]],
+    best: dict[str, Measured],
+) -> None:
+    """``profile.repeat`` rounds of ``cases``, interleaved; the fastest run of each in
+    ``best``."""
+    for round_ in range(profile.repeat):
+        for name, work in cases.items():
+            result = measured(gateway_pid, profile.records, work)
+            progress(
+                f"round {round_ + 1}: {name} {result.rate:,.0f} records/s, "
+                f"gateway {result.cpu_ms_per_mb:.1f} CPU ms/MB"
+            )
+            if name not in best or result.rate > best[name].rate:
+                best[name] = result
 
 
 def run(profile: Profile, quick: bool, keep: bool) -> dict[str, Any]:
-    workdir = Path(tempfile.mkdtemp(prefix="strom-bench-kafka-"))
     pool = [os.urandom(VALUE_SIZE) for _ in range(1024)]
     values = [pool[i % len(pool)] for i in range(profile.records)]
     messages = [{"value": value} for value in values]
@@ -249,9 +270,7 @@ def run(profile: Profile, quick: bool, keep: bool) -> dict[str, Any]:
     }
     best: dict[str, Measured] = {}
     skipped: dict[str, str] = {}
-    supervisor: Supervisor | None = None
-    try:
-        spec, supervisor, pid = start_cluster(workdir)
+    with work_dir("strom-bench-kafka-", keep) as workdir, cluster(workdir) as (spec, pid):
         kafka, gateway = spec.kafka_address, spec.gateway_address
         cases: dict[str, Callable[[], None]] = {
             "kafka_produce": lambda: kafka_produce(kafka, messages),
@@ -268,39 +287,18 @@ def run(profile: Profile, quick: bool, keep: bool) -> dict[str, Any]:
         progress("warming up (one small round of each)")
         kafka_produce(kafka, messages[:10_000])
         strom_produce(gateway, values[:10_000])
-        for round_ in range(profile.repeat):
-            for name, work in cases.items():
-                result = measured(pid, profile.records, work)
-                progress(f"round {round_ + 1}: {name} {result.rate:,.0f} records/s, "
-                         f"gateway {result.cpu_ms_per_mb:.1f} CPU ms/MB")  # fmt: skip
-                if name not in best or result.rate > best[name].rate:
-                    best[name] = result
+        best_rounds(profile, pid, cases, best)
         reads: dict[str, Callable[[], None]] = {
             "kafka_consume": lambda: kafka_consume(kafka, profile.records),
             "strom_consume": lambda: strom_consume(gateway, profile.records),
         }
-        for round_ in range(profile.repeat):
-            for name, work in reads.items():
-                result = measured(pid, profile.records, work)
-                progress(f"round {round_ + 1}: {name} {result.rate:,.0f} records/s, "
-                         f"gateway {result.cpu_ms_per_mb:.1f} CPU ms/MB")  # fmt: skip
-                if name not in best or result.rate > best[name].rate:
-                    best[name] = result
+        best_rounds(profile, pid, reads, best)
         with redis_server(workdir, skipped) as redis_port:
             if redis_port is not None:
                 xadd = redis_benchmark(redis_port, profile.redis_records, 50)
                 summary["redis_xadd_per_s"] = round(xadd)
                 progress(f"redis-benchmark XADD -P 1000: {xadd:,.0f} records/s")
         progress("done")
-    except BaseException:
-        keep = True
-        print(f"benchmark failed; data and logs kept in {workdir}", file=sys.stderr)
-        raise
-    finally:
-        if supervisor is not None:
-            supervisor.stop_all()
-        if not keep:
-            shutil.rmtree(workdir, ignore_errors=True)
     summary["skipped"] = skipped
     summary["cases"] = {
         name: {"records_per_s": round(m.rate), "mb_per_s": round(m.rate * VALUE_SIZE / 1e6, 1),
