@@ -2,7 +2,7 @@
 
 Creating a user sends its salted password (``Hi(password, salt, iterations)``, KIP-554),
 never the password. A cluster without security has no Security service: its calls fail with
-``SecurityDisabledError``-like ``UnsupportedVersionError`` ("security is not enabled").
+``UnsupportedVersionError`` ("security is not enabled on this cluster").
 """
 
 from __future__ import annotations

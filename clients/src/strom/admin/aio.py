@@ -855,8 +855,6 @@ class Admin:
                 raise for_code(code, f"{what}: {message}")
             await asyncio.sleep(_RETRY_BACKOFF_S)
 
-    # -- life cycle ---------------------------------------------------------------------------
-
     # -- users and ACLs (docs/security.md) ----------------------------------------------------
 
     async def upsert_scram_user(
@@ -892,6 +890,8 @@ class Admin:
     async def describe_acls(self, acl_filter: AclFilter | None = None) -> list[AclBinding]:
         """The ACLs the filter matches (every one without it)."""
         return await self._security.describe_acls(acl_filter)
+
+    # -- life cycle ---------------------------------------------------------------------------
 
     async def close(self) -> None:
         await self._cluster.close()
