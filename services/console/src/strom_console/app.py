@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import json
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -196,6 +196,53 @@ def _field(form: FormData, name: str) -> str:
     return value if isinstance(value, str) else ""
 
 
+async def _offsets(
+    console: Console,
+    tps: Iterable[TopicPartition],
+    spec: str | int,
+    isolation: str = "read_uncommitted",
+) -> dict[TopicPartition, int]:
+    """The offset ``spec`` names (earliest, latest, a timestamp in ms) of each of ``tps``."""
+    wanted = dict.fromkeys(tps, spec)
+    if not wanted:
+        return {}
+    found = await console.admin.list_offsets(wanted, isolation_level=isolation)
+    return {tp: o.offset for tp, o in found.items()}
+
+
+async def _log_bounds(
+    console: Console, tps: Iterable[TopicPartition], isolation: str = "read_uncommitted"
+) -> tuple[dict[TopicPartition, int], dict[TopicPartition, int]]:
+    """Log start and end of each of ``tps``, asked at once; read_committed ends at the last
+    stable offset (an open transaction's records wait)."""
+    wanted = list(tps)
+    return await asyncio.gather(
+        _offsets(console, wanted, "earliest"), _offsets(console, wanted, "latest", isolation)
+    )
+
+
+async def _read_plan(
+    console: Console,
+    name: str,
+    partitions: Iterable[int],
+    spec: browse.StartSpec,
+    count: int,
+    *,
+    isolation: str = "read_uncommitted",
+) -> tuple[dict[int, int], dict[int, int], dict[int, int]]:
+    """Where a read of ``count`` records per partition of ``name`` starts (``spec``), and
+    each partition's log start and end: ``(positions, starts, ends)`` by partition."""
+    tps = {p: TopicPartition(name, p) for p in partitions}
+    found_starts, found_ends = await _log_bounds(console, tps.values(), isolation)
+    starts = {p: found_starts[tp] for p, tp in tps.items()}
+    ends = {p: found_ends[tp] for p, tp in tps.items()}
+    by_time = None
+    if spec.mode == "timestamp":
+        found = await _offsets(console, tps.values(), spec.value)
+        by_time = {p: found[tp] for p, tp in tps.items()}
+    return browse.start_positions(spec, count, starts, ends, by_time), starts, ends
+
+
 Handler = Callable[[Console, Request], Awaitable[Response]]
 
 _NOT_FOUND = (
@@ -313,14 +360,12 @@ async def _partitions(console: Console, name: str) -> tuple[Any, list[dict[str, 
     described = (await console.admin.describe_topics([name]))[0]
     tps = {p.partition: TopicPartition(name, p.partition) for p in described.partitions}
     live = [tp for p, tp in tps.items() if described.partitions[p].leader >= 0]
-    starts = await console.admin.list_offsets(dict.fromkeys(live, "earliest")) if live else {}
-    ends = await console.admin.list_offsets(dict.fromkeys(live, "latest")) if live else {}
+    starts, ends = await _log_bounds(console, live)
     min_isr = console.sampler.min_isr.get(name, 1)
     rows = []
     for p in described.partitions:
         tp = tps[p.partition]
-        start = starts[tp].offset if tp in starts else None
-        end = ends[tp].offset if tp in ends else None
+        start, end = starts.get(tp), ends.get(tp)
         rows.append(
             {
                 "p": p,
@@ -466,19 +511,9 @@ async def page_messages(console: Console, request: Request) -> Response:
     isolation = q.get("isolation", "read_uncommitted")
     if isolation not in browse.ISOLATION_LEVELS:
         raise BadInput(f"isolation must be one of {', '.join(browse.ISOLATION_LEVELS)}")
-    tps = {p: TopicPartition(name, p) for p in chosen}
-    starts_found = await console.admin.list_offsets(dict.fromkeys(tps.values(), "earliest"))
-    # read_committed ends at the last stable offset: an open transaction's records wait.
-    ends_found = await console.admin.list_offsets(
-        dict.fromkeys(tps.values(), "latest"), isolation_level=isolation
+    positions, starts, ends = await _read_plan(
+        console, name, chosen, spec, page_size, isolation=isolation
     )
-    starts = {p: starts_found[tp].offset for p, tp in tps.items()}
-    ends = {p: ends_found[tp].offset for p, tp in tps.items()}
-    by_time = None
-    if spec.mode == "timestamp":
-        found = await console.admin.list_offsets(dict.fromkeys(tps.values(), spec.value))
-        by_time = {p: found[tp].offset for p, tp in tps.items()}
-    positions = browse.start_positions(spec, page_size, starts, ends, by_time)
     if q.get("from"):  # "next page": per-partition positions of the previous page's end
         positions = {**positions, **_parse_positions(q["from"], positions)}
     read = await browse.read_page(
@@ -607,17 +642,9 @@ async def start_search(console: Console, request: Request) -> Response:
         _int(_field(form, "max_records"), "max_records", console.config.search_max_records, 1),
         console.config.search_max_records,
     )
-    tps = {p.partition: TopicPartition(name, p.partition) for p in described.partitions}
-    starts_found = await console.admin.list_offsets(dict.fromkeys(tps.values(), "earliest"))
-    ends_found = await console.admin.list_offsets(dict.fromkeys(tps.values(), "latest"))
-    starts = {p: starts_found[tp].offset for p, tp in tps.items()}
-    ends = {p: ends_found[tp].offset for p, tp in tps.items()}
     spec = browse.StartSpec.parse(_field(form, "start") or "earliest", _field(form, "value"))
-    by_time = None
-    if spec.mode == "timestamp":
-        found = await console.admin.list_offsets(dict.fromkeys(tps.values(), spec.value))
-        by_time = {p: found[tp].offset for p, tp in tps.items()}
-    positions = browse.start_positions(spec, limit, starts, ends, by_time)
+    partitions = [p.partition for p in described.partitions]
+    positions, _, ends = await _read_plan(console, name, partitions, spec, limit)
     try:
         job = console.searches.start(
             topic=name,
@@ -692,8 +719,7 @@ async def _group_data(console: Console, group_id: str) -> dict[str, Any]:
         for tp in m.assignment.topic_partitions
     }
     wanted = set(committed) | set(assigned)
-    ends_found = await console.admin.list_offsets(dict.fromkeys(wanted, "latest")) if wanted else {}
-    ends = {tp: o.offset for tp, o in ends_found.items()}
+    ends = await _offsets(console, wanted, "latest")
     rows = lag.lag_rows(committed, ends, assigned)
     history = console.sampler.history.samples(group_id)
     return {
@@ -739,18 +765,16 @@ async def reset_offsets(console: Console, request: Request) -> Response:
         partitions = sorted(committed)
     if not partitions:
         raise BadInput(f"group {group_id} has no committed offsets: name a topic to reset")
-    starts_found = await console.admin.list_offsets(dict.fromkeys(partitions, "earliest"))
-    ends_found = await console.admin.list_offsets(dict.fromkeys(partitions, "latest"))
+    log_starts, log_ends = await _log_bounds(console, partitions)
     by_time = None
     if strategy.kind == "timestamp":
-        found = await console.admin.list_offsets(dict.fromkeys(partitions, strategy.value))
-        by_time = {tp: o.offset for tp, o in found.items()}
+        by_time = await _offsets(console, partitions, strategy.value)
     plan = offsets_reset.plan_reset(
         strategy,
         partitions,
         committed=committed,
-        log_starts={tp: o.offset for tp, o in starts_found.items()},
-        log_ends={tp: o.offset for tp, o in ends_found.items()},
+        log_starts=log_starts,
+        log_ends=log_ends,
         by_timestamp=by_time,
     )
     applied = False
