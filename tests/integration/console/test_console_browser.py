@@ -140,7 +140,11 @@ def test_an_offset_reset_is_previewed_then_applied(
         assert text_of(driver, "#reset-plan td.target") == "2"
         assert admin.list_consumer_group_offsets("resetter")[tp].offset == 7  # only previewed
         driver.find_element(by.ID, "apply-button").click()
-        assert driver.find_element(by.ID, "reset-plan").get_attribute("data-applied") == "1"
+        # The dry run's page (data-applied 0) stays until the apply's answer replaces it.
+        eventually(
+            lambda: driver.find_element(by.ID, "reset-plan").get_attribute("data-applied") == "1",
+            "the applied plan to show",
+        )
         assert admin.list_consumer_group_offsets("resetter")[tp].offset == 2
     eventually(lambda: text_of(driver, "#lag-table td.committed") == "2", "the new offset")
 
