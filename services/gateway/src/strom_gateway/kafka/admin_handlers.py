@@ -184,6 +184,14 @@ async def create_topics(
     }
 
 
+def _topic_results(results: Sequence[tuple[str, int, str]]) -> list[dict[str, Any]]:
+    """(topic, Kafka error code, message) as DeleteTopics'/CreatePartitions' result entries."""
+    return [
+        {"name": name, "error_code": code, "error_message": message or None}
+        for name, code, message in results
+    ]
+
+
 async def delete_topics(
     backend: Backend, request: Request, connection: Connection
 ) -> dict[str, Any]:
@@ -194,13 +202,7 @@ async def delete_topics(
         results = [(t.name, kafka_code(t.error_code), t.error_message) for t in answer.topics]
     except CallFailed as exc:
         results = [(name, exc.code, exc.message) for name in body["topic_names"]]
-    return {
-        "throttle_time_ms": 0,
-        "responses": [
-            {"name": name, "error_code": code, "error_message": message or None}
-            for name, code, message in results
-        ],
-    }
+    return {"throttle_time_ms": 0, "responses": _topic_results(results)}
 
 
 async def create_partitions(
@@ -231,13 +233,7 @@ async def create_partitions(
         results = [(t.name, kafka_code(t.error_code), t.error_message) for t in answer.topics]
     except CallFailed as exc:
         results = [(t.name, exc.code, exc.message) for t in topics]
-    return {
-        "throttle_time_ms": 0,
-        "results": [
-            {"name": name, "error_code": code, "error_message": message or None}
-            for name, code, message in results
-        ],
-    }
+    return {"throttle_time_ms": 0, "results": _topic_results(results)}
 
 
 async def _describe(
