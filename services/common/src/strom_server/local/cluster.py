@@ -216,39 +216,35 @@ class LocalClusterSpec:
 
     def _registry(self) -> ManagedProcess:
         """The schema registry (``strom_registry``): REST API, data in the ``_schemas`` topic."""
-        address = f"{self.host}:{self.registry_port}"
-        argv = [
-            sys.executable, "-m", "strom_registry",
-            "--listen", address,
-            "--bootstrap-servers", self.gateway_address,
+        assert self.registry_port is not None
+        return self._http_service(
+            "registry", self.registry_port,
             "--etcd-endpoints", f"{self.host}:{self.etcd_client_port}",
-        ]  # fmt: skip
-        return ManagedProcess(
-            name="registry",
-            argv=argv,
-            log_path=self.data_dir / "logs" / "registry.log",
-            ready=lambda: http_ok(f"http://{address}/"),
-            address=self.registry_url,
-            role="registry",
-        )
+        )  # fmt: skip
 
     def _console(self) -> ManagedProcess:
-        """The web console (``strom_console``): an HTTP server and a gateway client."""
-        address = f"{self.host}:{self.console_port}"
+        """The web console (``strom_console``); with the registry, its schemas pages."""
+        assert self.console_port is not None
+        flags = [] if self.registry_port is None else ["--schema-registry-url", self.registry_url]
+        return self._http_service("console", self.console_port, *flags)
+
+    def _http_service(self, name: str, port: int, *flags: str) -> ManagedProcess:
+        """An HTTP service (``strom_<name>``, a client of the gateway), ready when its health
+        path (``HTTP_HEALTH_PATHS``) answers 200."""
+        address = f"{self.host}:{port}"
         argv = [
-            sys.executable, "-m", "strom_console",
+            sys.executable, "-m", f"strom_{name}",
             "--listen", address,
             "--bootstrap-servers", self.gateway_address,
+            *flags,
         ]  # fmt: skip
-        if self.registry_port is not None:  # its schemas pages
-            argv += ["--schema-registry-url", self.registry_url]
         return ManagedProcess(
-            name="console",
+            name=name,
             argv=argv,
-            log_path=self.data_dir / "logs" / "console.log",
-            ready=lambda: http_ok(f"http://{address}/healthz"),
-            address=self.console_url,
-            role="console",
+            log_path=self.data_dir / "logs" / f"{name}.log",
+            ready=lambda: http_ok(f"http://{address}{HTTP_HEALTH_PATHS[name]}"),
+            address=f"http://{address}",
+            role=name,
         )
 
     def _etcd(self) -> ManagedProcess:
@@ -293,6 +289,10 @@ class LocalClusterSpec:
         if self.registry_port is not None:
             ports["schema registry"] = self.registry_port
         return ports
+
+
+#: The HTTP services (the others speak gRPC) and the path their health check asks for.
+HTTP_HEALTH_PATHS = {"console": "/healthz", "registry": "/"}
 
 
 def http_ok(url: str) -> bool:

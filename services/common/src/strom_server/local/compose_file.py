@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from strom_server.local.cluster import LocalClusterSpec
+from strom_server.local.cluster import HTTP_HEALTH_PATHS, LocalClusterSpec
 from strom_server.local.supervisor import ManagedProcess
 
 __all__ = ["IMAGE", "compose_document", "container_command", "render"]
@@ -41,8 +41,6 @@ HEADER = """\
 
 
 _HTTP_PROBE = "import urllib.request; urllib.request.urlopen('http://127.0.0.1:{port}{path}')"
-#: The HTTP services and the path their health check asks for (the others speak gRPC).
-_HTTP_HEALTH = {"console": "/healthz", "registry": "/"}
 
 
 def _port(address: str) -> str:
@@ -142,8 +140,9 @@ def compose_document(spec: LocalClusterSpec | None = None) -> dict[str, Any]:
             volumes[volume] = {}
             service["volumes"] = [f"{volume}:{DATA_DIR}"]
         probe = ["python", "-m", "strom_server.rpc.health_probe", f"127.0.0.1:{port}"]
-        if process.role in _HTTP_HEALTH:  # HTTP, not gRPC
-            probe = ["python", "-c", _HTTP_PROBE.format(port=port, path=_HTTP_HEALTH[process.role])]
+        if process.role in HTTP_HEALTH_PATHS:  # HTTP, not gRPC
+            path = HTTP_HEALTH_PATHS[process.role]
+            probe = ["python", "-c", _HTTP_PROBE.format(port=port, path=path)]
         service["healthcheck"] = {"test": ["CMD", *probe], **HEALTH}
         service["depends_on"] = {name: {"condition": "service_healthy"} for name in started}
         service["restart"] = "unless-stopped"
