@@ -306,16 +306,17 @@ def start_local_cluster(
     and stop it afterwards."""
     ports = SERVICE_PORTS + int(spec.get("coordinators", 1))
     base = free_port_range(ports)
-    etcd_ports: list[int] = []
-    while len(etcd_ports) < 3:  # etcd client, etcd peer, the gateway's Kafka listener
+    singles: list[int] = []  # etcd client, etcd peer, the gateway's Kafka listener
+    while len(singles) < 3:
         port = free_port()
-        if port not in etcd_ports and not base <= port < base + ports:
-            etcd_ports.append(port)
-    spec.setdefault("kafka_port", etcd_ports[2])
+        if port not in singles and not base <= port < base + ports:
+            singles.append(port)
+    etcd_client, etcd_peer, kafka = singles
+    spec.setdefault("kafka_port", kafka)
     spec = LocalClusterSpec(
         data_dir=data_dir,
-        etcd_client_port=etcd_ports[0],
-        etcd_peer_port=etcd_ports[1],
+        etcd_client_port=etcd_client,
+        etcd_peer_port=etcd_peer,
         base_port=base,
         storage_nodes=STORAGE_NODES,
         controllers=2,

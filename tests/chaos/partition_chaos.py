@@ -19,6 +19,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import chaos_harness as idempotent
 import txn_chaos_harness as transactional
@@ -40,7 +41,7 @@ class PartitionRun:
     txn_results: dict[str, int]
     outcome: Outcome
     txn_outcome: TxnOutcome
-    proxy_stats: dict[str, object]
+    proxy_stats: dict[str, Any]
 
 
 def start_partition_chaos_cluster(data_dir: Path) -> Iterator[ProxiedCluster]:
