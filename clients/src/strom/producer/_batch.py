@@ -104,7 +104,7 @@ class ProducerBatch(BatchBase):
         self.log_append_time = -1
         self.error: BaseException | None = None
         self.callbacks: list[Callable[[ProducerBatch], Any]] | None = None
-        self.deliveries: list[tuple[Any, Any]] | None = []
+        self.deliveries: list[tuple[Any, Any]] | None = None  # created by the first one
         self.event: threading.Event | None = None
 
     def __repr__(self) -> str:
