@@ -3,6 +3,7 @@ the Produce rule over serialized requests."""
 
 from __future__ import annotations
 
+import grpc
 import pytest
 
 from strom.errors import (
@@ -14,7 +15,7 @@ from strom.errors import (
 from strom.protocol.v1 import storage_pb2
 from strom.security.acl import AclBinding, AclFilter, Operation, ResourceType
 from strom_server.security.authorizer import SERVICE_PRINCIPAL, Authorizer
-from strom_server.security.guard import _Caller
+from strom_server.security.guard import RequestGuard, _Caller
 from strom_server.security.rules import rule_for
 
 T = ResourceType.TOPIC
@@ -152,3 +153,12 @@ def test_produce_rule_reads_serialized_requests_as_the_storage_node_does() -> No
         check(caller, storage_pb2.ProduceRequest(transactional_id="other").SerializeToString())
     with pytest.raises(InvalidRequestError, match="malformed ProduceRequest"):
         check(caller, b"\x1a\x05ab")
+
+
+def test_the_guard_refuses_to_leave_a_synchronous_handler_unchecked() -> None:
+    guard = RequestGuard(verifier=None, authorizer=Authorizer(), require_authentication=True)
+    handler = grpc.unary_unary_rpc_method_handler(lambda request, context: request)
+    with pytest.raises(TypeError, match="coroutine"):
+        guard.wrap("/strom.protocol.v1.StorageNode/Produce", handler)
+    public = "/grpc.health.v1.Health/Check"
+    assert guard.wrap(public, handler) is handler

@@ -156,7 +156,8 @@ class RequestGuard:
     # -- handlers --------------------------------------------------------------------------
 
     def wrap(self, method: str, handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
-        """``handler`` guarded (public methods and synchronous handlers unchanged)."""
+        """``handler`` guarded (public methods unchanged). A synchronous handler cannot be
+        guarded: its calls fail (TypeError) rather than run unchecked."""
         if method in PUBLIC_METHODS:
             return handler
         rule = rule_for(method)
@@ -172,7 +173,7 @@ class RequestGuard:
                 continue
             guarded = self._guard(method, rule, behavior, streaming)
             if guarded is None:
-                return handler
+                raise TypeError(f"{method}: only coroutine handlers can be guarded")
             return make(
                 guarded,
                 request_deserializer=handler.request_deserializer,

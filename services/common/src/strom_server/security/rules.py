@@ -35,6 +35,7 @@ PUBLIC_METHODS = frozenset(
         "/strom.protocol.v1.Security/Authenticate",
         "/grpc.health.v1.Health/Check",
         "/grpc.health.v1.Health/Watch",
+        "/grpc.health.v1.Health/List",
         "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo",
     }
 )
