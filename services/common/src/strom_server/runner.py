@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from collections.abc import Awaitable, Callable, Sequence
-from typing import TypeVar
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from typing import Any, TypeVar
 
 from strom.errors import ConfigurationError
 from strom_server.etcd.store import configure_tls as configure_etcd_tls
@@ -34,7 +34,7 @@ from strom_server.runtime.logs import configure_logging, get_logger
 from strom_server.runtime.telemetry import Telemetry, setup_telemetry
 from strom_server.security.setup import ServerSecurity
 
-__all__ = ["BuildFn", "run_service", "serve_config"]
+__all__ = ["BuildFn", "run_main", "run_service", "serve_config"]
 
 log = get_logger(__name__)
 
@@ -73,15 +73,17 @@ async def serve_config(
     await server.serve(handle_signals=handle_signals)
 
 
-def run_service(
+def run_main(
     config_cls: type[C],
     service_name: str,
-    build: BuildFn[C],
+    main: Callable[[C, Telemetry], Coroutine[Any, Any, None]],
     *,
     argv: Sequence[str] | None = None,
     description: str | None = None,
 ) -> int:
-    """Parse settings, set up logging and telemetry, serve; returns the process exit code."""
+    """Parse settings, set up logging and telemetry, ``asyncio.run(main(config, telemetry))``;
+    returns the process exit code (module docstring). ``run_service`` for a gRPC server; a
+    service serving something else (the schema registry's REST API) calls this directly."""
     try:
         config = load_config(config_cls, argv, prog=service_name, description=description)
     except ConfigurationError as exc:
@@ -95,7 +97,7 @@ def run_service(
         log.exception("cannot set up telemetry")
         return 1
     try:
-        asyncio.run(serve_config(config, service_name, build, telemetry=telemetry, freeze_gc=True))
+        asyncio.run(main(config, telemetry))
     except KeyboardInterrupt:  # Ctrl-C before the signal handlers were installed
         log.info("interrupted during start-up")
         return 130
@@ -105,3 +107,19 @@ def run_service(
     finally:
         telemetry.shutdown()
     return 0
+
+
+def run_service(
+    config_cls: type[C],
+    service_name: str,
+    build: BuildFn[C],
+    *,
+    argv: Sequence[str] | None = None,
+    description: str | None = None,
+) -> int:
+    """Parse settings, set up logging and telemetry, serve; returns the process exit code."""
+
+    async def main(config: C, telemetry: Telemetry) -> None:
+        await serve_config(config, service_name, build, telemetry=telemetry, freeze_gc=True)
+
+    return run_main(config_cls, service_name, main, argv=argv, description=description)

@@ -11,11 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import signal
-import sys
 
 from aiohttp import web
 
-from strom.errors import ConfigurationError, StromError
+from strom.errors import StromError
 from strom_registry.config import RegistryConfig
 from strom_registry.election import WriterElection
 from strom_registry.http import Node, build_app
@@ -25,10 +24,9 @@ from strom_registry.state import RegistryState
 from strom_registry.store import TopicStore
 from strom_server.etcd.keys import ClusterKeys
 from strom_server.etcd.store import EtcdStore
-from strom_server.runtime.allocator import tune_allocator
-from strom_server.runtime.config import config_items, load_config
-from strom_server.runtime.logs import configure_logging, get_logger
-from strom_server.runtime.telemetry import setup_telemetry
+from strom_server.runner import run_main
+from strom_server.runtime.logs import get_logger
+from strom_server.runtime.telemetry import Telemetry
 from strom_server.runtime.values import advertised_address, split_host_port
 
 log = get_logger(__name__)
@@ -108,7 +106,7 @@ async def serve(config: RegistryConfig, stop: asyncio.Event) -> None:
         log.info("stopped")
 
 
-async def _main(config: RegistryConfig) -> None:
+async def _main(config: RegistryConfig, _telemetry: Telemetry) -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -117,30 +115,8 @@ async def _main(config: RegistryConfig) -> None:
 
 
 def main() -> None:
-    try:
-        description = "Strom schema registry (Confluent's REST API)"
-        config = load_config(RegistryConfig, None, prog=SERVICE, description=description)
-    except ConfigurationError as exc:
-        print(f"{SERVICE}: configuration error: {exc}", file=sys.stderr)
-        raise SystemExit(2) from None
-    configure_logging(config.log_level, config.log_format, service=SERVICE)
-    log.info("starting", config=config_items(config), allocator_tuned=tune_allocator())
-    try:
-        telemetry = setup_telemetry(SERVICE, config.metrics_listen, config.otlp_endpoint)
-    except OSError:
-        log.exception("cannot set up telemetry")
-        raise SystemExit(1) from None
-    code = 0
-    try:
-        asyncio.run(_main(config))
-    except KeyboardInterrupt:
-        code = 130
-    except Exception:
-        log.exception("service failed")
-        code = 1
-    finally:
-        telemetry.shutdown()
-    raise SystemExit(code)
+    description = "Strom schema registry (Confluent's REST API)"
+    raise SystemExit(run_main(RegistryConfig, SERVICE, _main, description=description))
 
 
 if __name__ == "__main__":
