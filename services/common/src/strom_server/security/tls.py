@@ -1,6 +1,6 @@
 """TLS for a service's listener, its certificate and key re-read when the files change.
 
-``server_credentials(...)`` gives grpc's dynamic TLS credentials: at each new connection grpc
+``listener_credentials(...)`` gives grpc's dynamic TLS credentials: at each new connection grpc
 asks for the current certificate configuration, and the files' modification times and sizes
 decide whether to read them again, so a renewed certificate is served without a restart.
 With ``client_auth="required"`` a client must present a certificate signed by ``cafile``
