@@ -382,7 +382,9 @@ def end_txn(
         if committed:
             raise _abortable(meta)
         return EndAnswer(None, *current)
-    if who == _ENDED:
+    # A retry of the ended transaction; at the current epoch too once one ended without a bump.
+    ended_here = meta.state.completed and (meta.txn_producer_id, meta.txn_epoch) == current
+    if who == _ENDED or ended_here:
         if meta.state.committing != committed:
             ended = "committed" if meta.state.committing else "aborted"
             raise InvalidTxnStateError(
@@ -394,14 +396,6 @@ def end_txn(
             f"the previous transaction of {meta.transactional_id!r} is still being completed "
             f"({meta.state.value}); retry"
         )
-    if meta.state.completed and (meta.txn_producer_id, meta.txn_epoch) == current:
-        # A retry of a transaction ended at this epoch (without a bump).
-        if meta.state.committing != committed:
-            ended = "committed" if meta.state.committing else "aborted"
-            raise InvalidTxnStateError(
-                f"the transaction of {meta.transactional_id!r} at epoch {epoch} was {ended}"
-            )
-        return EndAnswer(None, *current)
     if meta.state is not TxnState.ONGOING:
         return EndAnswer(None, *current)
     prepared = _prepare(
