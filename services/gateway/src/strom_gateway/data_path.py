@@ -1,4 +1,5 @@
-"""Produce, Fetch, ListOffsets, DeleteRecords and DescribeProducers through the gateway.
+"""Produce, Fetch, ListOffsets, DeleteRecords, DescribeProducers and OffsetForLeaderEpoch (the
+Kafka listener's) through the gateway.
 
 Each takes and returns ``StorageNode``'s own messages: ``LeaderRouter`` splits the request by
 partition leader and merges the answers; ``ByteBudget`` bounds the record bytes in flight (a
@@ -21,6 +22,7 @@ from strom_gateway.leader_router import (
     DESCRIBE_PRODUCERS,
     FETCH,
     LIST_OFFSETS,
+    OFFSET_FOR_LEADER_EPOCH,
     PRODUCE,
     LeaderRouter,
     PartitionItem,
@@ -237,6 +239,28 @@ class DataPath:
             return whole
         return transaction_pb2.DescribeProducersResponse(partitions=results)
 
+    async def offset_for_leader_epoch(
+        self, request: storage_pb2.OffsetForLeaderEpochRequest, deadline: float
+    ) -> storage_pb2.OffsetForLeaderEpochResponse:
+        """Where each partition's asked leader epoch ends, as its leader knows it."""
+        build = _whole_or(
+            request,
+            request.partitions,
+            lambda parts: storage_pb2.OffsetForLeaderEpochRequest(
+                replica_id=request.replica_id, partitions=parts
+            ),
+        )
+        results, whole = await self.router.scatter(
+            OFFSET_FOR_LEADER_EPOCH,
+            request.partitions,
+            build,
+            offset_for_leader_epoch_error,
+            deadline,
+        )
+        if whole is not None:
+            return whole
+        return storage_pb2.OffsetForLeaderEpochResponse(partitions=results)
+
 
 def produce_error(
     item: PartitionItem, code: common_pb2.ErrorCode, message: str
@@ -298,6 +322,19 @@ def describe_producers_error(
 ) -> transaction_pb2.DescribeProducersResult:
     return transaction_pb2.DescribeProducersResult(
         topic=item.topic, partition=item.partition, error_code=code, error_message=message
+    )
+
+
+def offset_for_leader_epoch_error(
+    item: PartitionItem, code: common_pb2.ErrorCode, message: str
+) -> storage_pb2.OffsetForLeaderEpochResult:
+    return storage_pb2.OffsetForLeaderEpochResult(
+        topic=item.topic,
+        partition=item.partition,
+        error_code=code,
+        error_message=message,
+        leader_epoch=-1,
+        end_offset=-1,
     )
 
 

@@ -14,8 +14,6 @@ from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterable
 from typing import Any, TypeVar, cast
 
-from google.protobuf.message import Message
-
 from strom.errors import ErrorCode
 from strom.protocol.v1 import common_pb2, storage_pb2
 from strom_gateway.data_path import (
@@ -23,12 +21,13 @@ from strom_gateway.data_path import (
     delete_records_error,
     fetch_error,
     list_offsets_error,
+    offset_for_leader_epoch_error,
     produce_error,
 )
 from strom_gateway.kafka.backend import ROUTER_ERRORS, Backend, CallFailed, failure, kafka_code
 from strom_gateway.kafka.frames import Request
 from strom_gateway.kafka.listener import Connection
-from strom_gateway.leader_router import OFFSET_FOR_LEADER_EPOCH, ErrorResult, PartitionItem
+from strom_gateway.leader_router import ErrorResult, PartitionItem
 from strom_gateway.produce_stream import ProduceStreamRelay
 
 __all__ = [
@@ -342,15 +341,6 @@ async def delete_records(
     return {"throttle_time_ms": 0, "topics": by_topic(results, lambda r: r.topic, entry)}
 
 
-def _epoch_error(
-    item: storage_pb2.OffsetForLeaderEpochPartition, code: common_pb2.ErrorCode, message: str
-) -> storage_pb2.OffsetForLeaderEpochResult:
-    return storage_pb2.OffsetForLeaderEpochResult(
-        topic=item.topic, partition=item.partition, error_code=code, error_message=message,
-        leader_epoch=-1, end_offset=-1,
-    )  # fmt: skip
-
-
 async def offset_for_leader_epoch(
     backend: Backend, request: Request, connection: Connection
 ) -> dict[str, Any]:
@@ -366,15 +356,12 @@ async def offset_for_leader_epoch(
                 item.current_leader_epoch = p["current_leader_epoch"]
             partitions.append(item)
 
-    def build(items: list[storage_pb2.OffsetForLeaderEpochPartition]) -> Message:
-        return storage_pb2.OffsetForLeaderEpochRequest(replica_id=-1, partitions=items)
-
+    forwarded = storage_pb2.OffsetForLeaderEpochRequest(replica_id=-1, partitions=partitions)
     try:
-        results, _ = await backend.data.router.scatter(
-            OFFSET_FOR_LEADER_EPOCH, partitions, build, _epoch_error, backend.deadline()
-        )
+        answer = await backend.data.offset_for_leader_epoch(forwarded, backend.deadline())
+        results = list(answer.partitions)
     except ROUTER_ERRORS as exc:
-        results = all_failed(exc, partitions, _epoch_error)
+        results = all_failed(exc, partitions, offset_for_leader_epoch_error)
 
     def entry(r: storage_pb2.OffsetForLeaderEpochResult) -> dict[str, Any]:
         return {
