@@ -3,8 +3,6 @@ a watch, so a change reaches every service within a watch round trip (well under
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
 from strom.security.acl import AclBinding
 from strom_server.etcd.keys import ClusterKeys
 from strom_server.etcd.prefix_follower import PrefixFollower
@@ -23,7 +21,7 @@ class AclWatch:
 
     def __init__(self, etcd: EtcdStore, keys: ClusterKeys, authorizer: Authorizer) -> None:
         self._authorizer = authorizer
-        self._by_key: dict[str, bytes] = {}
+        self._by_key: dict[str, AclBinding] = {}
         self._follower = PrefixFollower(
             etcd, keys.acls, on_snapshot=self._snapshot, on_batch=self._batch
         )
@@ -35,8 +33,12 @@ class AclWatch:
         await self._follower.close()
 
     def _snapshot(self, kvs: list[KeyValue], revision: int) -> None:
-        self._by_key = {kv.key: kv.value for kv in kvs}
-        self._authorizer.replace(self._decoded(self._by_key.values()))
+        self._by_key = {}
+        for kv in kvs:
+            acl = _decoded(kv.value)
+            if acl is not None:
+                self._by_key[kv.key] = acl
+        self._authorizer.replace(self._by_key.values())
         log.info("acls loaded", count=len(self._by_key), revision=revision)
 
     def _batch(self, batch: WatchBatch) -> None:
@@ -45,19 +47,19 @@ class AclWatch:
         for event in batch.events:
             old = self._by_key.pop(event.kv.key, None)
             if old is not None:
-                removed.extend(self._decoded([old]))
+                removed.append(old)
             if event.kind == "put":
-                self._by_key[event.kv.key] = event.kv.value
-                added.extend(self._decoded([event.kv.value]))
+                acl = _decoded(event.kv.value)
+                if acl is not None:
+                    self._by_key[event.kv.key] = acl
+                    added.append(acl)
         self._authorizer.apply(added=added, removed=removed)
         log.info("acls changed", added=len(added), removed=len(removed), total=len(self._by_key))
 
-    @staticmethod
-    def _decoded(values: Iterable[bytes]) -> list[AclBinding]:
-        found = []
-        for raw in values:
-            try:
-                found.append(decode_acl(raw))
-            except (ValueError, KeyError) as exc:
-                log.error("ignoring a malformed acl", error=str(exc))
-        return found
+
+def _decoded(raw: bytes) -> AclBinding | None:
+    try:
+        return decode_acl(raw)
+    except (ValueError, KeyError) as exc:
+        log.error("ignoring a malformed acl", error=str(exc))
+        return None
