@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from strom_console.__main__ import main
 from strom_console.guard import Guard
 from strom_console.security import Sessions, decide, password_ok
 
@@ -108,3 +109,8 @@ def test_the_guard_replays_a_checked_form_to_the_app() -> None:
         assert status == 403 and b"read-only" in body
 
     asyncio.run(scenario())
+
+
+def test_a_bad_setting_is_a_configuration_error(capsys: Any) -> None:
+    assert main(["--metrics-listen", "not a port"]) == 2
+    assert "metrics-listen" in capsys.readouterr().err

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from strom_server.runtime.config import setting
+from strom_server.runtime.config import ServerConfig, override, setting
 from strom_server.runtime.values import HostPort
 
 __all__ = ["DEFAULT_LISTEN", "ConsoleConfig"]
@@ -70,15 +70,11 @@ class ConsoleConfig:
     )
     search_max_records: int = setting(1_000_000, help="most records one search may scan", min=1)
     search_max_seconds: float = setting(120.0, help="longest a search may run", min=1.0, max=3600.0)
-    log_level: str = setting(
-        "info", help="log threshold", choices=("debug", "info", "warning", "error", "critical")
-    )
-    log_format: str = setting(
-        "json", help="json lines (services) or console (people)", choices=("json", "console")
-    )
-    metrics_listen: str = setting(
-        "0", help="Prometheus scrape endpoint: 0 = off, a port on 127.0.0.1, or host:port"
-    )
+    # The settings every server has, with their checks (a bad --metrics-listen is a
+    # configuration error, exit 2, not a traceback at start-up).
+    log_level: str = override(ServerConfig, "log_level", "info")
+    log_format: str = override(ServerConfig, "log_format", "json")
+    metrics_listen: str = override(ServerConfig, "metrics_listen", "0")
 
     def password(self) -> str | None:
         """The login password (first line of ``password_file``), None when login is off."""
