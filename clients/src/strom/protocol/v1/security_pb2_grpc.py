@@ -72,8 +72,9 @@ class SecurityServicer:
     def Authenticate(self, request, context):
         """One step of a SCRAM exchange. Step 1: mechanism and client-first-message, answered with
         server-first-message and a session id. Step 2: the session id and client-final-message,
-        answered with server-final-message and the token. Any failure is
-        SASL_AUTHENTICATION_FAILED, the same for an unknown user and a wrong password.
+        answered with server-final-message and the token. A wrong password and an unknown user
+        both fail SASL_AUTHENTICATION_FAILED at step 2; a malformed message, or an unknown or
+        expired session id, is ILLEGAL_SASL_STATE.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
