@@ -48,11 +48,14 @@ class _TypeIndex:
     prefix_lengths: list[int] = field(default_factory=list)
 
     def add(self, acl: AclBinding) -> None:
+        """Index ``acl`` (``finish`` once every ACL is added)."""
         if acl.pattern_type is PatternType.LITERAL:
             self.literal.setdefault(acl.resource_name, []).append(acl)
         else:
             self.prefixed.setdefault(acl.resource_name, []).append(acl)
-            self.prefix_lengths = sorted({len(p) for p in self.prefixed})
+
+    def finish(self) -> None:
+        self.prefix_lengths = sorted({len(p) for p in self.prefixed})
 
     def matching(self, name: str) -> list[AclBinding]:
         found: list[AclBinding] = []
@@ -113,6 +116,8 @@ class Authorizer:
         index: dict[ResourceType, _TypeIndex] = {}
         for acl in self._acls:
             index.setdefault(acl.resource_type, _TypeIndex()).add(acl)
+        for type_index in index.values():
+            type_index.finish()
         self._index = index
         self._cache = {}
         self.version += 1
