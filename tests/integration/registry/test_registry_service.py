@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 import signal
 import struct
+import urllib.error
+import urllib.request
 
 import pytest
 from registry_testkit import Registries, http
@@ -126,6 +128,15 @@ def test_confluent_errors(registries: Registries) -> None:
     assert (status, body["error_code"]) == (422, 42208)
     status, body = http("GET", f"{url}/schemas/ids/not-a-number")
     assert (status, body["error_code"]) == (404, 40403)
+    # HTTP-level refusals answer Confluent's body too, the status as the error code.
+    status, body = http("GET", f"{url}/no/such/route")
+    assert (status, body["error_code"]) == (404, 404)
+    status, body = http("PATCH", f"{url}/subjects")
+    assert (status, body["error_code"]) == (405, 405)
+    not_json = urllib.request.Request(f"{url}/subjects/{subject}", data=b"{oops", method="POST")
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(not_json, timeout=30)
+    assert (refused.value.code, json.loads(refused.value.read())["error_code"]) == (400, 400)
     # Deleting: permanent needs a soft delete first (40405); a soft-deleted subject is gone.
     status, body = http("DELETE", f"{url}/subjects/{subject}?permanent=true")
     assert (status, body["error_code"]) == (404, 40405)

@@ -10,15 +10,20 @@ __all__ = [
     "IncompatibleSchemaError",
     "InvalidSchemaError",
     "RegistryError",
+    "already_exists",
+    "bad_request",
     "forwarding_failed",
     "invalid_compatibility_level",
     "invalid_mode",
     "invalid_subject",
     "invalid_version",
+    "no_subject_compatibility",
+    "no_subject_mode",
     "operation_not_permitted",
     "reference_exists",
     "schema_not_found",
     "store_error",
+    "store_timeout",
     "subject_not_found",
     "subject_not_soft_deleted",
     "subject_soft_deleted",
@@ -99,6 +104,18 @@ def version_not_soft_deleted(subject: str, version: int) -> RegistryError:
     )  # fmt: skip
 
 
+def no_subject_compatibility(subject: str) -> RegistryError:
+    return RegistryError(
+        404, 40408, f"Subject '{subject}' does not have subject-level compatibility configured"
+    )
+
+
+def no_subject_mode(subject: str) -> RegistryError:
+    return RegistryError(
+        404, 40409, f"Subject '{subject}' does not have subject-level mode configured"
+    )
+
+
 def invalid_version(version: object) -> RegistryError:
     return RegistryError(
         422, 42202,
@@ -131,12 +148,27 @@ def reference_exists(message: str) -> RegistryError:
     return RegistryError(422, 42206, message)
 
 
+def already_exists(message: str) -> RegistryError:
+    """IMPORT mode: the id or version already holds another schema."""
+    return RegistryError(422, 42207, message)
+
+
 def invalid_subject(subject: str) -> RegistryError:
     return RegistryError(422, 42208, f"The specified subject '{subject}' is not valid.")
 
 
 def store_error(message: str) -> RegistryError:
     return RegistryError(500, 50001, message)
+
+
+def store_timeout(message: str) -> RegistryError:
+    return RegistryError(500, 50002, message)
+
+
+def bad_request(status: int, message: str) -> RegistryError:
+    """An HTTP-level refusal (a body that is not JSON, an unknown route or method): the HTTP
+    status doubles as the error code, as Confluent answers it."""
+    return RegistryError(status, status, message)
 
 
 def forwarding_failed(message: str) -> RegistryError:

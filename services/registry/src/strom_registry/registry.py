@@ -227,10 +227,7 @@ class Registry:
             return self.compatibility(subject)
         level = self.state.configs.get(subject)
         if level is None:
-            raise errors.RegistryError(
-                404, 40408, f"Subject '{subject}' does not have subject-level compatibility "
-                "configured",
-            )  # fmt: skip
+            raise errors.no_subject_compatibility(subject)
         return level
 
     def mode(self, subject: str | None, *, default_to_global: bool = True) -> str:
@@ -239,9 +236,7 @@ class Registry:
             if mode is not None:
                 return mode
             if not default_to_global:
-                raise errors.RegistryError(
-                    404, 40409, f"Subject '{subject}' does not have subject-level mode configured"
-                )
+                raise errors.no_subject_mode(subject)
         return self.state.modes.get(None, DEFAULT_MODE)
 
     def check_compatibility(self, subject: str, version: str | int | None,
@@ -314,10 +309,10 @@ class Registry:
             raise errors.InvalidSchemaError(f"Invalid schema id {wanted!r}") from None
         existing = self.state.schemas.get(wanted_id)
         if existing is not None and existing != schema:
-            raise errors.RegistryError(
-                422, 42207, f"Schema id {wanted_id} already holds another schema; overwriting "
-                "a schema is not permitted",
-            )  # fmt: skip
+            raise errors.already_exists(
+                f"Schema id {wanted_id} already holds another schema; overwriting a schema is "
+                "not permitted"
+            )
         if wanted_id < 1:
             raise errors.InvalidSchemaError(f"Invalid schema id {wanted_id}")
         return wanted_id
@@ -328,9 +323,7 @@ class Registry:
             return all_versions[-1].version + 1 if all_versions else 1
         version = parse_version(wanted, allow_latest=False)
         if any(e.version == version for e in all_versions):
-            raise errors.RegistryError(
-                422, 42207, f"Subject '{subject}' already has version {version}"
-            )
+            raise errors.already_exists(f"Subject '{subject}' already has version {version}")
         return version
 
     async def delete_subject(self, subject: str, *, permanent: bool = False) -> list[int]:

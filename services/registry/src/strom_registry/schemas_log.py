@@ -107,8 +107,8 @@ class SchemasLog:
             async with asyncio.timeout(self.timeout_s), self._advanced:
                 await self._advanced.wait_for(lambda: self.position >= offset)
         except TimeoutError:
-            raise errors.RegistryError(
-                500, 50002, f"the schemas topic was not read up to offset {offset} in time"
+            raise errors.store_timeout(
+                f"the schemas topic was not read up to offset {offset} in time"
             ) from None
 
     async def sync(self) -> None:

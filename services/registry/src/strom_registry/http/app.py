@@ -52,6 +52,10 @@ def _json(value: Any, status: int = 200) -> web.Response:
     return web.Response(text=json.dumps(value), status=status, content_type=CONTENT_TYPE)
 
 
+def _error(exc: errors.RegistryError) -> web.Response:
+    return _json(exc.to_json(), exc.status)
+
+
 def _flag(request: web.Request, name: str) -> bool:
     return request.query.get(name, "false").lower() == "true"
 
@@ -61,10 +65,7 @@ async def _body(request: web.Request) -> Any:
     try:
         return json.loads(text) if text.strip() else {}
     except json.JSONDecodeError as exc:
-        raise web.HTTPBadRequest(
-            text=json.dumps({"error_code": 400, "message": f"the body is not JSON: {exc}"}),
-            content_type="application/json",
-        ) from None
+        raise errors.bad_request(400, f"the body is not JSON: {exc}") from None
 
 
 def _schema_id(request: web.Request) -> int:
@@ -302,16 +303,14 @@ def build_app(node: Node) -> web.Application:
                 if is_write:
                     response.headers[_OFFSET_HEADER] = str(node.log_position())
         except errors.RegistryError as exc:
-            response = _json(exc.to_json(), exc.status)
-        except web.HTTPNotFound:
-            response = _json({"error_code": 404, "message": "HTTP 404 Not Found"}, 404)
-        except web.HTTPMethodNotAllowed:
-            response = _json({"error_code": 405, "message": "HTTP 405 Method Not Allowed"}, 405)
+            response = _error(exc)
+        except (web.HTTPNotFound, web.HTTPMethodNotAllowed) as exc:
+            response = _error(errors.bad_request(exc.status, f"HTTP {exc.status} {exc.reason}"))
         except web.HTTPException as exc:
             response = exc
         except Exception as exc:
             log.exception("request failed", method=request.method, path=request.path)
-            response = _json({"error_code": 50001, "message": f"internal error: {exc}"}, 500)
+            response = _error(errors.store_error(f"internal error: {exc}"))
         span.set_attribute("http.response.status_code", response.status)
         return response
 
