@@ -916,4 +916,4 @@ def _stale_marker(entry: ProducerStateEntry, producer_epoch: int) -> bool:
     (a client keeping its epoch across transactions) is open again."""
     if producer_epoch != entry.ended_epoch:
         return producer_epoch < entry.ended_epoch
-    return not (entry.txn_first_offset >= 0 and entry.producer_epoch == producer_epoch)
+    return not entry.txn_open_at(producer_epoch)

@@ -187,6 +187,10 @@ class ProducerStateEntry:
     def last_seq(self) -> int:
         return self.batches[-1].last_seq if self.batches else -1
 
+    def txn_open_at(self, epoch: int) -> bool:
+        """Whether a transaction of ``epoch`` is open here (a batch at it continues it)."""
+        return self.txn_first_offset >= 0 and self.producer_epoch == epoch
+
     def copy(self) -> ProducerStateEntry:
         return ProducerStateEntry(
             self.producer_id,
@@ -282,7 +286,7 @@ class ProducerStateManager:
             if entry is None:
                 if current is not None:
                     if transactional:
-                        _check_ended_epoch(current, header, verified)
+                        _check_reopened(current, header, verified)
                     duplicate = current.find_duplicate(header)
                     if duplicate is not None:
                         duplicates.append(duplicate)
@@ -322,6 +326,8 @@ class ProducerStateManager:
                 f"producer {entry.producer_id}: idempotent batch without a base sequence"
             )
         if epoch < entry.producer_epoch:
+            if epoch <= entry.ended_epoch:
+                raise _ended_epoch_error(entry, epoch)
             raise InvalidProducerEpochError(
                 f"producer {entry.producer_id}: epoch {epoch} is older than the current "
                 f"epoch {entry.producer_epoch} (fenced)"
@@ -357,9 +363,9 @@ class ProducerStateManager:
                 raise InvalidRecordError("a transactional batch without a producer id")
             entry = self.producers.get(pid)
             if entry is not None:
-                if _zombie(entry, epoch):
-                    raise _ended_epoch_error(entry, epoch)
-                if entry.txn_first_offset >= 0 and entry.producer_epoch == epoch:
+                if epoch < entry.producer_epoch and epoch <= entry.ended_epoch:
+                    raise _ended_epoch_error(entry, epoch)  # fenced here, before asking
+                if entry.txn_open_at(epoch):
                     continue
             out.add((pid, epoch))
         return out
@@ -549,24 +555,19 @@ def _ended_epoch_error(entry: ProducerStateEntry, epoch: int) -> InvalidProducer
     )
 
 
-def _zombie(entry: ProducerStateEntry, epoch: int) -> bool:
-    """Below the ended epoch, or at it while a newer epoch has written here."""
-    return epoch < entry.ended_epoch or (
-        epoch == entry.ended_epoch and epoch < entry.producer_epoch
-    )
-
-
-def _check_ended_epoch(
+def _check_reopened(
     entry: ProducerStateEntry, header: BatchHeader, verified: Collection[tuple[int, int]]
 ) -> None:
-    """Before looking for duplicates: an epoch below the ended one is a zombie's, and a batch
-    at the ended epoch with no transaction of it open needs the coordinator's word even when it
-    repeats a written batch (a zombie's retry is fenced there, not answered as a duplicate)."""
+    """Before looking for duplicates: a batch at the current epoch that a marker ended, with no
+    transaction of it open, needs the coordinator's word even when it repeats a written batch
+    (a zombie's retry is fenced there, not answered as a duplicate). An epoch below the current
+    one cannot be a duplicate; ``_check`` fences it."""
     epoch = header.producer_epoch
-    if _zombie(entry, epoch):
-        raise _ended_epoch_error(entry, epoch)
-    reopened = entry.txn_first_offset >= 0 and entry.producer_epoch == epoch
-    if epoch == entry.ended_epoch and not reopened and (entry.producer_id, epoch) not in verified:
+    if (
+        epoch == entry.ended_epoch == entry.producer_epoch
+        and entry.txn_first_offset < 0
+        and (entry.producer_id, epoch) not in verified
+    ):
         raise InvalidTxnStateError(
             f"producer {entry.producer_id} epoch {epoch}: a marker ended this epoch's "
             "transaction here; the transaction coordinator has to confirm a new one"
@@ -576,10 +577,10 @@ def _check_ended_epoch(
 def _check_txn(
     entry: ProducerStateEntry, header: BatchHeader, verified: Collection[tuple[int, int]]
 ) -> None:
+    """After ``_check`` (which fences older epochs): a transactional batch continues the open
+    transaction of its epoch or starts one the coordinator confirmed."""
     epoch = header.producer_epoch
-    if _zombie(entry, epoch):
-        raise _ended_epoch_error(entry, epoch)
-    if entry.txn_first_offset >= 0 and entry.producer_epoch == epoch:
+    if entry.txn_open_at(epoch):
         return  # continues the open transaction
     if (entry.producer_id, epoch) not in verified:
         raise InvalidTxnStateError(
