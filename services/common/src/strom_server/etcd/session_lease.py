@@ -42,3 +42,11 @@ class SessionLease:
 
     def expired(self) -> bool:
         return self._monotonic() >= self._valid_until
+
+    def lapse(self) -> str:
+        """Why its holder stops answering for what it held, for an error message (after
+        the holder's name)."""
+        return (
+            "has not renewed its etcd session for longer than its lease "
+            f"(expired {max(0.0, -self.remaining_s()):.1f} s ago)"
+        )

@@ -90,9 +90,8 @@ class HostedPartitions:
         session = self.session
         if session is not None and session.expired() and partition in self.owned_partitions():
             raise NotCoordinatorError(
-                f"this coordinator has not renewed its etcd session for longer than its lease "
-                f"(expired {max(0.0, -session.remaining_s()):.1f} s ago): another coordinator "
-                f"may own {self.topic}-{partition} now"
+                f"this coordinator {session.lapse()}: another coordinator may own "
+                f"{self.topic}-{partition} now"
             )
         if partition in self._loading:
             raise CoordinatorLoadInProgressError(f"loading {self.topic}-{partition}")

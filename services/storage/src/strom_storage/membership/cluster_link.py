@@ -71,7 +71,8 @@ class ClusterLink:
         base_config: LogConfig,
         lease: LeaderLease | None = None,
     ) -> None:
-        """``lease``: renewed by every registration and keep-alive etcd answers."""
+        """``lease``: renewed by every registration and keep-alive etcd answers (a new one
+        when not given)."""
         self.replicas = replicas
         self.store = store
         self.keys = keys
@@ -79,7 +80,7 @@ class ClusterLink:
         self.registration = {"id": node_id, "host": host, "port": port, "rack": rack}
         self.session_timeout_s = session_timeout_s
         self.base_config = base_config
-        self.lease = lease
+        self.lease = lease if lease is not None else LeaderLease()
         self._lease = 0
         self._topics: dict[str, dict[str, object]] = {}
         self._states: dict[tuple[str, int], dict[str, object]] = {}
@@ -134,7 +135,7 @@ class ClusterLink:
         key = self.keys.broker(self.node_id)
         value = encode_value(self.registration)
         ttl = max(1, round(self.session_timeout_s))
-        sent_at = self.lease.now() if self.lease is not None else 0.0
+        sent_at = self.lease.now()
         lease = await self.store.grant_lease(ttl)
         put = Put(key, value, lease)
         created = await self.store.txn([Compare.absent(key)], [put])
@@ -165,8 +166,7 @@ class ClusterLink:
                     "its own --node-id"
                 )
         self._lease = lease
-        if self.lease is not None:
-            self.lease.renewed(sent_at, ttl)
+        self.lease.renewed(sent_at, ttl)
         registered = await self.store.get(key)
         self.broker_epoch = registered.create_revision if registered is not None else 0
         log.info("registered", node_id=self.node_id, key=key, broker_epoch=self.broker_epoch)
@@ -176,11 +176,11 @@ class ClusterLink:
         while True:
             await asyncio.sleep(interval)
             try:
-                sent_at = self.lease.now() if self.lease is not None else 0.0
+                sent_at = self.lease.now()
                 ttl = await self.store.keep_alive_once(self._lease, timeout_s=interval)
-                if ttl > 0 and self.lease is not None:
+                if ttl > 0:
                     self.lease.renewed(sent_at, ttl)
-                if ttl <= 0:
+                else:
                     log.warning("registration lease expired; registering again")
                     await self._register()
             except EtcdUnavailableError as exc:

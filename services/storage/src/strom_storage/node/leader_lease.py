@@ -26,7 +26,6 @@ class LeaderLease(SessionLease):
 
     def error(self, node_id: int, what: str) -> NotLeaderOrFollowerError:
         return NotLeaderOrFollowerError(
-            f"node {node_id} has not renewed its etcd session for longer than its lease "
-            f"(expired {max(0.0, -self.remaining_s()):.1f} s ago): another node may lead "
-            f"{what} now, so it no longer acknowledges acks=all writes"
+            f"node {node_id} {self.lapse()}: another node may lead {what} now, so it no longer "
+            "acknowledges acks=all writes"
         )
