@@ -24,22 +24,15 @@ from strom.errors import (
     ErrorCode,
     NotCoordinatorError,
     TransactionalIdNotFoundError,
-    for_code,
 )
 from strom.protocol.v1 import transaction_pb2
 from strom.types import StagedTransaction
 from strom_coordinator.txn.manager import TransactionManager
 from strom_coordinator.txn.state import TxnMetadata, TxnState
+from strom_coordinator.txn_verifier import coordinator_error
 
 __all__ = ["CoordinatorMembers"]
 
-_MOVING = frozenset(
-    {
-        ErrorCode.NOT_COORDINATOR,
-        ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
-        ErrorCode.COORDINATOR_NOT_AVAILABLE,
-    }
-)
 _STATES = {s.value: s for s in TxnState}
 
 
@@ -122,8 +115,6 @@ class CoordinatorMembers:
 
 
 def _raise_for(code: int, message: str, what: str) -> None:
-    if code == ErrorCode.NONE:
-        return
-    if code in _MOVING:
-        raise CoordinatorNotAvailableError(f"{what}: {ErrorCode.Name(code)} {message}")
-    raise for_code(code, f"{what}: {message}")
+    error = coordinator_error(code, message, what)
+    if error is not None:
+        raise error

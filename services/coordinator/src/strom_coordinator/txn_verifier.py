@@ -23,7 +23,7 @@ from strom.errors import (
 from strom.protocol.v1 import common_pb2, transaction_pb2
 from strom.types import TopicPartition
 
-__all__ = ["GatewayTxnVerifier"]
+__all__ = ["GatewayTxnVerifier", "coordinator_error"]
 
 #: Answers that mean "the transaction coordinator is not there right now".
 _MOVING = frozenset(
@@ -76,6 +76,14 @@ class GatewayTxnVerifier:
             ):
                 return UnknownServerError(f"{what}: the answer does not name {tp}")
             return None
-        if code in _MOVING:
-            return CoordinatorNotAvailableError(f"{what}: {ErrorCode.Name(code)} {message}")
-        return for_code(code, f"{what}: {message}")
+        return coordinator_error(code, message, what)
+
+
+def coordinator_error(code: int, message: str, what: str) -> BrokerResponseError | None:
+    """A transaction coordinator's answer (through the gateway) as an error, None for NONE;
+    one that is not there right now (moving) is COORDINATOR_NOT_AVAILABLE (retriable)."""
+    if code == ErrorCode.NONE:
+        return None
+    if code in _MOVING:
+        return CoordinatorNotAvailableError(f"{what}: {ErrorCode.Name(code)} {message}")
+    return for_code(code, f"{what}: {message}")
