@@ -23,6 +23,7 @@ when every record is acknowledged. The option ``deliveryGuarantee`` chooses the 
 from __future__ import annotations
 
 import contextlib
+import itertools
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -182,20 +183,26 @@ def _producer(options: SinkOptions, **extra: Any) -> Producer:
     return Producer(options.bootstrap_servers, acks="all", enable_idempotence=True, **settings)
 
 
+def _send_all(producer: Producer, options: SinkOptions, batches: Iterator[pa.RecordBatch]) -> int:
+    """Send every row of ``batches`` and flush; the number of rows, once all are
+    acknowledged (else the first failed record's error)."""
+    sender = _Sender(producer, options)
+    count = 0
+    for batch in batches:
+        if batch.num_rows:
+            count += sender.send(batch)
+    producer.flush()
+    sender.check()
+    return count
+
+
 def write_batches(options: SinkOptions, batches: Iterator[pa.RecordBatch]) -> Written:
     """Send every row of ``batches``; return once all are acknowledged (or raise)."""
-    count = 0
     producer = _producer(options)
     try:
-        sender = _Sender(producer, options)
-        for batch in batches:
-            if batch.num_rows:
-                count += sender.send(batch)
-        producer.flush()
-        sender.check()
+        return Written(_send_all(producer, options, batches))
     finally:
         producer.close()
-    return Written(count)
 
 
 def stage_batches(
@@ -205,35 +212,25 @@ def stage_batches(
     (``Producer.prepare_transaction``): the rows are in the log, invisible to read_committed
     readers until the driver's decision. A task without rows stages nothing. On any error the
     transaction is aborted and the error raised."""
-    producer: Producer | None = None
-    staged: StagedTransaction | None = None
-    count = 0
+    first = next((batch for batch in batches if batch.num_rows), None)
+    if first is None:
+        return Written(0)
+    producer = _producer(
+        options,
+        transactional_id=transactional_id,
+        transaction_timeout_ms=options.transaction_timeout_ms,
+    )
     try:
-        for batch in batches:
-            if not batch.num_rows:
-                continue
-            if producer is None:
-                producer = _producer(
-                    options,
-                    transactional_id=transactional_id,
-                    transaction_timeout_ms=options.transaction_timeout_ms,
-                )
-                producer.init_transactions()
-                producer.begin_transaction()
-                sender = _Sender(producer, options)
-            count += sender.send(batch)
-        if producer is not None:
-            producer.flush()
-            sender.check()
-            staged = producer.prepare_transaction()
+        producer.init_transactions()
+        producer.begin_transaction()
+        count = _send_all(producer, options, itertools.chain([first], batches))
+        staged = producer.prepare_transaction()
     except BaseException:
-        if producer is not None and staged is None:
-            with contextlib.suppress(Exception):
-                producer.abort_transaction()
+        with contextlib.suppress(Exception):
+            producer.abort_transaction()
         raise
     finally:
-        if producer is not None:
-            producer.close()
+        producer.close()
     return Written(count, staged)
 
 
