@@ -9,7 +9,14 @@ import pytest
 
 from strom import OutputRecord, TransactionalLoop
 from strom.eos import Action, classify
-from strom.eos._batch import LoopOptions, TxnBatch, check_client_options, output_records
+from strom.eos._batch import (
+    LoopCore,
+    LoopOptions,
+    LoopStats,
+    TxnBatch,
+    check_client_options,
+    output_records,
+)
 from strom.errors import (
     ConfigurationError,
     CoordinatorNotAvailableError,
@@ -141,3 +148,41 @@ def test_errors_are_classified_as_kip_691_does(
     error: BaseException, committing: bool, action: Action
 ) -> None:
     assert classify(error, committing=committing) is action
+
+
+def core(**options: int) -> LoopCore:
+    return LoopCore("in", lambda r: None, LoopOptions(**options), None, None)
+
+
+def test_the_next_poll_waits_fully_when_idle_and_until_the_batch_is_due_otherwise() -> None:
+    loop = core(max_batch_records=10, max_batch_interval_ms=60_000, poll_timeout_ms=500)
+    assert loop._poll_args() == (500, 10)
+    batch = loop._new_batch()
+    batch.add(TopicPartition("in", 0), [record(0), record(1), record(2)])
+    timeout_ms, limit = loop._poll_args()
+    assert 0 < timeout_ms <= 60_000 and limit == 7
+    batch.add(TopicPartition("in", 0), [record(o) for o in range(3, 10)])
+    assert loop._poll_args() == (0, 1)  # full: due now, still a valid max_records
+
+
+def test_a_commit_of_unknown_outcome_is_retried_unless_stopping() -> None:
+    loop = core()
+    loop._new_batch()
+    timeout = StromTimeoutError("EndTxn timed out")
+    assert loop._commit_failed(timeout) is Action.RETRY_COMMIT
+    assert loop.stats.commit_retries == 1
+    assert loop._commit_failed(TransactionAbortableError("aborted")) is Action.ABORT
+    loop.stop()
+    assert loop._commit_failed(timeout) is Action.STOP
+    assert loop._batch is None  # left to the next instance, not aborted
+    assert loop.stats.commit_retries == 1
+
+
+def test_a_committed_batch_is_counted() -> None:
+    loop = core()
+    batch = loop._new_batch()
+    batch.add(TopicPartition("in", 0), [record(0), record(1)])
+    batch.produced = 3
+    loop._committed(batch)
+    assert loop._batch is None
+    assert loop.stats == LoopStats(transactions_committed=1, records_consumed=2, records_produced=3)
