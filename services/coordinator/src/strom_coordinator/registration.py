@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -172,20 +171,18 @@ class CoordinatorRegistration:
 
     async def _keep_alive(self) -> None:
         interval = max(0.2, self.ttl_s / 3)
-        last_ok = time.monotonic()
         while True:
             await asyncio.sleep(interval)
             try:
                 sent_at = self.session.now()
                 ttl = await self.store.keep_alive_once(self.lease, timeout_s=interval)
             except EtcdUnavailableError as exc:
-                if time.monotonic() - last_ok < self.ttl_s:
+                if not self.session.expired():
                     log.warning("etcd keep-alive failed; retrying", error=str(exc))
                     continue
                 ttl = 0
             if ttl > 0:
                 self.session.renewed(sent_at, ttl)
-                last_ok = time.monotonic()
                 continue
             log.warning("registration lease lost: no longer serving any partition; "
                         "registering again", coordinator_id=self.coordinator_id)  # fmt: skip
@@ -199,7 +196,6 @@ class CoordinatorRegistration:
                 except Exception as exc:  # etcd trouble, or our id taken meanwhile
                     log.warning("registration failed; retrying", error=str(exc))
                     await asyncio.sleep(interval)
-            last_ok = time.monotonic()
             self._changed()
 
     # --- following etcd ------------------------------------------------------------------
