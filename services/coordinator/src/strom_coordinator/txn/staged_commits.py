@@ -37,7 +37,6 @@ import asyncio
 import contextlib
 import contextvars
 import os
-import time
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
@@ -49,7 +48,7 @@ from strom_coordinator.txn.staged import Decision, MemberOutcome, RequestKind, S
 from strom_coordinator.txn.state import TxnMetadata
 from strom_server.runtime.logs import get_logger
 
-__all__ = ["HALT_ENV", "MemberCalls", "NullStagedStats", "StagedCommits", "StagedStatsListener"]
+__all__ = ["HALT_ENV", "MemberCalls", "StagedCommits", "StagedStatsListener"]
 
 log = get_logger(__name__)
 
@@ -79,11 +78,6 @@ class StagedStatsListener(Protocol):
         ...
 
 
-class NullStagedStats:
-    def on_staged_commit(self, members: int, failed: int) -> None:
-        pass
-
-
 class StagedCommits:
     """The decisions of the commit ids of the hosted partitions (see the module docstring).
 
@@ -100,9 +94,9 @@ class StagedCommits:
         is_served: Callable[[int], bool],
         check_generation: Callable[[int, int], None],
         generation: Callable[[int], int],
-        members: MemberCalls | None = None,
-        stats: StagedStatsListener | None = None,
-        wall_clock_ms: Callable[[], int] | None = None,
+        members: MemberCalls | None,
+        stats: StagedStatsListener,
+        wall_clock_ms: Callable[[], int],
     ) -> None:
         self._log = log
         self._route = route
@@ -113,8 +107,8 @@ class StagedCommits:
         self._generation = generation
         #: Set by the process once the member client exists (it needs the manager).
         self.members = members
-        self._stats: StagedStatsListener = stats or NullStagedStats()
-        self._now = wall_clock_ms or (lambda: int(time.time() * 1000))
+        self._stats = stats
+        self._now = wall_clock_ms
         self._decisions: dict[str, Decision] = {}
         self._locks: dict[str, asyncio.Lock] = {}
         self._drives: dict[str, asyncio.Task[Decision]] = {}
