@@ -206,21 +206,27 @@ def prebuilt_source(n: int) -> Any:
     return PrebuiltSource
 
 
-def spark_session(workdir: Path) -> Any:
+def spark_session(
+    workdir: Path, app: str = "strom-spark-bench", conf: dict[str, str] | None = None
+) -> Any:
+    """A local[2] session with the strom data source registered (``conf``: more settings,
+    e.g. ``spark.sql.shuffle.partitions``); also ``bench/spark_write.py``'s."""
     os.environ["PYSPARK_PYTHON"] = sys.executable
     from pyspark.sql import SparkSession
 
     import strom_spark
 
-    spark = (
+    builder = (
         SparkSession.builder.master("local[2]")
-        .appName("strom-spark-bench")
+        .appName(app)
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.driver.memory", "2g")
         .config("spark.sql.warehouse.dir", str(workdir / "warehouse"))
-        .getOrCreate()
     )
+    for key, value in (conf or {}).items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     strom_spark.register(spark)
     return spark

@@ -28,24 +28,20 @@ The machine is shared: its load during the run is reported. The last line is
 
 from __future__ import annotations
 
-import os
 import shutil
 import statistics
 import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from benchkit import bench_arguments, print_summary, progress
-from replication import cluster_spec
+from spark import local_cluster, spark_session
 from storage import machine_busy
 
 from strom import Admin, NewTopic, Producer
-from strom_server.local.supervisor import Supervisor
 from strom_spark.exactly_once import commit_micro_batch
 from strom_spark.options import parse_sink_options
 from strom_spark.writer import Written
@@ -55,38 +51,6 @@ VALUE_BYTES = 100
 GOAL = 0.8
 FULL = {"rows": 2_000_000, "rounds": 3, "batches": 20, "per_batch": 10_000, "decisions": 30}
 QUICK = {"rows": 300_000, "rounds": 2, "batches": 8, "per_batch": 5_000, "decisions": 10}
-
-
-@contextmanager
-def local_cluster(workdir: Path) -> Iterator[str]:
-    spec = cluster_spec(workdir)
-    supervisor = Supervisor(spec.processes(), grace_s=30.0)
-    try:
-        supervisor.start_all(60.0)
-        yield spec.gateway_address
-    finally:
-        supervisor.stop_all()
-
-
-def spark_session(workdir: Path) -> Any:
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    from pyspark.sql import SparkSession
-
-    import strom_spark
-
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .appName("strom-spark-write-bench")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.driver.memory", "2g")
-        .config("spark.sql.shuffle.partitions", "4")
-        .config("spark.sql.warehouse.dir", str(workdir / "warehouse"))
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
-    strom_spark.register(spark)
-    return spark
 
 
 def new_topic(gateway: str, partitions: int) -> str:
@@ -204,7 +168,9 @@ def run(sizes: dict[str, int], keep: bool) -> dict[str, Any]:
     try:
         with local_cluster(workdir) as gateway:
             progress("Spark: starting local[2] ...")
-            spark = spark_session(workdir)
+            spark = spark_session(
+                workdir, "strom-spark-write-bench", {"spark.sql.shuffle.partitions": "4"}
+            )
             try:
                 progress(f"batch writes of {sizes['rows']:,} rows ...")
                 writes = batch_writes(spark, gateway, sizes["rows"], sizes["rounds"])
