@@ -43,7 +43,7 @@ import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -51,6 +51,7 @@ from typing import Any
 from cluster_testkit import LocalCluster, start_local_cluster, wait_until
 
 from strom import Consumer, NewTopic, Producer, TopicPartition
+from strom.errors import InvalidReplicationFactorError
 
 TOPIC = "chaos"
 PARTITIONS = 3
@@ -461,10 +462,7 @@ def chaos_run(data_dir: Path, settings: ChaosSettings) -> tuple[dict[str, int], 
     runner = start_chaos_cluster(data_dir)
     cluster = next(runner)
     try:
-        with cluster.admin() as admin:
-            configs = {"min.insync.replicas": "2"}
-            admin.create_topics([NewTopic(TOPIC, PARTITIONS, REPLICAS, topic_configs=configs)])
-        wait_for_full_isr(cluster, 30)
+        create_chaos_topics(cluster, [TOPIC])
         stop = threading.Event()
         workers = [
             threading.Thread(
@@ -505,6 +503,32 @@ def chaos_run(data_dir: Path, settings: ChaosSettings) -> tuple[dict[str, int], 
         return results, outcome
     finally:
         next(runner, None)
+
+
+def create_chaos_topics(
+    cluster: LocalCluster, topics: Sequence[str], timeout_s: float = 60
+) -> None:
+    """Create ``topics`` (PARTITIONS x REPLICAS, min.insync.replicas 2) and wait for their full
+    ISR. Short sessions on a loaded machine can let a node's session lapse while the cluster
+    settles: a refusal for too few live brokers is retried until ``timeout_s``."""
+    pending = list(topics)
+    configs = {"min.insync.replicas": "2"}
+    deadline = time.monotonic() + timeout_s
+    while pending:
+        with cluster.admin() as admin:
+            try:
+                admin.create_topics(
+                    [NewTopic(t, PARTITIONS, REPLICAS, topic_configs=configs) for t in pending]
+                )
+                pending = []
+            except InvalidReplicationFactorError:
+                if time.monotonic() > deadline:
+                    raise
+                existing = set(admin.list_topics())
+                pending = [t for t in pending if t not in existing]
+                time.sleep(0.5)
+    for topic in topics:
+        wait_for_full_isr(cluster, timeout_s, topic=topic)
 
 
 def wait_for_full_isr(cluster: LocalCluster, timeout_s: float, *, topic: str = TOPIC) -> None:

@@ -23,11 +23,15 @@ from typing import Any
 
 import chaos_harness as idempotent
 import txn_chaos_harness as transactional
-from chaos_harness import ChaosSettings, Outcome, start_chaos_cluster, wait_for_full_isr
+from chaos_harness import (
+    ChaosSettings,
+    Outcome,
+    create_chaos_topics,
+    start_chaos_cluster,
+    wait_for_full_isr,
+)
 from partitions import PartitionNemesis, ProxiedCluster
 from txn_chaos_harness import TxnChaosSettings, TxnOutcome
-
-from strom import NewTopic
 
 TOPICS = (idempotent.TOPIC, transactional.TXN_TOPIC, transactional.IN_TOPIC,
           transactional.OUT_TOPIC)  # fmt: skip
@@ -74,14 +78,7 @@ def partition_chaos_run(
     settings = ChaosSettings(seed=seed, duration_s=duration_s, fault_gap_s=fault_gap_s)
     txn_settings = TxnChaosSettings(seed=seed, duration_s=duration_s, fault_gap_s=fault_gap_s)
     outcome, txn_outcome = Outcome(), TxnOutcome()
-    with cluster.admin() as admin:
-        configs = {"min.insync.replicas": "2"}
-        admin.create_topics(
-            [NewTopic(t, idempotent.PARTITIONS, idempotent.REPLICAS, topic_configs=configs)
-             for t in TOPICS]
-        )  # fmt: skip
-    for topic in TOPICS:
-        wait_for_full_isr(cluster, 60, topic=topic)
+    create_chaos_topics(cluster, TOPICS)
     stop_writers, stop_readers = threading.Event(), threading.Event()
     writers = [
         threading.Thread(

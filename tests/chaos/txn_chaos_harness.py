@@ -40,10 +40,16 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from chaos_harness import Nemesis, seed_from_env, start_chaos_cluster, wait_for_full_isr
+from chaos_harness import (
+    Nemesis,
+    create_chaos_topics,
+    seed_from_env,
+    start_chaos_cluster,
+    wait_for_full_isr,
+)
 from cluster_testkit import LocalCluster, read_values
 
-from strom import Consumer, NewTopic, Producer, StromError, TopicPartition
+from strom import Consumer, Producer, StromError, TopicPartition
 from strom.errors import InvalidProducerEpochError, ProducerFencedError
 
 __all__ = ["TxnChaosSettings", "seed_from_env", "txn_chaos_run"]
@@ -361,14 +367,7 @@ def txn_chaos_run(data_dir: Path, settings: TxnChaosSettings) -> tuple[dict[str,
     )  # fmt: skip
     cluster = next(runner)
     try:
-        with cluster.admin() as admin:
-            configs = {"min.insync.replicas": "2"}
-            admin.create_topics(
-                [NewTopic(t, PARTITIONS, REPLICAS, topic_configs=configs)
-                 for t in (TXN_TOPIC, IN_TOPIC, OUT_TOPIC)]
-            )  # fmt: skip
-        for topic in (TXN_TOPIC, IN_TOPIC, OUT_TOPIC):
-            wait_for_full_isr(cluster, 30, topic=topic)
+        create_chaos_topics(cluster, [TXN_TOPIC, IN_TOPIC, OUT_TOPIC])
         stop_writers = threading.Event()
         stop_readers = threading.Event()
         writers = [
