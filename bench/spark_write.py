@@ -28,16 +28,13 @@ The machine is shared: its load during the run is reported. The last line is
 
 from __future__ import annotations
 
-import shutil
 import statistics
-import sys
-import tempfile
 import time
 import uuid
 from pathlib import Path
 from typing import Any
 
-from benchkit import bench_arguments, print_summary, progress
+from benchkit import bench_arguments, print_summary, progress, work_dir
 from spark import local_cluster, spark_session
 from storage import machine_busy
 
@@ -162,10 +159,9 @@ def decisions(gateway: str, count: int) -> list[float]:
 
 
 def run(sizes: dict[str, int], keep: bool) -> dict[str, Any]:
-    workdir = Path(tempfile.mkdtemp(prefix="strom-bench-spark-write-"))
     summary: dict[str, Any] = {"rows": sizes["rows"], "tasks": TASKS, "value_bytes": VALUE_BYTES}
     busy0 = machine_busy()
-    try:
+    with work_dir("strom-bench-spark-write-", keep) as workdir:
         with local_cluster(workdir) as gateway:
             progress("Spark: starting local[2] ...")
             spark = spark_session(
@@ -184,13 +180,6 @@ def run(sizes: dict[str, int], keep: bool) -> dict[str, Any]:
             decided = decisions(gateway, sizes["decisions"])
         busy1 = machine_busy()
         summary["machine_busy"] = (busy1[0] - busy0[0]) / max(1e-9, busy1[1] - busy0[1])
-    except BaseException:
-        keep = True
-        print(f"benchmark failed; data and logs kept in {workdir}", file=sys.stderr)
-        raise
-    finally:
-        if not keep:
-            shutil.rmtree(workdir, ignore_errors=True)
     rows = sizes["rows"]
     summary["write_s"] = writes
     rates = {g: rows / min(s) for g, s in writes.items()}

@@ -43,10 +43,8 @@ import dataclasses
 import gc
 import os
 import platform
-import shutil
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -55,7 +53,14 @@ from pathlib import Path
 from typing import Any
 
 import grpc
-from benchkit import bench_arguments, free_base_port, free_port, print_summary, progress
+from benchkit import (
+    bench_arguments,
+    free_base_port,
+    free_port,
+    print_summary,
+    progress,
+    work_dir,
+)
 from replication import latency_figures, poll_until
 
 from strom import Admin, Consumer, NewTopic, Producer, TopicPartition
@@ -355,9 +360,8 @@ def run_pipeline_only(
 ) -> dict[str, Any]:
     """``--pipeline-only``: the protocol's floor (the baseline) and the pipeline's latency;
     with ``compare``, that program's latency too (same cluster, topics of its own)."""
-    workdir = Path(tempfile.mkdtemp(prefix="strom-bench-txn-"))
     summary: dict[str, Any] = {"quick": quick, "pipeline_only": True, "cpus": os.cpu_count()}
-    try:
+    with work_dir("strom-bench-txn-", keep) as workdir:
         progress(f"starting a cluster in {workdir} ...")
         with running(workdir) as gateway:
             create_topics(gateway, ["pipe-in", "pipe-out", "floor", "other-in", "other-out"])
@@ -370,13 +374,6 @@ def run_pipeline_only(
                 summary["compared_e2e"] = pipeline_latency(
                     gateway, profile, workdir, compare, "other"
                 )
-    except BaseException:
-        keep = True
-        print(f"benchmark failed; data and logs kept in {workdir}", file=sys.stderr)
-        raise
-    finally:
-        if not keep:
-            shutil.rmtree(workdir, ignore_errors=True)
     floor = summary["protocol_floor"]
     ratios: dict[str, float] = {}
     for key, program in (("pipeline_e2e", example), ("compared_e2e", compare)):
@@ -400,7 +397,6 @@ def run_pipeline_only(
 
 
 def run(profile: Profile, quick: bool, keep: bool, example: Path = EXAMPLE) -> dict[str, Any]:
-    workdir = Path(tempfile.mkdtemp(prefix="strom-bench-txn-"))
     summary: dict[str, Any] = {
         "quick": quick,
         "records": profile.records,
@@ -413,7 +409,7 @@ def run(profile: Profile, quick: bool, keep: bool, example: Path = EXAMPLE) -> d
     del raw
     rates: dict[str, float] = {}
     commit_ms: dict[str, dict[str, float]] = {}
-    try:
+    with work_dir("strom-bench-txn-", keep) as workdir:
         progress(f"starting a cluster in {workdir} ...")
         with running(workdir) as gateway:
             topics = ["idempotent", *(f"txn-{n}" for n in PER_TRANSACTION), "pipe-in", "pipe-out",
@@ -447,13 +443,6 @@ def run(profile: Profile, quick: bool, keep: bool, example: Path = EXAMPLE) -> d
             progress("consume-transform-produce latency ...")
             summary["pipeline_e2e"] = pipeline_latency(gateway, profile, workdir, example)
         progress("done")
-    except BaseException:
-        keep = True
-        print(f"benchmark failed; data and logs kept in {workdir}", file=sys.stderr)
-        raise
-    finally:
-        if not keep:
-            shutil.rmtree(workdir, ignore_errors=True)
     summary["producer_records_per_s"] = rates
     summary["commit_latency"] = commit_ms
     summary["consumer_records_per_s"] = reads

@@ -139,6 +139,24 @@ def _admin(options: SinkOptions) -> Admin:
     )
 
 
+def _ids(commit: StagedCommit | None) -> set[str]:
+    """The transactional ids of ``commit``'s members (none without a decision)."""
+    return {m.transactional_id for m in commit.members} if commit is not None else set()
+
+
+def _abort_undecided(
+    admin: Admin, commit_id: str, messages: Sequence[object]
+) -> StagedCommit | None:
+    """Abort the reported staged transactions that are not members of ``commit_id``'s last
+    decision (never take back a decision); returns that decision (None: none yet)."""
+    decided = admin.describe_staged_commit(commit_id)
+    keep = _ids(decided)
+    admin.abort_staged_transactions(
+        [m for m in _members(messages) if m.transactional_id not in keep]
+    )
+    return decided
+
+
 def _names(members: Iterable[StagedTransaction]) -> str:
     return ", ".join(sorted(m.transactional_id for m in members))
 
@@ -213,6 +231,15 @@ def _sweep(
     return done
 
 
+def _sweep_write(admin: Admin, options: SinkOptions, write_id: str, keep: set[str]) -> None:
+    """End every transaction of batch write ``write_id`` outside ``keep``: abort the open
+    ones, fence the idle ones."""
+    prefix = options.transactional_id_prefix
+    commit_id = batch_commit_id(prefix, write_id)
+    pattern = _write_pattern(prefix, write_id)
+    _sweep(admin, options, f"{commit_id}-", ours=pattern.fullmatch, fence=lambda _: True, keep=keep)
+
+
 # -- batch writes ------------------------------------------------------------------------------
 
 
@@ -222,7 +249,6 @@ def commit_write(options: SinkOptions, write_id: str, messages: Sequence[object]
     prefix = options.transactional_id_prefix
     commit_id = batch_commit_id(prefix, write_id)
     members = _members(messages)
-    pattern = _write_pattern(prefix, write_id)
     with _admin(options) as admin:
         keep = {m.transactional_id for m in members}
         if members:
@@ -235,31 +261,21 @@ def commit_write(options: SinkOptions, write_id: str, messages: Sequence[object]
                     "this commit was made visible"
                 )
             commit = _wait_committed(admin, result.commit)
-            keep |= {m.transactional_id for m in commit.members}
+            keep |= _ids(commit)
             _check_applied(commit, f"write {commit_id}")
-        _sweep(
-            admin, options, f"{commit_id}-", ours=pattern.fullmatch, fence=lambda _: True, keep=keep
-        )
+        _sweep_write(admin, options, write_id, keep)
 
 
 def abort_write(options: SinkOptions, write_id: str, messages: Sequence[object]) -> None:
     """The job's abort: the reported staged transactions and every other open one of the
     write are aborted, idle ids fenced. A write decided already (the commit's answer was lost)
     keeps its decision: only what is not part of it is aborted."""
-    prefix = options.transactional_id_prefix
-    commit_id = batch_commit_id(prefix, write_id)
+    commit_id = batch_commit_id(options.transactional_id_prefix, write_id)
     with _admin(options) as admin:
-        decided = admin.describe_staged_commit(commit_id)
-        keep = {m.transactional_id for m in decided.members} if decided else set()
+        decided = _abort_undecided(admin, commit_id, messages)
         if decided:
             log.warning("strom exactly-once: write %s aborted after its decision", commit_id)
-        admin.abort_staged_transactions(
-            [m for m in _members(messages) if m.transactional_id not in keep]
-        )
-        pattern = _write_pattern(prefix, write_id)
-        _sweep(
-            admin, options, f"{commit_id}-", ours=pattern.fullmatch, fence=lambda _: True, keep=keep
-        )
+        _sweep_write(admin, options, write_id, _ids(decided))
 
 
 # -- streaming writes --------------------------------------------------------------------------
@@ -330,7 +346,7 @@ def _sweep_query(
     if decided is not None and decided.state != "Committed":
         log.warning("strom exactly-once: %s still applying its last decision: no sweep", prefix)
         return
-    keep = {m.transactional_id for m in decided.members} if decided else set()
+    keep = _ids(decided)
     pattern = _streaming_pattern(prefix)
     current = str(batch_id)
 
@@ -344,11 +360,6 @@ def _sweep_query(
 def abort_micro_batch(options: SinkOptions, batch_id: int, messages: Sequence[object]) -> None:
     """A failed micro-batch: its reported staged transactions and the query's other open
     ones are aborted (never those of the last decision)."""
-    prefix = options.transactional_id_prefix
     with _admin(options) as admin:
-        decided = admin.describe_staged_commit(prefix)
-        keep = {m.transactional_id for m in decided.members} if decided else set()
-        admin.abort_staged_transactions(
-            [m for m in _members(messages) if m.transactional_id not in keep]
-        )
+        decided = _abort_undecided(admin, options.transactional_id_prefix, messages)
         _sweep_query(admin, options, batch_id, decided)
