@@ -81,9 +81,13 @@ class TopicDescription:
 
 @dataclass(frozen=True)
 class ClusterDescription:
+    """``controller``: the active one; ``controllers``: every running one, standbys too
+    (empty from a gateway that does not report them)."""
+
     cluster_id: str
     controller: NodeInfo | None
     brokers: tuple[NodeInfo, ...]
+    controllers: tuple[NodeInfo, ...] = ()
 
 
 @dataclass(frozen=True)

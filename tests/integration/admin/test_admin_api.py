@@ -196,6 +196,57 @@ def test_reassignment_cancel(cluster: LocalCluster, admin: Admin) -> None:
     admin.delete_topics(["shifting"])
 
 
+def test_describe_cluster_lists_every_controller(admin: Admin) -> None:
+    described = wait_until(
+        lambda: (d := admin.describe_cluster()).controllers and len(d.controllers) == 2 and d,
+        30,
+        "both controllers registered",
+    )
+    assert [c.node_id for c in described.controllers] == [1, 2]
+    assert described.controller is not None
+    assert described.controller.address in {c.address for c in described.controllers}
+
+
+def _sizes(admin: Admin, topic: str) -> dict[int, dict[int, int]]:
+    """node id -> partition -> replica size of ``topic``."""
+    found = admin.describe_log_dirs([topic])
+    assert all(not b.error for b in found), found
+    return {b.node_id: {tp.partition: r.size_bytes for tp, _, r in b.replicas()} for b in found}
+
+
+def test_describe_log_dirs_sizes_grow_on_every_replica(cluster: LocalCluster, admin: Admin) -> None:
+    admin.create_topics([NewTopic("sized", 2, 3)])
+    cluster.wait_hosted("sized", 0)
+    empty = wait_until(
+        lambda: (s := _sizes(admin, "sized")) and all(len(p) == 2 for p in s.values()) and s,
+        30,
+        "every node to hold both partitions",
+    )
+    assert sorted(empty) == [1, 2, 3]
+    assert all(size == 0 for node in empty.values() for size in node.values()), empty
+    found = admin.describe_log_dirs(["sized"])
+    for node in found:
+        (log_dir,) = node.log_dirs
+        assert log_dir.path == str(cluster.spec.data_dir / f"storage-{node.node_id}")
+        assert log_dir.total_bytes >= log_dir.usable_bytes > 0
+        assert node.address == cluster.storage_address(node.node_id)
+    result = cluster.produce("sized", 1, [b"x" * 1000] * 10)
+    assert result.error_code == 0, result
+
+    def replicated() -> dict[int, dict[int, int]] | None:
+        sizes = _sizes(admin, "sized")
+        one = {node[1] for node in sizes.values()}
+        return sizes if len(one) == 1 and one.pop() > 0 else None
+
+    sizes = wait_until(replicated, 30, "partition 1's batch on all three replicas")
+    assert all(node[0] == 0 and node[1] > 10_000 for node in sizes.values()), sizes
+    everything = admin.describe_log_dirs()  # no topic filter: the internal topics too
+    assert any(tp.topic == "sized" for b in everything for tp, _, _ in b.replicas())
+    (unknown,) = admin.describe_log_dirs(["sized"], broker_ids=[99])
+    assert unknown.node_id == 99 and unknown.error == "BROKER_NOT_AVAILABLE"
+    assert unknown.log_dirs == ()
+
+
 def test_unreachable_gateway() -> None:
     with (
         Admin(f"127.0.0.1:{free_port()}", request_timeout_ms=5000) as nobody,

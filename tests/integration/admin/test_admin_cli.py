@@ -155,6 +155,39 @@ def test_topic_life_cycle(cluster: LocalCluster) -> None:
     )
 
 
+def test_log_dirs_describe(cluster: LocalCluster) -> None:
+    assert_ok(cluster.strom("topics", "create", "dirs", "--partitions", "1",
+                            "--replication-factor", "2"))  # fmt: skip
+    wait_until(
+        lambda: len(cluster.strom("log-dirs", "describe", "--topic", "dirs", "--json").json()
+                    ["brokers"][0]["logDirs"]) == 1,
+        30,
+        "the node's log dir",
+    )  # fmt: skip
+
+    def both_replicas() -> dict[str, object] | None:
+        found = cluster.strom("log-dirs", "describe", "--topic", "dirs", "--broker", "1,2,3",
+                              "--json").json()  # fmt: skip
+        held = [p for b in found["brokers"] for d in b["logDirs"] for p in d["partitions"]]
+        return found if len(held) == 2 else None
+
+    found = wait_until(both_replicas, 30, "both replicas of dirs-0")
+    assert [b["broker"] for b in found["brokers"]] == [1, 2, 3]
+    for broker in found["brokers"]:
+        (log_dir,) = broker["logDirs"]
+        assert broker["error"] is None and log_dir["error"] is None
+        assert log_dir["totalBytes"] >= log_dir["usableBytes"] > 0
+        for partition in log_dir["partitions"]:
+            assert partition["partition"] == "dirs-0"
+            assert partition["size"] == 0 and partition["isFuture"] is False
+    text = assert_ok(cluster.strom("log-dirs", "describe", "--topic", "dirs")).stdout
+    assert "TOTAL-BYTES" in text and "dirs" in text
+    missing = cluster.strom("log-dirs", "describe", "--broker", "42")
+    assert missing.returncode == 1 and "BROKER_NOT_AVAILABLE" in missing.stdout
+    bad = cluster.strom("log-dirs", "describe", "--broker", "x")
+    assert_one_line_error(bad, "broker ids")
+
+
 def test_validate_only_creates_nothing(cluster: LocalCluster) -> None:
     result = assert_ok(
         cluster.strom(

@@ -22,6 +22,7 @@ from typing import Any, TypeVar, Unpack
 
 from strom.admin.aio import Admin as AioAdmin
 from strom.admin.config import AdminOptions
+from strom.admin.log_dirs import BrokerLogDirs
 from strom.admin.transactions import (
     HangingTransaction,
     ProducerState,
@@ -77,6 +78,12 @@ class Admin:
 
     def describe_cluster(self) -> ClusterDescription:
         return self._run(self._aio.describe_cluster())
+
+    def describe_log_dirs(
+        self, topics: Sequence[str] = (), broker_ids: Sequence[int] = ()
+    ) -> list[BrokerLogDirs]:
+        """See ``strom.aio.Admin.describe_log_dirs``."""
+        return self._run(self._aio.describe_log_dirs(topics, broker_ids))
 
     # -- topics -------------------------------------------------------------------------------
 

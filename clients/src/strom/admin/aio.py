@@ -27,6 +27,7 @@ from typing import Any, Unpack
 from strom.admin import transactions as txn
 from strom.admin._security import SecurityAdmin
 from strom.admin.config import AdminConfig, AdminOptions
+from strom.admin.log_dirs import BrokerLogDirs, broker_log_dirs
 from strom.admin.transactions import (
     HangingTransaction,
     ProducerState,
@@ -218,7 +219,21 @@ class Admin:
             cluster_id=response.cluster_id,
             controller=_node(controller) if controller is not None else None,
             brokers=tuple(_node(b) for b in response.brokers),
+            controllers=tuple(_node(c) for c in response.controllers),
         )
+
+    async def describe_log_dirs(
+        self, topics: Sequence[str] = (), broker_ids: Sequence[int] = ()
+    ) -> list[BrokerLogDirs]:
+        """Each storage node's log directories (filesystem size and usable space, the size
+        of every replica), of every live node or of ``broker_ids``; only replicas of
+        ``topics`` when given. A node that could not be asked is in the list with its
+        ``error`` (Kafka's ``describeLogDirs``)."""
+        request = storage_pb2.DescribeLogDirsRequest(
+            topics=list(topics), broker_ids=list(broker_ids)
+        )
+        response = await self._call("DescribeLogDirs", request)
+        return [broker_log_dirs(b) for b in response.brokers]
 
     # -- topics -------------------------------------------------------------------------------
 

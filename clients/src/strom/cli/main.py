@@ -18,6 +18,7 @@ from strom.cli import (
     console,
     dump_log,
     groups,
+    log_dirs,
     perf,
     schemas,
     security_commands,
@@ -51,6 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
     admin_commands.add_parsers(commands)
     console.add_parsers(commands)
     groups.add_parsers(commands)
+    log_dirs.add_parsers(commands)
     transactions.add_parsers(commands)
     schemas.add_parsers(commands)
     security_commands.add_parsers(commands)

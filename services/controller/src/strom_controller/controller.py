@@ -49,6 +49,7 @@ from strom_controller.managers.replication import ReplicationManager
 from strom_controller.managers.result import MAX_TXN_OPS, ControllerResult
 from strom_controller.managers.topics import TopicDefaults, TopicManager
 from strom_controller.managers.transactional_ids import TransactionalIdManager
+from strom_controller.membership import ControllerMembership
 from strom_controller.metadata_cache import CacheFeeder, Change, MetadataCache
 from strom_controller.model import (
     AlterConfigOp,
@@ -115,6 +116,7 @@ class Controller:
         self._write_lock = asyncio.Lock()
         self._serving = False
         self._election: ControllerElection | None = None
+        self._membership: ControllerMembership | None = None
         self._reconcile_wanted = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self._balancer: asyncio.Task[None] | None = None
@@ -141,9 +143,19 @@ class Controller:
             clock=self.clock,
             backoff_max_s=self.config.etcd_retry_backoff_max_ms / 1000,
         )
+        self._membership = ControllerMembership(
+            self.store,
+            self.keys.shared,
+            controller_id=self.config.controller_id,
+            host=host,
+            port=port,
+            ttl_s=self.config.lease_ttl_s,
+            clock=self.clock,
+        )
         self._tasks = [
             asyncio.create_task(self._election.run(), name="controller-election"),
             asyncio.create_task(self._reconcile_loop(), name="controller-reconcile"),
+            asyncio.create_task(self._membership.run(), name="controller-membership"),
         ]
 
     async def close(self) -> None:
@@ -156,6 +168,8 @@ class Controller:
                 await task
         if self._election is not None:
             await self._election.resign()
+        if self._membership is not None:
+            await self._membership.close()
         balancer = self._stop_balancer()
         if balancer is not None:
             with contextlib.suppress(asyncio.CancelledError, Exception):

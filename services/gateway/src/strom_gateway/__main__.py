@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from strom.protocol.v1.security_pb2_grpc import add_SecurityServicer_to_server
+from strom.security import ChannelSecurity
 from strom_gateway.byte_budget import ByteBudget
 from strom_gateway.config import GatewayConfig
 from strom_gateway.coordinator_registry import CoordinatorRegistry
 from strom_gateway.coordinator_router import CoordinatorRouter
 from strom_gateway.data_path import DataPath
-from strom_gateway.kafka import start_kafka_listener
+from strom_gateway.kafka import Routes, start_kafka_listener
+from strom_gateway.kafka.listener import KafkaListener
 from strom_gateway.leader_router import LeaderRouter
+from strom_gateway.log_dirs import LogDirsFanOut
 from strom_gateway.metadata_cache import MetadataCache
 from strom_gateway.routing import ControllerRouter
 from strom_gateway.servicer import GatewayServicer, add_to_server
@@ -23,6 +26,10 @@ from strom_server.runtime.logs import get_logger
 log = get_logger(__name__)
 
 
+async def _nothing() -> None:
+    """The gateway's own routers are closed at shutdown, not by the Kafka listener."""
+
+
 async def build(config: GatewayConfig, server: GrpcServer) -> None:
     keys = ClusterKeys(config.etcd_prefix)
     locator = ControllerLocator(EtcdStore(config.etcd_endpoints), keys)
@@ -34,27 +41,44 @@ async def build(config: GatewayConfig, server: GrpcServer) -> None:
     metadata = MetadataCache(router, max_age_s=config.metadata_max_age_ms / 1000)
     leaders = LeaderRouter(metadata, max_message_size=int(config.max_message_size))
     data = DataPath(leaders, ByteBudget(int(config.max_inflight_bytes)))
+    log_dirs_store = EtcdStore(config.etcd_endpoints)
     servicer = GatewayServicer(
-        router, coordinators, data, default_timeout_s=config.request_timeout_ms / 1000
+        router,
+        coordinators,
+        data,
+        default_timeout_s=config.request_timeout_ms / 1000,
+        log_dirs=LogDirsFanOut(log_dirs_store, keys, leaders),
     )
     server.add_service(add_to_server, servicer)
     if server.security is not None:  # logins, users and ACLs (docs/security.md)
         server.add_service(add_SecurityServicer_to_server, server.security.servicer())
-    # The Kafka-protocol listener has no SASL/TLS yet: it would serve every request as the
-    # gateway itself, so a secured gateway does not start it (docs/security.md).
-    kafka = None
-    if server.security is None:
-        kafka = await start_kafka_listener(
-            listen=config.kafka_port,
-            advertised=config.kafka_advertised,
-            router=router,
-            coordinators=coordinators,
-            data=data,
-            timeout_s=config.request_timeout_ms / 1000,
-            max_frame_bytes=int(config.max_message_size),
-        )
-    else:
-        log.warning("kafka-protocol listener not started: it has no SASL/TLS yet")
+
+    def user_routes(security: ChannelSecurity | None) -> Routes:
+        """Routers like the ones above, calling with ``security`` (the secured Kafka
+        listener's, one set per authenticated user: docs/security.md)."""
+        size = int(config.max_message_size)
+        user_router = ControllerRouter(locator, max_message_size=size, security=security)
+        user_coordinators = CoordinatorRouter(registry, max_message_size=size, security=security)
+        user_metadata = MetadataCache(user_router, max_age_s=config.metadata_max_age_ms / 1000)
+        user_leaders = LeaderRouter(user_metadata, max_message_size=size, security=security)
+
+        async def close_user_routes() -> None:
+            await user_coordinators.close()
+            await user_leaders.close()
+            await user_router.close()
+
+        user_data = DataPath(user_leaders, data.budget)
+        return Routes(user_router, user_coordinators, user_data, close_user_routes)
+
+    kafka: KafkaListener | None = await start_kafka_listener(
+        listen=config.kafka_port,
+        advertised=config.kafka_advertised,
+        routes=Routes(router, coordinators, data, close=_nothing),
+        routes_for=user_routes,
+        timeout_s=config.request_timeout_ms / 1000,
+        max_frame_bytes=int(config.max_message_size),
+        security=server.security,
+    )
 
     async def close() -> None:
         if kafka is not None:
@@ -64,6 +88,7 @@ async def build(config: GatewayConfig, server: GrpcServer) -> None:
         await router.close()
         await registry.close()
         await locator.close()
+        await log_dirs_store.close()
 
     server.on_shutdown(close)
 

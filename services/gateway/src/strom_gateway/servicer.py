@@ -18,6 +18,7 @@ import grpc
 from google.protobuf.message import DecodeError, Message
 
 from strom.protocol.v1 import (
+    common_pb2,
     controller_pb2,
     coordinator_pb2,
     gateway_pb2,
@@ -33,6 +34,7 @@ from strom_gateway.coordinator_router import (
     is_controller_producer_id,
 )
 from strom_gateway.data_path import DataPath
+from strom_gateway.log_dirs import LogDirsFanOut
 from strom_gateway.produce_stream import ProduceStreamRelay
 from strom_gateway.record_rpcs import RecordRpcs
 from strom_gateway.routing import ControllerRouter, NoControllerError
@@ -78,10 +80,12 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
         data: DataPath,
         *,
         default_timeout_s: float,
+        log_dirs: LogDirsFanOut | None = None,
     ) -> None:
         self.router = router
         self.coordinators = coordinators
         self.data = data
+        self.log_dirs = log_dirs
         self.records = RecordRpcs(data)
         self.default_timeout_s = default_timeout_s
 
@@ -108,7 +112,14 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
     async def Metadata(
         self, request: controller_pb2.MetadataRequest, context: Ctx
     ) -> controller_pb2.MetadataResponse:
-        return await self._forward("Metadata", request, controller_pb2.MetadataResponse, context)
+        response = await self._forward(
+            "Metadata", request, controller_pb2.MetadataResponse, context
+        )
+        response.controllers.extend(
+            common_pb2.Node(node_id=c.node_id, host=c.host, port=c.port)
+            for c in self.router.locator.members
+        )
+        return response
 
     # -- data path ----------------------------------------------------------------------------
 
@@ -399,6 +410,13 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
         self, request: transaction_pb2.DescribeProducersRequest, context: Ctx
     ) -> transaction_pb2.DescribeProducersResponse:
         return await self._data(self.data.describe_producers, request, context)
+
+    async def DescribeLogDirs(
+        self, request: storage_pb2.DescribeLogDirsRequest, context: Ctx
+    ) -> storage_pb2.DescribeLogDirsResponse:
+        if self.log_dirs is None:
+            await _abort(context, grpc.StatusCode.UNIMPLEMENTED, "DescribeLogDirs is not set up")
+        return await self._data(self.log_dirs.describe, request, context)
 
     async def CommitStagedTransactions(
         self, request: transaction_pb2.CommitStagedTransactionsRequest, context: Ctx

@@ -33,16 +33,18 @@ class MetadataRequest(_message.Message):
     def __init__(self, topics: _Optional[_Iterable[str]] = ..., allow_auto_topic_creation: _Optional[bool] = ...) -> None: ...
 
 class MetadataResponse(_message.Message):
-    __slots__ = ("cluster_id", "brokers", "controller", "topics")
+    __slots__ = ("cluster_id", "brokers", "controller", "topics", "controllers")
     CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
     BROKERS_FIELD_NUMBER: _ClassVar[int]
     CONTROLLER_FIELD_NUMBER: _ClassVar[int]
     TOPICS_FIELD_NUMBER: _ClassVar[int]
+    CONTROLLERS_FIELD_NUMBER: _ClassVar[int]
     cluster_id: str
     brokers: _containers.RepeatedCompositeFieldContainer[_common_pb2.Node]
     controller: _common_pb2.Node
     topics: _containers.RepeatedCompositeFieldContainer[TopicMetadata]
-    def __init__(self, cluster_id: _Optional[str] = ..., brokers: _Optional[_Iterable[_Union[_common_pb2.Node, _Mapping]]] = ..., controller: _Optional[_Union[_common_pb2.Node, _Mapping]] = ..., topics: _Optional[_Iterable[_Union[TopicMetadata, _Mapping]]] = ...) -> None: ...
+    controllers: _containers.RepeatedCompositeFieldContainer[_common_pb2.Node]
+    def __init__(self, cluster_id: _Optional[str] = ..., brokers: _Optional[_Iterable[_Union[_common_pb2.Node, _Mapping]]] = ..., controller: _Optional[_Union[_common_pb2.Node, _Mapping]] = ..., topics: _Optional[_Iterable[_Union[TopicMetadata, _Mapping]]] = ..., controllers: _Optional[_Iterable[_Union[_common_pb2.Node, _Mapping]]] = ...) -> None: ...
 
 class TopicMetadata(_message.Message):
     __slots__ = ("error_code", "name", "is_internal", "partitions", "topic_id")

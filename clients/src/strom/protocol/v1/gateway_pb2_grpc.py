@@ -213,6 +213,11 @@ class GatewayStub:
                 request_serializer=strom_dot_protocol_dot_v1_dot_transaction__pb2.DescribeProducersRequest.SerializeToString,
                 response_deserializer=strom_dot_protocol_dot_v1_dot_transaction__pb2.DescribeProducersResponse.FromString,
                 _registered_method=True)
+        self.DescribeLogDirs = channel.unary_unary(
+                '/strom.protocol.v1.Gateway/DescribeLogDirs',
+                request_serializer=strom_dot_protocol_dot_v1_dot_storage__pb2.DescribeLogDirsRequest.SerializeToString,
+                response_deserializer=strom_dot_protocol_dot_v1_dot_storage__pb2.DescribeLogDirsResponse.FromString,
+                _registered_method=True)
         self.CommitStagedTransactions = channel.unary_unary(
                 '/strom.protocol.v1.Gateway/CommitStagedTransactions',
                 request_serializer=strom_dot_protocol_dot_v1_dot_transaction__pb2.CommitStagedTransactionsRequest.SerializeToString,
@@ -447,6 +452,14 @@ class GatewayServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def DescribeLogDirs(self, request, context):
+        """Log directories, their filesystems and replica sizes of every live storage node (or of
+        those named), asked of each node (storage.proto).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def CommitStagedTransactions(self, request, context):
         """Staged transactions (forwarded to the commit_id's coordinator, located like a
         transactional id's).
@@ -638,6 +651,11 @@ def add_GatewayServicer_to_server(servicer, server):
                     servicer.DescribeProducers,
                     request_deserializer=strom_dot_protocol_dot_v1_dot_transaction__pb2.DescribeProducersRequest.FromString,
                     response_serializer=strom_dot_protocol_dot_v1_dot_transaction__pb2.DescribeProducersResponse.SerializeToString,
+            ),
+            'DescribeLogDirs': grpc.unary_unary_rpc_method_handler(
+                    servicer.DescribeLogDirs,
+                    request_deserializer=strom_dot_protocol_dot_v1_dot_storage__pb2.DescribeLogDirsRequest.FromString,
+                    response_serializer=strom_dot_protocol_dot_v1_dot_storage__pb2.DescribeLogDirsResponse.SerializeToString,
             ),
             'CommitStagedTransactions': grpc.unary_unary_rpc_method_handler(
                     servicer.CommitStagedTransactions,
@@ -1595,6 +1613,33 @@ class Gateway:
             '/strom.protocol.v1.Gateway/DescribeProducers',
             strom_dot_protocol_dot_v1_dot_transaction__pb2.DescribeProducersRequest.SerializeToString,
             strom_dot_protocol_dot_v1_dot_transaction__pb2.DescribeProducersResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DescribeLogDirs(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/strom.protocol.v1.Gateway/DescribeLogDirs',
+            strom_dot_protocol_dot_v1_dot_storage__pb2.DescribeLogDirsRequest.SerializeToString,
+            strom_dot_protocol_dot_v1_dot_storage__pb2.DescribeLogDirsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -291,3 +291,67 @@ class DeleteRecordsResult(_message.Message):
     error_message: str
     low_watermark: int
     def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., error_code: _Optional[_Union[_common_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., low_watermark: _Optional[int] = ...) -> None: ...
+
+class DescribeLogDirsRequest(_message.Message):
+    __slots__ = ("topics", "broker_ids")
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    BROKER_IDS_FIELD_NUMBER: _ClassVar[int]
+    topics: _containers.RepeatedScalarFieldContainer[str]
+    broker_ids: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, topics: _Optional[_Iterable[str]] = ..., broker_ids: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class DescribeLogDirsResponse(_message.Message):
+    __slots__ = ("brokers",)
+    BROKERS_FIELD_NUMBER: _ClassVar[int]
+    brokers: _containers.RepeatedCompositeFieldContainer[BrokerLogDirs]
+    def __init__(self, brokers: _Optional[_Iterable[_Union[BrokerLogDirs, _Mapping]]] = ...) -> None: ...
+
+class BrokerLogDirs(_message.Message):
+    __slots__ = ("node_id", "address", "error_code", "error_message", "log_dirs")
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    LOG_DIRS_FIELD_NUMBER: _ClassVar[int]
+    node_id: int
+    address: str
+    error_code: _common_pb2.ErrorCode
+    error_message: str
+    log_dirs: _containers.RepeatedCompositeFieldContainer[LogDirDescription]
+    def __init__(self, node_id: _Optional[int] = ..., address: _Optional[str] = ..., error_code: _Optional[_Union[_common_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., log_dirs: _Optional[_Iterable[_Union[LogDirDescription, _Mapping]]] = ...) -> None: ...
+
+class LogDirDescription(_message.Message):
+    __slots__ = ("error_code", "error_message", "path", "total_bytes", "usable_bytes", "topics")
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_BYTES_FIELD_NUMBER: _ClassVar[int]
+    USABLE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    error_code: _common_pb2.ErrorCode
+    error_message: str
+    path: str
+    total_bytes: int
+    usable_bytes: int
+    topics: _containers.RepeatedCompositeFieldContainer[LogDirTopic]
+    def __init__(self, error_code: _Optional[_Union[_common_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., path: _Optional[str] = ..., total_bytes: _Optional[int] = ..., usable_bytes: _Optional[int] = ..., topics: _Optional[_Iterable[_Union[LogDirTopic, _Mapping]]] = ...) -> None: ...
+
+class LogDirTopic(_message.Message):
+    __slots__ = ("name", "partitions")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    partitions: _containers.RepeatedCompositeFieldContainer[LogDirPartition]
+    def __init__(self, name: _Optional[str] = ..., partitions: _Optional[_Iterable[_Union[LogDirPartition, _Mapping]]] = ...) -> None: ...
+
+class LogDirPartition(_message.Message):
+    __slots__ = ("partition", "size_bytes", "offset_lag", "is_future")
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    SIZE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    OFFSET_LAG_FIELD_NUMBER: _ClassVar[int]
+    IS_FUTURE_FIELD_NUMBER: _ClassVar[int]
+    partition: int
+    size_bytes: int
+    offset_lag: int
+    is_future: bool
+    def __init__(self, partition: _Optional[int] = ..., size_bytes: _Optional[int] = ..., offset_lag: _Optional[int] = ..., is_future: _Optional[bool] = ...) -> None: ...

@@ -80,6 +80,11 @@ class StorageNodeStub:
                 request_serializer=strom_dot_protocol_dot_v1_dot_transaction__pb2.DescribeProducersRequest.SerializeToString,
                 response_deserializer=strom_dot_protocol_dot_v1_dot_transaction__pb2.DescribeProducersResponse.FromString,
                 _registered_method=True)
+        self.DescribeLogDirs = channel.unary_unary(
+                '/strom.protocol.v1.StorageNode/DescribeLogDirs',
+                request_serializer=strom_dot_protocol_dot_v1_dot_storage__pb2.DescribeLogDirsRequest.SerializeToString,
+                response_deserializer=strom_dot_protocol_dot_v1_dot_storage__pb2.DescribeLogDirsResponse.FromString,
+                _registered_method=True)
 
 
 class StorageNodeServicer:
@@ -149,6 +154,15 @@ class StorageNodeServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def DescribeLogDirs(self, request, context):
+        """This node's log directories: each one's filesystem (total and usable bytes) and the
+        size of every partition replica in it (Kafka's DescribeLogDirs). The answer holds one
+        entry in `brokers`, this node's.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_StorageNodeServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -196,6 +210,11 @@ def add_StorageNodeServicer_to_server(servicer, server):
                     servicer.DescribeProducers,
                     request_deserializer=strom_dot_protocol_dot_v1_dot_transaction__pb2.DescribeProducersRequest.FromString,
                     response_serializer=strom_dot_protocol_dot_v1_dot_transaction__pb2.DescribeProducersResponse.SerializeToString,
+            ),
+            'DescribeLogDirs': grpc.unary_unary_rpc_method_handler(
+                    servicer.DescribeLogDirs,
+                    request_deserializer=strom_dot_protocol_dot_v1_dot_storage__pb2.DescribeLogDirsRequest.FromString,
+                    response_serializer=strom_dot_protocol_dot_v1_dot_storage__pb2.DescribeLogDirsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -441,6 +460,33 @@ class StorageNode:
             '/strom.protocol.v1.StorageNode/DescribeProducers',
             strom_dot_protocol_dot_v1_dot_transaction__pb2.DescribeProducersRequest.SerializeToString,
             strom_dot_protocol_dot_v1_dot_transaction__pb2.DescribeProducersResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DescribeLogDirs(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/strom.protocol.v1.StorageNode/DescribeLogDirs',
+            strom_dot_protocol_dot_v1_dot_storage__pb2.DescribeLogDirsRequest.SerializeToString,
+            strom_dot_protocol_dot_v1_dot_storage__pb2.DescribeLogDirsResponse.FromString,
             options,
             channel_credentials,
             insecure,

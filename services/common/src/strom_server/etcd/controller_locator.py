@@ -1,4 +1,5 @@
-"""Where the active controller is: ``P/controller/leader`` in etcd, followed by a watch.
+"""Where the active controller is: ``P/controller/leader`` in etcd, followed by a watch, and
+which controllers run (``P/controller/members/<id>``, standbys included).
 
 ``EtcdStore`` retries lost connections and resumes the watch after the last revision it saw,
 so the address stays current across etcd outages; ``refresh`` re-reads the key on demand (a
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import structlog
 
+from strom.types import NodeInfo
 from strom_server.etcd.keys import ClusterKeys, decode_value
 from strom_server.etcd.prefix_follower import PrefixFollower
 from strom_server.etcd.store import EtcdStore, KeyValue, WatchBatch
@@ -25,15 +27,25 @@ class ControllerLocator:
 
     def __init__(self, store: EtcdStore, keys: ClusterKeys) -> None:
         self._store = store
+        self._keys = keys
         self._key = keys.controller_leader
         self._address: str | None = None
+        self._members: dict[int, NodeInfo] = {}
         self._follower = PrefixFollower(
-            store, self._key, on_snapshot=self._absorb_snapshot, on_batch=self._absorb_batch
+            store,
+            keys.controller_root,
+            on_snapshot=self._absorb_snapshot,
+            on_batch=self._absorb_batch,
         )
 
     @property
     def address(self) -> str | None:
         return self._address
+
+    @property
+    def members(self) -> list[NodeInfo]:
+        """Every registered controller (active and standbys), by id."""
+        return [self._members[i] for i in sorted(self._members)]
 
     async def start(self) -> None:
         await self._follower.start()
@@ -45,11 +57,31 @@ class ControllerLocator:
 
     def _absorb_snapshot(self, kvs: list[KeyValue], revision: int) -> None:
         self._set(next((kv.value for kv in kvs if kv.key == self._key), None))
+        self._members.clear()
+        for kv in kvs:
+            self._member(kv.key, kv.value)
 
     def _absorb_batch(self, batch: WatchBatch) -> None:
         for event in batch.events:
             if event.kv.key == self._key:
                 self._set(None if event.kind == "delete" else event.kv.value)
+            else:
+                self._member(event.kv.key, None if event.kind == "delete" else event.kv.value)
+
+    def _member(self, key: str, raw: bytes | None) -> None:
+        controller_id = self._keys.parse_controller_member_key(key)
+        if controller_id is None:
+            return
+        if raw is None:
+            self._members.pop(controller_id, None)
+            return
+        try:
+            value = decode_value(raw)
+            self._members[controller_id] = NodeInfo(
+                controller_id, str(value["host"]), int(value["port"])
+            )
+        except (ValueError, KeyError, TypeError) as exc:
+            log.error("unreadable controller registration", key=key, error=str(exc))
 
     def _set(self, raw: bytes | None) -> None:
         address = None

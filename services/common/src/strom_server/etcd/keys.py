@@ -9,6 +9,8 @@ P/cluster/id                       {"cluster_id": uuid}                         
 P/controller/leader                {"id", "host", "port", "epoch"} on the active         ctrl
                                    controller's lease (created only if absent)
 P/controller/epoch                 {"epoch": n}, bumped with each election               ctrl
+P/controller/members/<id>          {"id", "host", "port"} on each running controller's   ctrl
+                                   own lease, standbys too (listed by the gateway)
 P/brokers/ids/<id>                 {"id", "host", "port", "rack"} on the node's lease;   node
                                    broker epoch = the key's create revision
 P/topics/<name>                    {"topic_id", "partitions": {"0": [replicas]},         ctrl
@@ -87,6 +89,23 @@ class ClusterKeys:
     @property
     def controller_epoch(self) -> str:
         return self._key("controller", "epoch")
+
+    @property
+    def controller_root(self) -> str:
+        """Prefix of the leader key, the epoch and the members (ends with a slash)."""
+        return self._key("controller", "")
+
+    @property
+    def controller_members(self) -> str:
+        """Prefix of every running controller's registration (ends with a slash)."""
+        return self._key("controller", "members", "")
+
+    def controller_member(self, controller_id: int) -> str:
+        return self._key("controller", "members", controller_id)
+
+    def parse_controller_member_key(self, key: str) -> int | None:
+        rest = key.removeprefix(self.controller_members)
+        return int(rest) if rest != key and rest.isdigit() else None
 
     @property
     def brokers(self) -> str:

@@ -260,6 +260,7 @@ _RULES: dict[str, Rule] = {
     "ElectLeaders": Rule(_cluster(ALTER)),
     "AlterPartitionReassignments": Rule(_cluster(ALTER)),
     "ListPartitionReassignments": Rule(_cluster(DESCRIBE)),
+    "DescribeLogDirs": Rule(_cluster(DESCRIBE)),
     "InitProducerId": Rule(_init_producer_id),
     # groups
     "FindCoordinator": Rule(_find_coordinator),
