@@ -5,10 +5,11 @@ connector's Avro tests (tests/ is on the import path)."""
 from __future__ import annotations
 
 import json
+import ssl
 import sys
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,9 +37,13 @@ def http(method: str, url: str, body: Any = None) -> tuple[int, Any]:
         return exc.code, json.loads(exc.read() or b"null")
 
 
-def _ready(url: str) -> bool:
+def _context(cafile: str | None) -> ssl.SSLContext | None:
+    return ssl.create_default_context(cafile=cafile) if cafile else None
+
+
+def _ready(url: str, cafile: str | None = None) -> bool:
     try:
-        with urllib.request.urlopen(url + "/", timeout=2) as answer:
+        with urllib.request.urlopen(url + "/", timeout=2, context=_context(cafile)) as answer:
             return answer.status == 200
     except OSError:
         return False
@@ -51,10 +56,14 @@ class Registries:
     cluster: LocalCluster
     processes: dict[str, ManagedProcess] = field(default_factory=dict)
     started: list[ManagedProcess] = field(default_factory=list)
+    #: Extra flags of every instance (security settings), and the CA of an https URL.
+    flags: Sequence[str] = ()
+    cafile: str | None = None
 
     def start(self, name: str, port: int | None = None) -> str:
         port = port or free_port()
-        url = f"http://127.0.0.1:{port}"
+        url = f"{'https' if self.cafile else 'http'}://127.0.0.1:{port}"
+        cafile = self.cafile
         spec = self.cluster.spec
         process = ManagedProcess(
             name=name,
@@ -62,10 +71,10 @@ class Registries:
                 sys.executable, "-m", "strom_registry", "--listen", f"127.0.0.1:{port}",
                 "--bootstrap-servers", spec.gateway_address,
                 "--etcd-endpoints", f"{spec.host}:{spec.etcd_client_port}",
-                "--registry.session.timeout.ms", str(SESSION_TIMEOUT_MS),
+                "--registry.session.timeout.ms", str(SESSION_TIMEOUT_MS), *self.flags,
             ],
             log_path=spec.data_dir / "logs" / f"{name}.log",
-            ready=lambda: _ready(url),
+            ready=lambda: _ready(url, cafile),
             address=url,
         )  # fmt: skip
         self.processes[name] = process
@@ -82,7 +91,7 @@ class Registries:
 
         def find() -> str | None:
             for name, process in self.processes.items():
-                if process.is_running() and _is_writer(process.address):
+                if process.is_running() and _is_writer(process.address, self.cafile):
                     return name
             return None
 
@@ -93,9 +102,9 @@ class Registries:
             process.stop(10.0)
 
 
-def _is_writer(url: str) -> bool:
+def _is_writer(url: str, cafile: str | None = None) -> bool:
     try:
-        with urllib.request.urlopen(url + "/", timeout=10) as answer:
+        with urllib.request.urlopen(url + "/", timeout=10, context=_context(cafile)) as answer:
             return answer.headers.get("X-Strom-Registry-Writer") == "true"
     except OSError:
         return False

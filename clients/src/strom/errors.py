@@ -10,6 +10,8 @@ written once. Each code has exactly one class below; ``for_code`` finds it.
     StromError                          base of everything Strom raises
     ├── ConfigurationError              a bad option or setting (names the option)
     ├── StromTimeoutError               a client-side wait ran out (flush, max_block_ms, ...)
+    ├── SslHandshakeFailedError         no TLS session: one side speaks TLS and the other not,
+    │                                   or the server's certificate is not trusted
     └── BrokerResponseError             a wire error code (code, retriable)
         ├── CorruptRecordError          CORRUPT_MESSAGE: a batch failed validation
         │   ├── InvalidCrcError             CRC-32C does not match
@@ -103,6 +105,7 @@ __all__ = [
     "ReplicaNotAvailableError",
     "RequestTimedOutError",
     "SaslAuthenticationFailedError",
+    "SslHandshakeFailedError",
     "StaleControllerEpochError",
     "StorageError",
     "StromError",
@@ -156,6 +159,12 @@ class StromTimeoutError(StromError, TimeoutError):
     """A client-side wait ran out before the operation completed."""
 
     retriable = True
+
+
+class SslHandshakeFailedError(StromError):
+    """No TLS session with a server: it requires TLS and the client does not use it, it does
+    not speak TLS and the client does, or its certificate is not trusted. A configuration
+    problem, not retriable; the message names the server and the likely fix."""
 
 
 class BrokerResponseError(StromError):

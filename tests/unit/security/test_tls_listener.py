@@ -13,7 +13,11 @@ import grpc.aio
 import pytest
 
 from strom.cluster import translate_errors
-from strom.errors import NetworkExceptionError, SaslAuthenticationFailedError, StromError
+from strom.errors import (
+    SaslAuthenticationFailedError,
+    SslHandshakeFailedError,
+    StromError,
+)
 from strom_server.rpc.server import GrpcServer
 from strom_server.runtime.config import ServerConfig
 from strom_server.security.certificates import LocalCa
@@ -96,7 +100,7 @@ def test_mtls_principals_tokens_refusals_and_reload(tmp_path: Path) -> None:
                 credentials(ca.cafile, None),  # no client certificate
                 credentials(ca.cafile, (stranger.certfile, stranger.keyfile)),  # foreign CA
             ):
-                with pytest.raises(NetworkExceptionError):
+                with pytest.raises(SslHandshakeFailedError, match=r"requires TLS.*certificate"):
                     await call(address, refused)
 
             # A new certificate from a new CA replaces the files: the next connection gets it.

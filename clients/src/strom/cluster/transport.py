@@ -4,7 +4,9 @@ Every RPC a client makes runs inside ``translate_errors(target)``, the boundary 
 and the client library: a ``grpc.RpcError`` leaves it as the matching ``strom.errors``
 exception (``from_rpc_error``), the original as its ``__cause__``. A server that fails a whole
 request puts the ``ErrorCode`` in the trailing metadata key ``strom-error-code``; the exact
-class is rebuilt from it. Otherwise the gRPC status decides. Callers of the client library
+class is rebuilt from it. A TLS mismatch (a plaintext client on a TLS port, the reverse, an
+untrusted certificate: ``strom.cluster.tls_mismatch``) becomes the non-retriable
+``SslHandshakeFailedError``. Otherwise the gRPC status decides. Callers of the client library
 never see ``grpc.RpcError``.
 
 Public (``strom.cluster``): services use the same channel options and translation when they
@@ -18,6 +20,7 @@ from contextlib import contextmanager
 
 import grpc
 
+from strom.cluster.tls_mismatch import diagnose
 from strom.errors import (
     ERROR_CODE_METADATA_KEY,
     ClusterAuthorizationFailedError,
@@ -70,6 +73,10 @@ def from_rpc_error(exc: grpc.RpcError, target: str = "") -> StromError:
                 return for_code(int(value), f"{where}{details}")
             except ValueError:
                 break
+    if code == grpc.StatusCode.UNAVAILABLE and details:
+        mismatch = diagnose(details, target)
+        if mismatch is not None:
+            return mismatch
     cls = _BY_STATUS.get(code, UnknownServerError)  # type: ignore[arg-type]
     name = code.name if code is not None else "error"
     return cls(f"{where}{name}: {details}")

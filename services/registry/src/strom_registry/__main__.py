@@ -20,6 +20,7 @@ from strom_registry.election import WriterElection
 from strom_registry.http import Node, build_app
 from strom_registry.registry import Registry
 from strom_registry.schemas_log import SchemasLog
+from strom_registry.security import RegistrySecurity, client_options, configure_etcd
 from strom_registry.state import RegistryState
 from strom_registry.store import TopicStore
 from strom_server.etcd.keys import ClusterKeys
@@ -57,12 +58,15 @@ async def serve(config: RegistryConfig, stop: asyncio.Event) -> None:
     schemas = SchemasLog(
         config.bootstrap_servers, state, topic=config.kafkastore_topic,
         replication_factor=config.kafkastore_topic_replication_factor,
-        timeout_s=config.kafkastore_timeout_ms / 1000,
+        timeout_s=config.kafkastore_timeout_ms / 1000, client_options=client_options(config),
     )  # fmt: skip
+    configure_etcd(config)
     etcd = EtcdStore(config.etcd_endpoints)
     election: WriterElection | None = None
     runner: web.AppRunner | None = None
+    security: RegistrySecurity | None = None
     try:
+        security = await RegistrySecurity.start(config, etcd)
         if not await _start_log(schemas, stop):
             return
         log.info("schemas loaded", subjects=len(state.subjects), schemas=len(state.schemas),
@@ -83,14 +87,18 @@ async def serve(config: RegistryConfig, stop: asyncio.Event) -> None:
             log_position=lambda: schemas.position,
             wait_for=schemas.wait_for,
             forward_timeout_s=config.kafkastore_timeout_ms / 1000,
+            access=security.access,
+            forward_ssl=security.forward_ssl,
         )
         runner = web.AppRunner(build_app(node), access_log=None)
         await runner.setup()
-        site = web.TCPSite(runner, host or None, port, reuse_port=False)
+        site = web.TCPSite(
+            runner, host or None, port, reuse_port=False, ssl_context=security.server_ssl
+        )
         await site.start()
         bound = runner.addresses[0][1]
         adv_host, adv_port = advertised_address(config.listen, "", bound)
-        election.url = config.advertised_url or f"http://{adv_host}:{adv_port}"
+        election.url = config.advertised_url or f"{security.scheme}://{adv_host}:{adv_port}"
         election.instance_id = config.instance_id or election.url
         await election.start()
         log.info("listening", url=election.url, port=bound)
@@ -102,6 +110,8 @@ async def serve(config: RegistryConfig, stop: asyncio.Event) -> None:
         if runner is not None:
             await runner.cleanup()
         await schemas.close()
+        if security is not None:
+            await security.close()
         await etcd.close()
         log.info("stopped")
 

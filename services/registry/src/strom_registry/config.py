@@ -3,7 +3,9 @@
 Confluent's names where Confluent has the setting (``kafkastore.topic``,
 ``kafkastore.topic.replication.factor``, ``kafkastore.timeout.ms``,
 ``schema.compatibility.level``, ``leader.eligibility``); ``registry.session.timeout.ms`` is the
-TTL of the writer's election lease (docs/schema-registry.md).
+TTL of the writer's election lease; ``command-config`` names the client security settings
+used on the ``_schemas`` topic (docs/schema-registry.md). The security settings every service
+has secure the REST API: HTTPS, Basic authentication, the authorizer (strom_registry.access).
 """
 
 from __future__ import annotations
@@ -70,6 +72,12 @@ class RegistryConfig(ServerConfig):
     )  # fmt: skip
     leader_eligibility: bool = setting(
         True, name="leader.eligibility", help="whether this instance may become the writer"
+    )
+    command_config: str = setting(
+        "",
+        help="a Kafka-style properties file with the client security settings the registry "
+        "reaches the cluster with (security.protocol, sasl.mechanism, sasl.username, "
+        "sasl.password, ssl.cafile, ...), as `strom --command-config`; empty: plaintext",
     )
     session_timeout_ms: int = setting(
         9000, name="registry.session.timeout.ms", help="TTL of the writer's election lease: a "

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from strom import NewTopic, TopicPartition
 from strom.aio import Admin, Consumer, Producer
@@ -38,7 +39,9 @@ class SchemasLog:
         replication_factor: int = 3,
         timeout_s: float = 30.0,
         client_id: str = "strom-registry",
+        client_options: Mapping[str, Any] | None = None,
     ) -> None:
+        """``client_options``: the clients' security options (``security_protocol``, ...)."""
         self.bootstrap_servers = bootstrap_servers
         self.state = state
         self.topic = topic
@@ -46,10 +49,11 @@ class SchemasLog:
         self.timeout_s = timeout_s
         self._tp = TopicPartition(topic, 0)
         timeout_ms = int(timeout_s * 1000)
+        self._options = dict(client_options or {})
         self._consumer = Consumer(
             bootstrap_servers=bootstrap_servers, auto_offset_reset="earliest",
             enable_auto_commit=False, fetch_max_wait_ms=200, request_timeout_ms=timeout_ms,
-            client_id=client_id,
+            client_id=client_id, **self._options,
         )  # fmt: skip
         self._producer: Producer | None = None
         self._client_id = client_id
@@ -60,8 +64,8 @@ class SchemasLog:
 
     async def ensure_topic(self) -> None:
         """Create the topic (one partition, compacted) unless it exists."""
-        async with Admin(self.bootstrap_servers,
-                         request_timeout_ms=int(self.timeout_s * 1000)) as admin:  # fmt: skip
+        async with Admin(self.bootstrap_servers, request_timeout_ms=int(self.timeout_s * 1000),
+                         **self._options) as admin:  # fmt: skip
             if self.topic in await admin.list_topics(include_internal=True):
                 return
             brokers = len((await admin.describe_cluster()).brokers)
@@ -125,6 +129,7 @@ class SchemasLog:
             self._producer = Producer(
                 bootstrap_servers=self.bootstrap_servers, acks="all", linger_ms=0,
                 request_timeout_ms=int(self.timeout_s * 1000), client_id=self._client_id,
+                **self._options,
             )  # fmt: skip
             await self._producer.start()
         try:

@@ -24,6 +24,7 @@ import dataclasses
 import json
 import os
 import signal
+import ssl
 import sys
 import time
 import urllib.request
@@ -212,15 +213,20 @@ class LocalClusterSpec:
 
     @property
     def registry_url(self) -> str:
-        return f"http://{self.host}:{self.registry_port}"
+        scheme = "https" if self.secure else "http"
+        return f"{scheme}://{self.host}:{self.registry_port}"
 
     def _registry(self) -> ManagedProcess:
-        """The schema registry (``strom_registry``): REST API, data in the ``_schemas`` topic."""
+        """The schema registry (``strom_registry``): REST API, data in the ``_schemas`` topic.
+        Secure: HTTPS with its own certificate, Basic authentication and ACLs, reaching the
+        cluster as the super user (admin.properties)."""
         assert self.registry_port is not None
-        return self._http_service(
-            "registry", self.registry_port,
-            "--etcd-endpoints", f"{self.host}:{self.etcd_client_port}",
-        )  # fmt: skip
+        flags = ["--etcd-endpoints", f"{self.host}:{self.etcd_client_port}"]
+        if self.secure:
+            secure.prepare_tls(self.data_dir, ["registry"])
+            flags += secure.service_flags(self.data_dir, "registry")
+            flags += ["--command-config", str(secure.admin_properties_path(self.data_dir))]
+        return self._http_service("registry", self.registry_port, *flags)
 
     def _console(self) -> ManagedProcess:
         """The web console (``strom_console``); with the registry, its schemas pages."""
@@ -232,6 +238,10 @@ class LocalClusterSpec:
         """An HTTP service (``strom_<name>``, a client of the gateway), ready when its health
         path (``HTTP_HEALTH_PATHS``) answers 200."""
         address = f"{self.host}:{port}"
+        # Secure services serve HTTPS (the registry; its health path needs no login).
+        https = self.secure and "--ssl.certfile" in flags
+        cafile = str(secure.tls_dir(self.data_dir) / "ca.crt") if https else None
+        url = f"{'https' if https else 'http'}://{address}"
         argv = [
             sys.executable, "-m", f"strom_{name}",
             "--listen", address,
@@ -242,8 +252,8 @@ class LocalClusterSpec:
             name=name,
             argv=argv,
             log_path=self.data_dir / "logs" / f"{name}.log",
-            ready=lambda: http_ok(f"http://{address}{HTTP_HEALTH_PATHS[name]}"),
-            address=f"http://{address}",
+            ready=lambda: http_ok(f"{url}{HTTP_HEALTH_PATHS[name]}", cafile=cafile),
+            address=url,
             role=name,
         )
 
@@ -295,10 +305,12 @@ class LocalClusterSpec:
 HTTP_HEALTH_PATHS = {"console": "/healthz", "registry": "/"}
 
 
-def http_ok(url: str) -> bool:
-    """Whether ``url`` answers 200 (the console's and the registry's readiness probe)."""
+def http_ok(url: str, cafile: str | None = None) -> bool:
+    """Whether ``url`` answers 200 (the console's and the registry's readiness probe);
+    ``cafile``: the CA an https URL's certificate is checked against."""
+    context = ssl.create_default_context(cafile=cafile) if cafile else None
     try:
-        with urllib.request.urlopen(url, timeout=2) as response:
+        with urllib.request.urlopen(url, timeout=2, context=context) as response:
             return bool(response.status == 200)
     except OSError:
         return False
@@ -456,12 +468,12 @@ def run_cluster(
         state.write("starting", _starting(processes))
 
         def on_ready(process: ManagedProcess) -> None:
+            if spec.secure and process.role == "etcd":  # the registry logs in as admin
+                secure.create_admin(spec.data_dir, f"{spec.host}:{spec.etcd_client_port}")
             state.write("starting", _starting(processes))
             announce(f"  {process.name:<13} ready  {process.address}  (log: {process.log_path})")
 
         supervisor.start_all(ready_timeout_s, on_ready=on_ready)
-        if spec.secure:
-            secure.create_admin(spec.data_dir, f"{spec.host}:{spec.etcd_client_port}")
         keeper = ProcessKeeper(
             processes,
             policy,
@@ -485,7 +497,10 @@ def run_cluster(
             announce(f"  web console:         {spec.console_url}")
         if spec.registry_port is not None:
             announce(f"  schema registry:     {spec.registry_url}")
-        if not spec.secure:  # the Kafka listener has no SASL yet
+        if spec.secure:  # SASL_SSL: librdkafka-style settings for the admin
+            kafka_settings = secure.write_kafka_properties(spec.data_dir, spec.kafka_address)
+            announce(f"  Kafka clients:       {spec.kafka_address} (SASL_SSL: {kafka_settings})")
+        else:
             announce(f"  Kafka clients:       {spec.kafka_address}")
         announce(f"  etcd endpoints:      {spec.etcd_endpoint}")
         if not policy.enabled:

@@ -7,20 +7,27 @@ is 404 with error code 404, a body that is not JSON 400 (error code 400), anythi
 forwarded to the writer (``forward``); the answer carries the log offset the write reached,
 and the forwarding instance waits until its own state has it, so a client reads its write
 back from whichever instance it asks.
+
+With security on, every request but ``GET /`` (the health check) first authenticates the
+caller (HTTP Basic against Strom's users: 401 otherwise) and then is authorized by the rule
+of its handler (``RULES``; 403 with 40301 otherwise): ``strom_registry.access`` says how.
 """
 
 from __future__ import annotations
 
 import json
+import ssl
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from aiohttp import ClientError, ClientSession, ClientTimeout, web
+from aiohttp import ClientError, ClientSession, ClientTimeout, TCPConnector, web
 from opentelemetry import metrics, trace
 
+from strom.security.acl import Operation
 from strom_registry import errors
+from strom_registry.access import ANONYMOUS, Access
 from strom_registry.registry import Registry
 from strom_server.runtime.logs import get_logger
 
@@ -46,6 +53,10 @@ class Node:
     log_position: Callable[[], int]
     wait_for: Callable[[int], Awaitable[None]]
     forward_timeout_s: float = 30.0
+    #: Authentication and authorization of requests (default: none).
+    access: Access = field(default_factory=Access)
+    #: TLS of forwarded writes (the writer's URL is https): the cluster's CA.
+    forward_ssl: ssl.SSLContext | None = None
 
 
 def _json(value: Any, status: int = 200) -> web.Response:
@@ -66,6 +77,11 @@ async def _body(request: web.Request) -> Any:
         return json.loads(text) if text.strip() else {}
     except json.JSONDecodeError as exc:
         raise errors.bad_request(400, f"the body is not JSON: {exc}") from None
+
+
+def _caller(request: web.Request) -> tuple[str, str]:
+    """The (principal, host) the middleware authenticated."""
+    return request.get("principal", ANONYMOUS), request.remote or ""
 
 
 def _schema_id(request: web.Request) -> int:
@@ -91,31 +107,53 @@ class Routes:
     async def schema_types(self, _: web.Request) -> web.Response:
         return _json(["JSON", "PROTOBUF", "AVRO"])
 
+    def _visible(self, request: web.Request, subjects: list[str]) -> list[str]:
+        if self.node.access.authorizer is None:
+            return subjects
+        return self.node.access.visible(*_caller(request), subjects)
+
+    def _readable_id(self, request: web.Request) -> int:
+        """The id of the path, when the caller may describe a subject using it (else 403)."""
+        schema_id = _schema_id(request)
+        if self.node.access.authorizer is None:
+            return schema_id
+        self.r.schema(schema_id)  # 40403 first for an unknown id
+        if not self._visible(request, self.r.subjects_of(schema_id, deleted=True)):
+            principal = _caller(request)[0]
+            raise errors.RegistryError(
+                403, 40301, f"{principal} is denied operation DESCRIBE on schema id {schema_id}"
+            )
+        return schema_id
+
     async def schema_by_id(self, request: web.Request) -> web.Response:
-        return _json(self.r.describe_schema(self.r.schema(_schema_id(request))))
+        return _json(self.r.describe_schema(self.r.schema(self._readable_id(request))))
 
     async def schema_text(self, request: web.Request) -> web.Response:
-        return web.Response(text=self.r.schema(_schema_id(request)).text,
+        return web.Response(text=self.r.schema(self._readable_id(request)).text,
                             content_type="application/json")  # fmt: skip
 
     async def schema_subjects(self, request: web.Request) -> web.Response:
-        return _json(self.r.subjects_of(_schema_id(request), deleted=_flag(request, "deleted")))
+        subjects = self.r.subjects_of(self._readable_id(request), deleted=_flag(request, "deleted"))
+        return _json(self._visible(request, subjects))
 
     async def schema_versions(self, request: web.Request) -> web.Response:
-        return _json(self.r.versions_of(_schema_id(request), deleted=_flag(request, "deleted")))
+        found = self.r.versions_of(self._readable_id(request), deleted=_flag(request, "deleted"))
+        visible = set(self._visible(request, [v["subject"] for v in found]))
+        return _json([v for v in found if v["subject"] in visible])
 
     async def schemas(self, request: web.Request) -> web.Response:
         prefix = request.query.get("subjectPrefix", "")
         deleted, latest = _flag(request, "deleted"), _flag(request, "latestOnly")
         found = []
-        for subject in self.r.subjects(deleted=deleted, prefix=prefix):
+        for subject in self._visible(request, self.r.subjects(deleted=deleted, prefix=prefix)):
             versions = self.r.state.versions(subject, deleted=deleted)
             found += [self.r.describe(e) for e in (versions[-1:] if latest else versions)]
         return _json(found)
 
     async def subjects(self, request: web.Request) -> web.Response:
         prefix = request.query.get("subjectPrefix", "")
-        return _json(self.r.subjects(deleted=_flag(request, "deleted"), prefix=prefix))
+        subjects = self.r.subjects(deleted=_flag(request, "deleted"), prefix=prefix)
+        return _json(self._visible(request, subjects))
 
     async def subject_versions(self, request: web.Request) -> web.Response:
         subject = request.match_info["subject"]
@@ -191,6 +229,42 @@ class Routes:
         return _json(answer)
 
 
+#: What each handler needs on the subject of its path (on the global settings when the path
+#: names none); handlers not listed need only an authenticated caller (lists filter what they
+#: show, a schema by id checks its subjects: ``Routes``).
+RULES: dict[str, Operation] = {
+    "subject_versions": Operation.DESCRIBE,
+    "subject_version": Operation.DESCRIBE,
+    "subject_version_schema": Operation.DESCRIBE,
+    "referenced_by": Operation.DESCRIBE,
+    "lookup": Operation.DESCRIBE,
+    "compatibility": Operation.DESCRIBE,
+    "register": Operation.WRITE,
+    "delete_subject": Operation.DELETE,
+    "delete_version": Operation.DELETE,
+    "get_config": Operation.DESCRIBE_CONFIGS,
+    "get_mode": Operation.DESCRIBE_CONFIGS,
+    "put_config": Operation.ALTER_CONFIGS,
+    "delete_config": Operation.ALTER_CONFIGS,
+    "put_mode": Operation.ALTER_CONFIGS,
+    "delete_mode": Operation.ALTER_CONFIGS,
+}
+
+
+async def _authorize(node: Node, request: web.Request, handler_name: str, route: str) -> None:
+    """Authenticate the caller (kept in ``request["principal"]``) and check the handler's
+    rule; ``GET /`` (the health check) needs nothing."""
+    if node.access.open or handler_name == "root":
+        return
+    host = request.remote or ""
+    principal = await node.access.principal(request.headers.get("Authorization"), host)
+    request["principal"] = principal
+    operation = RULES.get(handler_name)
+    if operation is not None:
+        subject = request.match_info.get("subject")
+        node.access.check(principal, host, operation, subject, f"{request.method} {route}")
+
+
 def _routes(routes: Routes) -> tuple[list[web.RouteDef], set[Handler]]:
     s = "/subjects/{subject}"
     v = s + "/versions/{version}"
@@ -251,10 +325,13 @@ async def forward(node: Node, request: web.Request, session: ClientSession) -> w
         raise errors.forwarding_failed(
             "the instance this request was forwarded to is not the writer"
         )
+    headers = {"Content-Type": "application/json", _FORWARDED_HEADER: "1"}
+    if "Authorization" in request.headers:  # the writer checks the caller again
+        headers["Authorization"] = request.headers["Authorization"]
     try:
         async with session.request(
             request.method, leader.rstrip("/") + request.path_qs, data=await request.read(),
-            headers={"Content-Type": "application/json", _FORWARDED_HEADER: "1"},
+            headers=headers,
         ) as answer:  # fmt: skip
             body = await answer.read()
             offset = answer.headers.get(_OFFSET_HEADER)
@@ -280,7 +357,7 @@ def build_app(node: Node) -> web.Application:
         route = request.match_info.route.resource
         name = route.canonical if route is not None else "unmatched"
         with stats.tracer.start_as_current_span(f"{request.method} {name}") as span:
-            response = await _answer(request, handler, span)
+            response = await _answer(request, handler, span, name)
         attributes: dict[str, str | int] = {
             "route": name, "method": request.method, "status": response.status,
         }  # fmt: skip
@@ -289,14 +366,18 @@ def build_app(node: Node) -> web.Application:
         return response
 
     async def _answer(
-        request: web.Request, handler: Handler, span: trace.Span
+        request: web.Request, handler: Handler, span: trace.Span, route: str
     ) -> web.StreamResponse:
         try:
             target = getattr(handler, "__func__", None) or handler
+            await _authorize(node, request, getattr(target, "__name__", ""), route)
             is_write = any(getattr(w, "__func__", None) is target for w in writes)
             if is_write and not node.is_leader():
                 if not sessions:
-                    sessions.append(ClientSession(timeout=ClientTimeout(node.forward_timeout_s)))
+                    sessions.append(ClientSession(
+                        timeout=ClientTimeout(node.forward_timeout_s),
+                        connector=TCPConnector(ssl=node.forward_ssl or True),
+                    ))  # fmt: skip
                 response: web.StreamResponse = await forward(node, request, sessions[0])
             else:
                 response = await handler(request)
@@ -304,6 +385,8 @@ def build_app(node: Node) -> web.Application:
                     response.headers[_OFFSET_HEADER] = str(node.log_position())
         except errors.RegistryError as exc:
             response = _error(exc)
+            if exc.status == 401:
+                response.headers["WWW-Authenticate"] = 'Basic realm="strom-registry"'
         except (web.HTTPNotFound, web.HTTPMethodNotAllowed) as exc:
             response = _error(errors.bad_request(exc.status, f"HTTP {exc.status} {exc.reason}"))
         except web.HTTPException as exc:

@@ -1,0 +1,95 @@
+"""The registry's security, built from its settings (docs/schema-registry.md):
+
+- the clients on the ``_schemas`` topic connect with the options in ``command-config`` (a
+  Kafka-style properties file, as ``strom --command-config`` reads);
+- etcd is reached over TLS with ``etcd.ssl.cafile`` (the service's certificate as client
+  certificate), as every service does;
+- the REST API is HTTPS for ``security.protocol`` SSL and SASL_SSL (``ssl.certfile``,
+  ``ssl.keyfile``; ``ssl.client.auth`` with ``ssl.cafile`` for client certificates), asks for
+  HTTP Basic credentials checked against Strom's SCRAM users for SASL_SSL and
+  SASL_PLAINTEXT, and checks ACLs with ``authorizer.enabled`` (``strom_registry.access``).
+"""
+
+from __future__ import annotations
+
+import ssl
+from dataclasses import dataclass, field
+from typing import Any
+
+from strom.errors import ConfigurationError
+from strom.security import SecurityConfig, properties_to_options, read_properties
+from strom_registry.access import Access
+from strom_registry.config import RegistryConfig
+from strom_server.etcd.keys import ClusterKeys
+from strom_server.etcd.store import EtcdStore
+from strom_server.etcd.store import configure_tls as configure_etcd_tls
+from strom_server.security.acl_watch import AclWatch
+from strom_server.security.authorizer import Authorizer
+from strom_server.security.http_tls import client_context, server_context
+from strom_server.security.passwords import PasswordChecker
+from strom_server.security.store import SecurityStore
+
+__all__ = ["RegistrySecurity", "client_options", "configure_etcd"]
+
+
+def client_options(config: RegistryConfig) -> dict[str, Any]:
+    """The clients' security options from ``command-config`` (validated; {} without one)."""
+    if not config.command_config:
+        return {}
+    options = properties_to_options(read_properties(config.command_config))
+    try:
+        SecurityConfig(**options)  # type: ignore[arg-type]
+    except ConfigurationError as exc:
+        raise ConfigurationError(f"command-config {config.command_config}: {exc}") from None
+    return options
+
+
+def configure_etcd(config: RegistryConfig) -> None:
+    """etcd over TLS when ``etcd.ssl.cafile`` is set (before any ``EtcdStore`` is made)."""
+    if config.etcd_ssl_cafile:
+        configure_etcd_tls(config.etcd_ssl_cafile, config.ssl_certfile, config.ssl_keyfile)
+
+
+@dataclass
+class RegistrySecurity:
+    """The REST API's TLS contexts and access rules, and the ACL watch behind them."""
+
+    access: Access = field(default_factory=Access)
+    server_ssl: ssl.SSLContext | None = None
+    forward_ssl: ssl.SSLContext | None = None
+    acl_watch: AclWatch | None = None
+
+    @property
+    def scheme(self) -> str:
+        return "https" if self.server_ssl is not None else "http"
+
+    @classmethod
+    async def start(cls, config: RegistryConfig, etcd: EtcdStore) -> RegistrySecurity:
+        protocol = config.security_protocol
+        security = cls()
+        if protocol in ("SSL", "SASL_SSL"):
+            security.server_ssl = server_context(
+                config.ssl_certfile, config.ssl_keyfile, config.ssl_cafile, config.ssl_client_auth
+            )
+            mtls = config.ssl_client_auth != "none"
+            security.forward_ssl = client_context(
+                config.ssl_cafile,
+                config.ssl_certfile if mtls else "",
+                config.ssl_keyfile if mtls else "",
+            )
+        keys = ClusterKeys(config.etcd_prefix)
+        if protocol.startswith("SASL_"):
+            security.access.passwords = PasswordChecker(SecurityStore(etcd, keys).credentials)
+        if config.authorizer_enabled:
+            authorizer = Authorizer(
+                super_users=config.super_users,
+                allow_everyone_if_no_acl_found=config.allow_everyone_if_no_acl_found,
+            )
+            security.acl_watch = AclWatch(etcd, keys, authorizer)
+            await security.acl_watch.start()
+            security.access.authorizer = authorizer
+        return security
+
+    async def close(self) -> None:
+        if self.acl_watch is not None:
+            await self.acl_watch.close()
