@@ -1,26 +1,38 @@
-"""The schema registry against a secure cluster: it reaches the cluster with a properties file
-and etcd over TLS, serves HTTPS, asks for HTTP Basic credentials checked against Strom's users
-and authorizes subjects through the Topic ACLs of their topic (docs/schema-registry.md).
-Two instances, so that a write reaching the non-writer is forwarded over HTTPS with the
-caller's credentials."""
+"""What runs beside a secure cluster's services, sharing one cluster:
+
+- the schema registry: it reaches the cluster with a properties file and etcd over TLS, serves
+  HTTPS, asks for HTTP Basic credentials checked against Strom's users and authorizes subjects
+  through the Topic ACLs of their topic (docs/schema-registry.md). Two instances, so that a
+  write reaching the non-writer is forwarded over HTTPS with the caller's credentials;
+- clients whose protocol does not match the server's get a clear, non-retriable
+  ``SslHandshakeFailedError`` naming the server and the fix, not a network error retried
+  until their timeout: a plaintext client (library and CLI) on the TLS gateway, and a TLS
+  client on a plaintext gateway (a real gateway process of the same cluster run with
+  ``security.protocol=PLAINTEXT``)."""
 
 from __future__ import annotations
 
 import base64
 import json
 import ssl
+import sys
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from cluster_testkit import start_local_cluster
+from cluster_testkit import assert_one_line_error, run_strom, start_local_cluster
 from registry_testkit import Registries
 from security_testkit import SecureCluster
+from strom_testkit import free_port
 
+from strom import Admin
+from strom.errors import SslHandshakeFailedError
 from strom.security.acl import AclBinding
 from strom_server.local import secure
+from strom_server.local.supervisor import ManagedProcess
+from strom_server.rpc.health_probe import grpc_serving
 
 AVRO = json.dumps({"type": "record", "name": "Order", "fields": [{"name": "id", "type": "long"}]})
 PAYROLL = json.dumps({"type": "record", "name": "Pay", "fields": [{"name": "a", "type": "int"}]})
@@ -28,32 +40,36 @@ PASSWORDS = {"alice": "alice-secret", "bob": "bob-secret"}
 
 
 @pytest.fixture(scope="module")
-def registries(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Registries]:
-    """A secure cluster (no coordinator: the registry uses no group) with users alice (may
-    write topic orders) and bob (no ACL), and two registry instances a and b."""
-    for cluster in start_local_cluster(
-        tmp_path_factory.mktemp("secure-registry"),
-        cluster_class=SecureCluster,
-        secure=True,
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecureCluster]:
+    """A secure cluster (no coordinator: nothing here uses a group)."""
+    for found in start_local_cluster(
+        tmp_path_factory.mktemp("secure-beside"), cluster_class=SecureCluster, secure=True,
         coordinators=0,
-    ):
-        assert isinstance(cluster, SecureCluster)
-        for user, password in PASSWORDS.items():
-            cluster.add_user(user, password)
-        cluster.allow(AclBinding.create("TOPIC", "orders", "User:alice", "WRITE"))
-        data_dir = cluster.spec.data_dir
-        secure.prepare_tls(data_dir, ["registry"])
-        flags = [
-            *secure.service_flags(data_dir, "registry"),
-            "--command-config", str(secure.admin_properties_path(data_dir)),
-        ]  # fmt: skip
-        found = Registries(cluster, flags=flags, cafile=cluster.cafile)
-        try:
-            found.start("a")
-            found.start("b")
-            yield found
-        finally:
-            found.stop_all()
+    ):  # fmt: skip
+        assert isinstance(found, SecureCluster)
+        yield found
+
+
+@pytest.fixture(scope="module")
+def registries(cluster: SecureCluster) -> Iterator[Registries]:
+    """Users alice (may write topic orders) and bob (no ACL), and two registry instances a
+    and b."""
+    for user, password in PASSWORDS.items():
+        cluster.add_user(user, password)
+    cluster.allow(AclBinding.create("TOPIC", "orders", "User:alice", "WRITE"))
+    data_dir = cluster.spec.data_dir
+    secure.prepare_tls(data_dir, ["registry"])
+    flags = [
+        *secure.service_flags(data_dir, "registry"),
+        "--command-config", str(secure.admin_properties_path(data_dir)),
+    ]  # fmt: skip
+    found = Registries(cluster, flags=flags, cafile=cluster.cafile)
+    try:
+        found.start("a")
+        found.start("b")
+        yield found
+    finally:
+        found.stop_all()
 
 
 def _admin_password(registries: Registries) -> str:
@@ -158,3 +174,54 @@ def test_confluent_client_with_basic_auth_over_https(registries: Registries) -> 
     with pytest.raises(SchemaRegistryError) as unauthenticated:
         client("alice", "wrong").get_subjects()
     assert unauthenticated.value.http_status_code == 401
+
+
+@pytest.fixture(scope="module")
+def plaintext_gateway(cluster: SecureCluster) -> Iterator[str]:
+    """A second gateway of the cluster listening without TLS (etcd still over TLS)."""
+    spec = cluster.spec
+    tls = secure.tls_dir(spec.data_dir)
+    address = f"127.0.0.1:{free_port()}"
+    process = ManagedProcess(
+        name="plaintext-gateway",
+        argv=[
+            sys.executable, "-m", "strom_gateway", "--listen", address,
+            "--etcd-endpoints", f"{spec.host}:{spec.etcd_client_port}",
+            "--etcd.ssl.cafile", str(tls / "ca.crt"),
+            "--ssl.certfile", str(tls / "gateway.crt"), "--ssl.keyfile", str(tls / "gateway.key"),
+            "--kafka-port", f"127.0.0.1:{free_port()}",
+        ],
+        log_path=spec.data_dir / "logs" / "plaintext-gateway.log",
+        ready=lambda: grpc_serving(address),
+        address=address,
+    )  # fmt: skip
+    process.start()
+    try:
+        process.wait_ready(60.0)
+        yield address
+    finally:
+        process.stop(10.0)
+
+
+def test_plaintext_client_on_a_tls_port(cluster: SecureCluster) -> None:
+    with (
+        Admin(cluster.gateway, request_timeout_ms=30000) as admin,
+        pytest.raises(SslHandshakeFailedError) as refused,
+    ):
+        admin.list_topics()
+    assert not refused.value.retriable
+    message = str(refused.value)
+    assert f"the server at {cluster.gateway} requires TLS" in message
+    assert "security_protocol=SSL or SASL_SSL" in message
+    result = run_strom("topics", "list", "--bootstrap-server", cluster.gateway)
+    assert_one_line_error(result, "requires TLS", "security_protocol=SSL or SASL_SSL")
+
+
+def test_tls_client_on_a_plaintext_port(cluster: SecureCluster, plaintext_gateway: str) -> None:
+    with (
+        Admin(plaintext_gateway, request_timeout_ms=30000, **cluster.options()) as admin,
+        pytest.raises(SslHandshakeFailedError) as refused,
+    ):
+        admin.list_topics()
+    assert not refused.value.retriable
+    assert f"the server at {plaintext_gateway} does not speak TLS" in str(refused.value)
