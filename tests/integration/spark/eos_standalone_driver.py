@@ -1,0 +1,108 @@
+"""The Spark driver of test_exactly_once_standalone (run as its own process: one
+SparkContext per process, and the folder's other tests hold a local one).
+
+    eos_standalone_driver.py MASTER_URL GATEWAY MARKERS CASE TOPIC PREFIX ROWS
+
+CASE ``speculation``: partition 0's first attempt sends its first rows, then stalls until
+Spark starts a speculative copy on the other host, which wins. CASE ``executor-lost``:
+partition 1's first attempt sends its first rows, then SIGKILLs its own executor's JVM.
+Either way the write is exactly_once: the job must succeed with each row visible once.
+Every attempt leaves a marker file ``MARKERS/<partition>-<attempt>`` when it starts."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from pyspark import TaskContext
+from pyspark.sql import SparkSession
+from pyspark.sql.types import StringType, StructField, StructType
+
+import strom_spark
+
+PARTITIONS = 4
+FIRST_ROWS = 1000  # sent by the stalling or dying attempt first (past the workers' buffers)
+PAD = "x" * 100
+
+
+def _executor_jvm() -> int:
+    """The pid of this Python worker's executor (the nearest ancestor JVM)."""
+    pid = os.getppid()
+    while pid > 1:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        if b"CoarseGrainedExecutorBackend" in cmdline:
+            return pid
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        pid = int(stat.rsplit(")", 1)[1].split()[1])
+    raise RuntimeError("no executor JVM among this process's ancestors")
+
+
+def rows_of(case: str, markers: str, per_partition: int):  # type: ignore[no-untyped-def]
+    def rows(index: int, _: Iterator[int]) -> Iterator[tuple[str]]:
+        context = TaskContext.get()
+        assert context is not None
+        attempt = context.attemptNumber()
+        Path(markers, f"{index}-{attempt}").touch()
+        for i in range(per_partition):
+            if i == FIRST_ROWS and attempt == 0:
+                if case == "speculation" and index == 0:
+                    time.sleep(120)  # until Spark kills it: the copy on the other host wins
+                if case == "executor-lost" and index == 1:
+                    time.sleep(2)  # the first rows reach the sink's producer
+                    os.kill(_executor_jvm(), signal.SIGKILL)
+                    time.sleep(60)
+            yield (f"{index}-{i}-{PAD}",)
+
+    return rows
+
+
+def main() -> None:
+    master, gateway, markers, case, topic, prefix, total = sys.argv[1:8]
+    per_partition = int(total) // PARTITIONS
+    spark = (
+        SparkSession.builder.master(master)
+        .appName(f"strom-eos-{case}")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.executor.memory", "512m")
+        .config("spark.executor.cores", "1")
+        .config("spark.cores.max", "2")
+        .config("spark.speculation", "true")
+        .config("spark.speculation.interval", "200ms")
+        .config("spark.speculation.quantile", "0.5")
+        .config("spark.speculation.multiplier", "1.5")
+        .config("spark.speculation.minTaskRuntime", "1s")
+        # Small Arrow batches: the sink's producer gets the first rows before the stall.
+        .config("spark.sql.execution.arrow.maxRecordsPerBatch", "50")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    strom_spark.register(spark)
+    schema = StructType([StructField("value", StringType())])
+    frame = spark.createDataFrame(
+        spark.sparkContext.parallelize(range(PARTITIONS), PARTITIONS).mapPartitionsWithIndex(
+            rows_of(case, markers, per_partition)
+        ),
+        schema,
+    )
+    (
+        frame.write.format("strom")
+        .option("strom.bootstrap.servers", gateway)
+        .option("topic", topic)
+        .option("deliveryGuarantee", "exactly_once")
+        .option("transactionalIdPrefix", prefix)
+        .mode("append")
+        .save()
+    )
+    spark.stop()
+    print("WRITE DONE", flush=True)
+
+
+if __name__ == "__main__":
+    main()
