@@ -46,6 +46,7 @@ from strom.protocol.v1 import (
     transaction_pb2,
     transaction_pb2_grpc,
 )
+from strom.security import ChannelSecurity
 from strom_server.rpc.channels import open_channel
 
 log = structlog.get_logger(__name__)
@@ -240,8 +241,11 @@ class CoordinatorRouter:
         max_message_size: int,
         lookup_timeout_s: float = 15.0,
         cache_size: int = 10000,
+        security: ChannelSecurity | None = None,
     ) -> None:
+        """``security``: the channels' (None: the process's, calling as the service)."""
         self.source = source
+        self._security = security
         self._max_message_size = max_message_size
         self._lookup_timeout_s = lookup_timeout_s
         self._cache_size = cache_size
@@ -254,7 +258,9 @@ class CoordinatorRouter:
     def _connection(self, address: str) -> _Coordinator:
         entry = self._channels.get(address)
         if entry is None:
-            channel = open_channel(address, max_message_size=self._max_message_size)
+            channel = open_channel(
+                address, max_message_size=self._max_message_size, security=self._security
+            )
             entry = self._channels[address] = _Coordinator(channel)
         return entry
 

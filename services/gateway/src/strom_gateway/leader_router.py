@@ -32,6 +32,7 @@ from google.protobuf.message import Message
 from strom.cluster import from_rpc_error
 from strom.errors import ErrorCode
 from strom.protocol.v1 import common_pb2, storage_pb2, storage_pb2_grpc, transaction_pb2
+from strom.security import ChannelSecurity
 from strom_gateway.metadata_cache import MetadataCache
 from strom_gateway.wire import LazyFetchResponse
 from strom_server.rpc.channels import open_channel, trace_metadata
@@ -151,8 +152,16 @@ class _Leader:
 class LeaderRouter:
     """Calls StorageNode RPCs on partition leaders, following leadership changes."""
 
-    def __init__(self, metadata: MetadataCache, *, max_message_size: int) -> None:
+    def __init__(
+        self,
+        metadata: MetadataCache,
+        *,
+        max_message_size: int,
+        security: ChannelSecurity | None = None,
+    ) -> None:
+        """``security``: the channels' (None: the process's, calling as the service)."""
         self.metadata = metadata
+        self._security = security
         self._max_message_size = max_message_size
         self._leaders: dict[str, _Leader] = {}
 
@@ -173,6 +182,7 @@ class LeaderRouter:
                     ("grpc.max_reconnect_backoff_ms", 1000),
                 ],
                 traced=False,  # the data path: calls carry trace_metadata() instead
+                security=self._security,
             )
             leader = self._leaders[address] = _Leader(channel)
         return leader

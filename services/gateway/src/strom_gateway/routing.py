@@ -17,6 +17,7 @@ from google.protobuf.message import Message
 
 from strom.errors import ErrorCode
 from strom.protocol.v1 import controller_pb2_grpc
+from strom.security import ChannelSecurity
 from strom_server.etcd.controller_locator import ControllerLocator
 from strom_server.rpc.channels import open_channel
 
@@ -47,15 +48,25 @@ def mentions_not_controller(message: Message) -> bool:
 class ControllerRouter:
     """Calls Controller RPCs on whichever controller is active."""
 
-    def __init__(self, locator: ControllerLocator, *, max_message_size: int) -> None:
+    def __init__(
+        self,
+        locator: ControllerLocator,
+        *,
+        max_message_size: int,
+        security: ChannelSecurity | None = None,
+    ) -> None:
+        """``security``: the channels' (None: the process's, calling as the service)."""
         self.locator = locator
         self._max_message_size = max_message_size
+        self._security = security
         self._channels: dict[str, tuple[grpc.aio.Channel, controller_pb2_grpc.ControllerStub]] = {}
 
     def _stub(self, address: str) -> controller_pb2_grpc.ControllerStub:
         entry = self._channels.get(address)
         if entry is None:
-            channel = open_channel(address, max_message_size=self._max_message_size)
+            channel = open_channel(
+                address, max_message_size=self._max_message_size, security=self._security
+            )
             entry = (channel, controller_pb2_grpc.ControllerStub(channel))
             self._channels[address] = entry
         return entry[1]

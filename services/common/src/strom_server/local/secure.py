@@ -34,9 +34,11 @@ __all__ = [
     "create_admin",
     "etcd_client_credentials",
     "etcd_tls",
+    "kafka_properties_path",
     "prepare_tls",
     "service_flags",
     "tls_dir",
+    "write_kafka_properties",
 ]
 
 ADMIN_USER = "admin"
@@ -49,6 +51,29 @@ def tls_dir(data_dir: Path) -> Path:
 
 def admin_properties_path(data_dir: Path) -> Path:
     return data_dir / "admin.properties"
+
+
+def kafka_properties_path(data_dir: Path) -> Path:
+    return data_dir / "kafka-client.properties"
+
+
+def write_kafka_properties(data_dir: Path, bootstrap: str) -> Path:
+    """``<data-dir>/kafka-client.properties`` (owner-only): what a Kafka client (librdkafka's
+    names) needs to reach the gateway's Kafka listener as the admin over SASL_SSL."""
+    options = admin_options(data_dir)
+    text = (
+        f"bootstrap.servers={bootstrap}\n"
+        "security.protocol=SASL_SSL\n"
+        f"sasl.mechanism={options['sasl_mechanism']}\n"
+        f"sasl.username={options['sasl_plain_username']}\n"
+        f"sasl.password={options['sasl_plain_password']}\n"
+        f"ssl.ca.location={options['ssl_cafile']}\n"
+    )
+    path = kafka_properties_path(data_dir)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as out:
+        out.write(text)
+    return path
 
 
 def prepare_tls(data_dir: Path, service_names: list[str]) -> None:

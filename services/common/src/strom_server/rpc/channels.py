@@ -165,11 +165,13 @@ def open_channel(
     tracer_provider: trace.TracerProvider | None = None,
     options: Sequence[tuple[str, Any]] = (),
     traced: bool = True,
+    security: ChannelSecurity | None = None,
 ) -> grpc.aio.Channel:
     """A ``grpc.aio`` channel to ``target`` (``host:port``), insecure unless the process's
     security says otherwise (``configure``); with ``traced`` every call gets a CLIENT span and
-    propagates the trace (else see ``trace_metadata``)."""
-    return default_security().channel(
+    propagates the trace (else see ``trace_metadata``). ``security`` replaces the process's
+    (the gateway's Kafka listener calls as the user it authenticated)."""
+    return (security or default_security()).channel(
         target,
         options=[*channel_options(max_message_size), *options],
         interceptors=tracing_interceptors(tracer_provider) if traced else None,

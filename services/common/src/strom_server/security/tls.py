@@ -11,7 +11,9 @@ it. SASL_PLAINTEXT uses grpc's local credentials: loopback connections only, for
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import grpc
 
@@ -21,6 +23,7 @@ from strom_server.runtime.logs import get_logger
 __all__ = ["CertificateFiles", "listener_credentials"]
 
 log = get_logger(__name__)
+Loaded = TypeVar("Loaded")
 
 
 class CertificateFiles:
@@ -55,19 +58,36 @@ class CertificateFiles:
             root_certificates=self._cafile.read_bytes() if self._cafile else None,
         )
 
+    @property
+    def certfile(self) -> Path:
+        return self._certfile
+
+    @property
+    def keyfile(self) -> Path:
+        return self._keyfile
+
+    @property
+    def cafile(self) -> Path | None:
+        return self._cafile
+
     def changed_configuration(self) -> grpc.ServerCertificateConfiguration | None:
         """A new configuration when a file changed since the last read, else None."""
+        return self.reload_if_changed(self.configuration)
+
+    def reload_if_changed(self, load: Callable[[], Loaded]) -> Loaded | None:
+        """``load()`` when a file changed since the last read, else None (also when the
+        changed files cannot be loaded yet: the old ones keep being served)."""
         stamp = self._stamps()
         if stamp == self._stamp:
             return None
         try:
-            configuration = self.configuration()
+            loaded = load()
         except (OSError, ValueError) as exc:  # half-written files: keep serving the old ones
             log.warning("tls files changed but cannot be read yet", error=str(exc))
             return None
         self._stamp = stamp
         log.info("tls certificate reloaded", files=[str(p) for p in self.paths])
-        return configuration
+        return loaded
 
 
 def listener_credentials(

@@ -4,33 +4,61 @@ from __future__ import annotations
 
 import socket
 
-from strom_gateway.coordinator_router import CoordinatorRouter
-from strom_gateway.data_path import DataPath
 from strom_gateway.kafka.backend import Backend
 from strom_gateway.kafka.handlers import dispatcher
 from strom_gateway.kafka.listener import KafkaListener
-from strom_gateway.routing import ControllerRouter
+from strom_gateway.kafka.principals import Routes, RoutesFactory, UserBackends
+from strom_gateway.kafka.sasl import SaslServer
+from strom_gateway.kafka.security import KafkaSecurity, listener_protocol
+from strom_gateway.kafka.tls import ReloadingTls
 from strom_server.runtime.values import split_host_port
+from strom_server.security.setup import ServerSecurity
 
-__all__ = ["start_kafka_listener"]
+__all__ = ["Routes", "start_kafka_listener"]
+
+
+def _gate(security: ServerSecurity, base: Backend, routes: RoutesFactory) -> KafkaSecurity:
+    """The secured listener's TLS, SASL and per-principal backends, from the gateway's own
+    security settings (docs/security.md)."""
+    config = security.config
+    protocol = listener_protocol(config.security_protocol)
+    tls = None
+    if protocol == "SASL_SSL":
+        tls = ReloadingTls(
+            config.ssl_certfile, config.ssl_keyfile, config.ssl_cafile, config.ssl_client_auth
+        ).context
+    sasl = None
+    if protocol != "PLAINTEXT":
+        sasl = SaslServer(security.authenticator, security.store.credentials, plain=tls is not None)
+    return KafkaSecurity(sasl, UserBackends(base, routes, security.channel_security), tls)
 
 
 async def start_kafka_listener(
     *,
     listen: str,
     advertised: str,
-    router: ControllerRouter,
-    coordinators: CoordinatorRouter,
-    data: DataPath,
+    routes: Routes,
+    routes_for: RoutesFactory,
     timeout_s: float,
     max_frame_bytes: int,
+    security: ServerSecurity | None = None,
 ) -> KafkaListener:
     """Bind the listener on ``listen`` and serve; clients are told ``advertised`` (empty: the
-    bound address; a wildcard host becomes this machine's name)."""
+    bound address; a wildcard host becomes this machine's name). ``routes`` are the
+    gateway's own routers (calling as the gateway: what an unsecured gateway serves Kafka
+    clients with); with ``security`` the listener follows the gateway's protocol (PLAINTEXT,
+    SASL_PLAINTEXT or SASL_SSL) and calls through routers ``routes_for`` builds for each
+    connection's principal instead."""
     host, port = split_host_port(listen)
-    backend = Backend(router, coordinators, data, host, port, timeout_s)
+    backend = Backend(routes.router, routes.coordinators, routes.data, host, port, timeout_s)
+    gate = None if security is None else _gate(security, backend, routes_for)
     listener = KafkaListener(
-        dispatcher(backend), host=host or "0.0.0.0", port=port, max_frame_bytes=max_frame_bytes
+        dispatcher(backend, secured=gate is not None),
+        host=host or "0.0.0.0",
+        port=port,
+        max_frame_bytes=max_frame_bytes,
+        tls=None if gate is None else gate.tls,
+        gate=gate,
     )
     bound = await listener.start()
     if advertised:

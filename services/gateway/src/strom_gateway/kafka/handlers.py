@@ -15,6 +15,7 @@ from strom_gateway.kafka import txn_handlers as txn
 from strom_gateway.kafka.backend import Backend, CallFailed
 from strom_gateway.kafka.frames import Request
 from strom_gateway.kafka.listener import Connection, Dispatch
+from strom_gateway.kafka.security import backend_of, no_sasl_authenticate, no_sasl_handshake
 
 log = structlog.get_logger(__name__)
 
@@ -55,16 +56,23 @@ HANDLERS: dict[int, Handler] = {
     m.LIST_TRANSACTIONS.key: txn.list_transactions,
     m.DESCRIBE_TRANSACTIONS.key: txn.describe_transactions,
     m.DESCRIBE_PRODUCERS.key: txn.describe_producers,
+    # A secured listener's gate answers these itself (kafka.security).
+    m.SASL_HANDSHAKE.key: no_sasl_handshake,
+    m.SASL_AUTHENTICATE.key: no_sasl_authenticate,
 }
 
 
-def dispatcher(backend: Backend) -> Dispatch:
-    """The listener's ``dispatch``: the API's handler; a whole-request failure a handler did
-    not answer itself becomes the response's top-level error code where it has one."""
+def dispatcher(backend: Backend, *, secured: bool = False) -> Dispatch:
+    """The listener's ``dispatch``: the API's handler, called with the connection's backend
+    (``secured``: its principal's, never ``backend`` but for ApiVersions); a whole-request
+    failure a handler did not answer itself becomes the response's top-level error code
+    where it has one."""
 
     async def dispatch(request: Request, connection: Connection) -> dict[str, Any] | None:
+        handler = HANDLERS[request.api.key]
+        serving = backend_of(connection, backend, secured=secured, api=request.api)
         try:
-            return await HANDLERS[request.api.key](backend, request, connection)
+            return await handler(serving, request, connection)
         except CallFailed as exc:
             plain, _ = request.api.response.plan(
                 request.version, request.api.flexible(request.version)

@@ -10,6 +10,10 @@ does not parse) closes that connection with one log line; an API or version Stro
 serve is answered UNSUPPORTED_VERSION (``frames.unsupported_frame``). A handler that fails
 unexpectedly closes its connection too (after logging the error): the client reconnects and
 retries, and nothing else is affected.
+
+A secured listener serves TLS (``tls``) and has a ``gate`` (``kafka.security``): each request
+passes it in order before being dispatched, and it may answer the request itself (SASL) or
+close the connection.
 """
 
 from __future__ import annotations
@@ -18,9 +22,11 @@ import asyncio
 import contextlib
 import itertools
 import socket
+import ssl
 import struct
 from collections.abc import Awaitable, Callable
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 import structlog
 
@@ -39,8 +45,10 @@ log = structlog.get_logger(__name__)
 __all__ = [
     "DRAIN_S",
     "MAX_IN_FLIGHT",
+    "Admission",
     "Connection",
     "Dispatch",
+    "Gate",
     "KafkaListener",
     "served_versions",
 ]
@@ -82,15 +90,50 @@ class Connection:
                 log.exception("closing kafka connection state failed", connection=self.id)
 
 
+@dataclass(frozen=True, slots=True)
+class Admission:
+    """A gate's own answer to a request (None: none) and whether to close after it."""
+
+    body: dict[str, Any] | None
+    close: bool = False
+
+
+class Gate(Protocol):
+    """What a secured listener asks about each connection and request."""
+
+    def opened(self, connection: Connection) -> None: ...
+
+    async def closed(self, connection: Connection) -> None: ...
+
+    async def admit(self, request: Request, connection: Connection) -> Admission | None:
+        """None: dispatch the request; else the gate's answer."""
+        ...
+
+    async def close(self) -> None:
+        """The listener stopped and every connection is closed."""
+        ...
+
+
 class KafkaListener:
     """Serves Kafka clients on ``host:port`` (port 0: any free port), one ``dispatch`` for
-    every request."""
+    every request; ``tls`` and ``gate`` for a secured listener."""
 
-    def __init__(self, dispatch: Dispatch, *, host: str, port: int, max_frame_bytes: int) -> None:
+    def __init__(
+        self,
+        dispatch: Dispatch,
+        *,
+        host: str,
+        port: int,
+        max_frame_bytes: int,
+        tls: ssl.SSLContext | None = None,
+        gate: Gate | None = None,
+    ) -> None:
         self._dispatch = dispatch
         self._host = host
         self._port = port
         self._max_frame_bytes = max_frame_bytes
+        self._tls = tls
+        self._gate = gate
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.Task[None]] = set()
         self._closing = False
@@ -98,11 +141,11 @@ class KafkaListener:
     async def start(self) -> int:
         """Bind and listen; returns the bound port."""
         self._server = await asyncio.start_server(
-            self._serve, self._host, self._port, reuse_address=True, limit=1 << 16
+            self._serve, self._host, self._port, reuse_address=True, limit=1 << 16, ssl=self._tls
         )
         sock = self._server.sockets[0]
         port: int = sock.getsockname()[1]
-        log.info("kafka listener started", host=self._host, port=port)
+        log.info("kafka listener started", host=self._host, port=port, tls=self._tls is not None)
         return port
 
     async def close(self) -> None:
@@ -114,6 +157,8 @@ class KafkaListener:
         await asyncio.gather(*self._connections, return_exceptions=True)
         if self._server is not None:
             await self._server.wait_closed()
+        if self._gate is not None:
+            await self._gate.close()
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
@@ -125,6 +170,8 @@ class KafkaListener:
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         peer = writer.get_extra_info("peername")
         connection = Connection(f"{peer[0]}:{peer[1]}" if peer else "?")
+        if self._gate is not None:
+            self._gate.opened(connection)
         pending: asyncio.Queue[asyncio.Task[bytes | None] | bytes | None]
         pending = asyncio.Queue(MAX_IN_FLIGHT)
         sender = asyncio.ensure_future(self._send(pending, writer, connection))
@@ -173,6 +220,17 @@ class KafkaListener:
                 )
                 await pending.put(unsupported_frame(request, served_versions()))
                 continue
+            if self._gate is not None:
+                admission = await self._gate.admit(request, connection)
+                if admission is not None:
+                    if admission.body is not None:
+                        await pending.put(
+                            response_frame(request.api, request.version,
+                                           request.correlation_id, admission.body)
+                        )  # fmt: skip
+                    if admission.close:
+                        return
+                    continue
             await pending.put(asyncio.ensure_future(self._answer(request, connection)))
 
     async def _answer(self, request: Request, connection: Connection) -> bytes | None:
@@ -224,6 +282,8 @@ class KafkaListener:
         with contextlib.suppress(Exception):
             await writer.wait_closed()
         await connection.close()
+        if self._gate is not None:
+            await self._gate.closed(connection)
 
     @staticmethod
     def _malformed(connection: Connection, reason: str, head: bytes = b"") -> None:

@@ -477,6 +477,23 @@ API_VERSIONS = _api(
     ],
 )  # fmt: skip
 
+SASL_HANDSHAKE = _api(
+    17, "SaslHandshake", (0, 1), None,
+    [f("mechanism", "string")],
+    [f("error_code", "int16"), arr("mechanisms", "string")],
+)  # fmt: skip
+
+SASL_AUTHENTICATE = _api(
+    36, "SaslAuthenticate", (0, 2), 2,
+    [f("auth_bytes", "bytes")],
+    [
+        f("error_code", "int16"),
+        f("error_message", "string", null="0+"),
+        f("auth_bytes", "bytes"),
+        f("session_lifetime_ms", "int64", "1+"),
+    ],
+)  # fmt: skip
+
 # -- administration ------------------------------------------------------------------------------
 
 CREATE_TOPICS = _api(
@@ -794,6 +811,7 @@ APIS: tuple[Api, ...] = (
     ADD_OFFSETS_TO_TXN, END_TXN, TXN_OFFSET_COMMIT, DESCRIBE_CONFIGS, ALTER_CONFIGS,
     CREATE_PARTITIONS, DELETE_GROUPS, INCREMENTAL_ALTER_CONFIGS, DESCRIBE_CLUSTER,
     DESCRIBE_PRODUCERS, DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS, OFFSET_FOR_LEADER_EPOCH,
+    SASL_HANDSHAKE, SASL_AUTHENTICATE,
 )  # fmt: skip
 
 _BY_KEY = {api.key: api for api in APIS}
