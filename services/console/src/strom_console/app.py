@@ -14,7 +14,7 @@ import json
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import jinja2
 from starlette.applications import Starlette
@@ -28,19 +28,12 @@ from strom import errors
 from strom.aio import Admin, Producer
 from strom.errors import ConfigurationError, StromError
 from strom.serde import SchemaRegistryClient, SchemaRegistryError
-from strom.types import (
-    ClusterDescription,
-    ConsumerGroupListing,
-    NewTopic,
-    TopicDescription,
-    TopicPartition,
-)
+from strom.types import NewTopic, TopicPartition
 from strom_console import browse, filters, lag, messages, offsets_reset, overview, topics
-from strom_console.cache import Cached
 from strom_console.charts import line_chart
 from strom_console.config import ConsoleConfig
 from strom_console.guard import Guard, session_of
-from strom_console.sampler import Sampler
+from strom_console.sampler import Sampler, Snapshot
 from strom_console.search import SearchJobs, TooManySearchesError
 from strom_console.security import Sessions, password_ok
 from strom_server.runtime.logs import get_logger
@@ -49,7 +42,6 @@ __all__ = ["Console", "build_app"]
 
 log = get_logger(__name__)
 _HERE = Path(__file__).parent
-T = TypeVar("T")
 _PER_PAGE = 100
 _BROWSE_TIMEOUT_S = 5.0
 
@@ -80,25 +72,8 @@ class Console:
             max_groups=config.lag_groups_max,
         )
         self.searches = SearchJobs(config.bootstrap_servers, config.request_timeout_ms)
-        # Listings of the whole cluster, fetched and decoded on the sampler's loop.
-        fresh = config.metadata_cache_s
-        call = self.sampler.call
-        self.topics_cache: Cached[list[TopicDescription]] = Cached(
-            lambda: call(lambda admin: admin.describe_topics()),
-            fresh_s=fresh,
-            max_age_s=15 * fresh,
-        )
-        self.cluster_cache: Cached[ClusterDescription] = Cached(
-            lambda: call(lambda admin: admin.describe_cluster()),
-            fresh_s=fresh,
-            max_age_s=15 * fresh,
-        )
-        self.groups_cache: Cached[list[ConsumerGroupListing]] = Cached(
-            lambda: call(lambda admin: admin.list_consumer_groups()),
-            fresh_s=fresh,
-            max_age_s=15 * fresh,
-        )
-        self.sampler.on_topics = self.topics_cache.put
+        #: When the console last changed the cluster: pages wait for a sample taken after it.
+        self._changed_at = 0.0
         self.sessions = Sessions()
         self.registry = (
             SchemaRegistryClient(
@@ -108,7 +83,6 @@ class Console:
             else None
         )
         self._producer: Producer | None = None
-        self._memo: dict[str, tuple[tuple[int, ...], tuple[object, ...], Any]] = {}
         self.env = jinja2.Environment(
             loader=jinja2.FileSystemLoader(_HERE / "templates"),
             autoescape=True,
@@ -116,23 +90,27 @@ class Console:
         )
         self.env.filters["rate"] = _rate
         self.env.filters["count"] = _count
+        self.env.filters["size"] = _size
+        self.env.filters["byterate"] = _byte_rate
+        self.env.filters["percent"] = _percent
 
-    def memo(self, name: str, inputs: tuple[object, ...], compute: Callable[[], T]) -> T:
-        """``compute()``, reused while ``inputs`` are the very same objects (a cached listing
-        and a sample are replaced, never changed in place, so identity means unchanged)."""
-        key = tuple(id(i) for i in inputs)
-        found = self._memo.get(name)
-        if found is not None and found[0] == key:
-            return found[2]  # type: ignore[no-any-return]
-        value = compute()
-        self._memo[name] = (key, inputs, value)  # the inputs kept alive: their ids stay theirs
-        return value
+    async def current(self) -> Snapshot:
+        """The sampler's latest snapshot; a new sample is awaited (at most the request
+        timeout) before the first one, after a change made through the console, and when the
+        latest is older than ``--metadata-cache-s``."""
+        snap = self.sampler.snapshot
+        age = time.time() - snap.taken
+        if snap.taken <= self._changed_at or age > self.config.metadata_cache_s:
+            snap = await self.sampler.next_sample(self.config.request_timeout_ms / 1000)
+        if not snap.taken:
+            problem = self.sampler.last_error or "no answer yet"
+            raise StromError(f"the console has no sample of the cluster yet: {problem}")
+        return snap
 
     def changed(self) -> None:
-        """The console changed the cluster: listings are asked again, the sampler samples."""
-        self.topics_cache.invalidate()
-        self.cluster_cache.invalidate()
-        self.groups_cache.invalidate()
+        """The console changed the cluster: the next pages wait for a sample taken after
+        it, which starts now."""
+        self._changed_at = time.time()
         self.sampler.wake()
 
     async def producer(self) -> Producer:
@@ -175,6 +153,27 @@ def _rate(value: float | None) -> str:
 
 def _count(value: int | None) -> str:
     return "-" if value is None else f"{value:,}"
+
+
+def _size(value: float | None) -> str:
+    """Bytes for people: 1,023 B, 1.0 KiB, 12.3 MiB ..."""
+    if value is None or value < 0:
+        return "-"
+    if value < 1024:
+        return f"{value:,.0f} B"
+    for unit in ("KiB", "MiB", "GiB", "TiB"):
+        value /= 1024
+        if value < 1024 or unit == "TiB":
+            break
+    return f"{value:,.1f} {unit}"
+
+
+def _byte_rate(value: float | None) -> str:
+    return "-" if value is None else f"{_size(value)}/s"
+
+
+def _percent(value: float | None) -> str:
+    return "-" if value is None else f"{value * 100:.0f}%"
 
 
 def _int(value: str | None, name: str, default: int | None = None, minimum: int = 0) -> int:
@@ -290,17 +289,9 @@ def _route(console: Console, handler: Handler) -> Callable[[Request], Awaitable[
 
 
 async def _overview_data(console: Console) -> overview.Overview:
-    cluster, described, groups = await asyncio.gather(
-        console.cluster_cache.get(), console.topics_cache.get(), console.groups_cache.get()
-    )
-    snap = console.sampler.snapshot
-    return console.memo(
-        "overview",
-        (cluster, described, groups, snap),
-        lambda: overview.summarize(
-            cluster, described, groups, min_isr=console.sampler.min_isr, rates=snap.rates or None
-        ),
-    )
+    snap = await console.current()
+    assert snap.overview is not None  # every sample derives it
+    return snap.overview
 
 
 async def page_overview(console: Console, request: Request) -> Response:
@@ -312,16 +303,10 @@ async def fragment_overview(console: Console, request: Request) -> Response:
 
 
 async def _topic_page(console: Console, request: Request) -> dict[str, Any]:
+    """A page of the topics list (search and paging over the snapshot's rows, only the page
+    rendered)."""
     q = request.query_params
-    described = await console.topics_cache.get()
-    snap = console.sampler.snapshot
-    rows = console.memo(
-        "topic rows",
-        (described, snap),
-        lambda: topics.topic_rows(
-            described, min_isr=console.sampler.min_isr, messages=snap.messages, rates=snap.rates
-        ),
-    )
+    rows = (await console.current()).rows
     found = topics.search_topics(
         rows, q.get("q", ""), internal=q.get("internal") == "1", problems=q.get("problems") == "1"
     )
@@ -362,10 +347,12 @@ async def _partitions(console: Console, name: str) -> tuple[Any, list[dict[str, 
     live = [tp for p, tp in tps.items() if described.partitions[p].leader >= 0]
     starts, ends = await _log_bounds(console, live)
     min_isr = console.sampler.min_isr.get(name, 1)
+    snap = console.sampler.snapshot  # sizes as last sampled: never waited for here
     rows = []
     for p in described.partitions:
         tp = tps[p.partition]
         start, end = starts.get(tp), ends.get(tp)
+        replicas = snap.replica_sizes.get(tp, {})
         rows.append(
             {
                 "p": p,
@@ -374,6 +361,8 @@ async def _partitions(console: Console, name: str) -> tuple[Any, list[dict[str, 
                 "messages": end - start if start is not None and end is not None else None,
                 "health": topics.health(p, min_isr),
                 "preferred": bool(p.replicas) and p.leader == p.replicas[0],
+                "size": snap.sizes.get(tp),
+                "replica_sizes": [(r, replicas.get(r)) for r in p.replicas],
             }
         )
     return described, rows
@@ -393,6 +382,7 @@ async def page_topic(console: Console, request: Request) -> Response:
         "topic.html",
         topic=described,
         rows=rows,
+        interval_s=console.config.sample_interval_s,
         configs=sorted(configs.values(), key=lambda c: c.name),
         reassignments=reassignments,
         notice=request.query_params.get("notice", ""),
@@ -690,11 +680,11 @@ async def stop_search(console: Console, request: Request) -> Response:
 
 async def _groups_page(console: Console, request: Request) -> dict[str, Any]:
     q = request.query_params
-    listed = await console.groups_cache.get()
+    snap = await console.current()
     needle = q.get("q", "").strip().lower()
-    found = [g for g in listed if needle in g.group_id.lower()]
+    found = [g for g in snap.groups if needle in g.group_id.lower()]
     page = topics.paginate(found, _int(q.get("page"), "page", 1, 1), _PER_PAGE)
-    return {"page": page, "q": q.get("q", ""), "lags": console.sampler.snapshot.group_lag}
+    return {"page": page, "q": q.get("q", ""), "lags": snap.group_lag}
 
 
 async def page_groups(console: Console, request: Request) -> Response:
@@ -710,16 +700,35 @@ async def _committed(console: Console, group_id: str) -> dict[TopicPartition, in
     return {tp: o.offset for tp, o in found.items()}
 
 
+async def _ends(
+    console: Console, committed: dict[TopicPartition, int], wanted: Iterable[TopicPartition]
+) -> dict[TopicPartition, int]:
+    """End offsets of ``wanted`` from the last sample; asked of the leaders only for the
+    partitions the sample lacks or shows behind a committed offset (it is older)."""
+    sampled = console.sampler.snapshot.ends
+    ends, missing = {}, []
+    for tp in wanted:
+        end = sampled.get(tp)
+        if end is None or end < committed.get(tp, 0):
+            missing.append(tp)
+        else:
+            ends[tp] = end
+    ends.update(await _offsets(console, missing, "latest"))
+    return ends
+
+
 async def _group_data(console: Console, group_id: str) -> dict[str, Any]:
-    described = (await console.admin.describe_consumer_groups([group_id]))[group_id]
-    committed = await _committed(console, group_id)
+    found, committed = await asyncio.gather(
+        console.admin.describe_consumer_groups([group_id]), _committed(console, group_id)
+    )
+    described = found[group_id]
     assigned = {
         tp: f"{m.client_id} ({m.host})"
         for m in described.members
         for tp in m.assignment.topic_partitions
     }
     wanted = set(committed) | set(assigned)
-    ends = await _offsets(console, wanted, "latest")
+    ends = await _ends(console, committed, wanted)
     rows = lag.lag_rows(committed, ends, assigned)
     history = console.sampler.history.samples(group_id)
     return {

@@ -44,11 +44,11 @@ class ConsoleConfig:
         15000, help="deadline of each call to the cluster", min=100, max=600000
     )
     metadata_cache_s: float = setting(
-        2.0,
-        help="pages reuse the cluster's topic, node and group listings this long; up to 15 times "
-        "as long they get the last one at once while it is refreshed; 0: always ask",
+        60.0,
+        help="the overview, topics and groups pages serve the sampler's latest snapshot while "
+        "it is younger than this, else wait for a new sample; 0: every such page waits for one",
         min=0.0,
-        max=600.0,
+        max=3600.0,
     )
     sample_interval_s: float = setting(
         10.0,

@@ -50,6 +50,10 @@ class TopicRow:
     under_min_isr: int
     messages: int | None  # sum of (end - start) when sampled
     rate_in: float | None  # records/s in, from the sampler
+    size: int | None = None  # bytes: the partitions' leader replicas (log dirs)
+    bytes_in: float | None = None  # bytes/s in (size growing)
+    rate_out: float | None = None  # records/s the groups commit past
+    bytes_out: float | None = None  # rate_out at the topic's average record size
 
     @property
     def healthy(self) -> bool:
@@ -62,7 +66,12 @@ def topic_rows(
     min_isr: Mapping[str, int] | None = None,
     messages: Mapping[str, int] | None = None,
     rates: Mapping[str, float] | None = None,
+    sizes: Mapping[str, int] | None = None,
+    bytes_in: Mapping[str, float] | None = None,
+    rates_out: Mapping[str, float] | None = None,
+    bytes_out: Mapping[str, float] | None = None,
 ) -> list[TopicRow]:
+    """One row per topic; the sampled figures (None when not sampled) by topic name."""
     rows = []
     for topic in topics:
         wanted = (min_isr or {}).get(topic.name, 1)
@@ -78,6 +87,10 @@ def topic_rows(
                 under_min_isr=sum(s.under_min_isr for s in states),
                 messages=(messages or {}).get(topic.name),
                 rate_in=(rates or {}).get(topic.name),
+                size=(sizes or {}).get(topic.name),
+                bytes_in=(bytes_in or {}).get(topic.name),
+                rate_out=(rates_out or {}).get(topic.name),
+                bytes_out=(bytes_out or {}).get(topic.name),
             )
         )
     return rows
