@@ -14,7 +14,14 @@ from hypothesis import strategies as st
 from kafka_strategies import message, plain
 
 from strom_gateway.kafka.codec import MalformedMessageError, decode, encode
-from strom_gateway.kafka.messages import APIS, FETCH, METADATA, PRODUCE
+from strom_gateway.kafka.messages import (
+    APIS,
+    FETCH,
+    METADATA,
+    PRODUCE,
+    SASL_AUTHENTICATE,
+    SASL_HANDSHAKE,
+)
 from strom_gateway.kafka.schema import Api, Struct
 
 SETTINGS = settings(
@@ -172,3 +179,45 @@ def test_every_response_encodes_with_only_an_error_code(api: Api) -> None:
         flexible = api.flexible(version)
         encoded = encode(api.response, version, flexible, {"error_code": 15})
         decode(api.response, version, flexible, encoded)
+
+
+def test_sasl_handshake_bytes() -> None:
+    """SaslHandshake (key 17) v0-1, never flexible: an int16-length mechanism; the answer an
+    error code and an int32-counted list of mechanisms."""
+    for version in (0, 1):
+        assert decode(SASL_HANDSHAKE.request, version, False, b"\x00\x05PLAIN") == {
+            "mechanism": "PLAIN"
+        }
+        answer = {"error_code": 33, "mechanisms": ["SCRAM-SHA-256", "PLAIN"]}
+        expected = b"\x00\x21\x00\x00\x00\x02\x00\x0dSCRAM-SHA-256\x00\x05PLAIN"
+        assert encode(SASL_HANDSHAKE.response, version, False, answer) == expected
+    assert not SASL_HANDSHAKE.flexible(1)
+
+
+def test_sasl_authenticate_bytes() -> None:
+    """SaslAuthenticate (key 36): int32-length bytes in v0-1, compact bytes and tagged fields
+    from v2; the answer's session_lifetime_ms exists from v1."""
+    assert decode(SASL_AUTHENTICATE.request, 0, False, b"\x00\x00\x00\x02n,")["auth_bytes"] == b"n,"
+    assert SASL_AUTHENTICATE.flexible(2) and not SASL_AUTHENTICATE.flexible(1)
+    assert decode(SASL_AUTHENTICATE.request, 2, True, b"\x03n,\x00")["auth_bytes"] == b"n,"
+    answer = {
+        "error_code": 0,
+        "error_message": None,
+        "auth_bytes": b"v=",
+        "session_lifetime_ms": 900000,
+    }
+    lifetime = struct.pack(">q", 900000)
+    assert encode(SASL_AUTHENTICATE.response, 0, False, answer) == (
+        b"\x00\x00\xff\xff\x00\x00\x00\x02v="
+    )
+    assert encode(SASL_AUTHENTICATE.response, 1, False, answer) == (
+        b"\x00\x00\xff\xff\x00\x00\x00\x02v=" + lifetime
+    )
+    assert encode(SASL_AUTHENTICATE.response, 2, True, answer) == (
+        b"\x00\x00\x00\x03v=" + lifetime + b"\x00"
+    )
+    failed = {"error_code": 58, "error_message": "no", "auth_bytes": b"", "session_lifetime_ms": 0}
+    decoded = decode(
+        SASL_AUTHENTICATE.response, 2, True, encode(SASL_AUTHENTICATE.response, 2, True, failed)
+    )
+    assert decoded["error_code"] == 58 and decoded["error_message"] == "no"
