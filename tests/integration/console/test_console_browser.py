@@ -79,6 +79,22 @@ def test_walk_from_overview_to_a_produced_message_whose_script_stays_inert(
     )
     assert text_of(driver, "pre.record-value") == "ff fe 62 61 64"
 
+    # The overview reports disk use (log dirs) and both controllers; the topic page sizes.
+    driver.get(console.url + "/")
+    eventually(
+        lambda: (
+            [e.text[-1] for e in driver.find_elements(by.CSS_SELECTOR, "#nodes td.disk-used")]
+            == ["B"] * 3
+            and all("% of" in e.text for e in driver.find_elements(by.CSS_SELECTOR, "#nodes td.fs"))
+            and text_of(driver, "#used-bytes") not in ("-", "0 B")
+        ),
+        "every node's disk use to show",
+    )
+    roles = [e.text for e in driver.find_elements(by.CSS_SELECTOR, "#controllers tr td:last-child")]
+    assert sorted(roles) == ["active", "standby"], roles
+    driver.get(console.url + "/topics/walk")
+    eventually(lambda: "B" in text_of(driver, "#partitions-table td.size"), "a partition size")
+
 
 def test_a_groups_lag_appears_after_it_commits_and_the_chart_draws(
     cluster: Any, console: Any, browser: Any

@@ -109,6 +109,7 @@ def _requests() -> dict[str, Any]:
             partitions=[common_pb2.TopicPartition(**part)]
         ),
         "ListPartitionReassignments": controller_pb2.ListPartitionReassignmentsRequest(),
+        "DescribeLogDirs": storage_pb2.DescribeLogDirsRequest(topics=[MATRIX_TOPIC]),
         "InitProducerId": controller_pb2.InitProducerIdRequest(),
         "FindCoordinator": coordinator_pb2.FindCoordinatorRequest(group_id="matrix-group"),
         "OffsetFetch": coordinator_pb2.OffsetFetchRequest(group_id="matrix-group"),

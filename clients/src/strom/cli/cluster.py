@@ -77,7 +77,7 @@ def add_parser(commands: Any) -> None:
         action="store_true",
         help="TLS, SCRAM logins and ACLs everywhere: certificates under DATA_DIR/tls, the super "
         "user's settings in DATA_DIR/admin.properties (docs/security.md); the schema registry "
-        "serves HTTPS with Basic authentication; no console or Kafka listener yet",
+        "serves HTTPS with Basic authentication; the console asks for the admin's login",
     )
     up.add_argument("--storage-nodes", type=int, default=3, help="default: %(default)s")
     up.add_argument("--controllers", type=int, default=2, help="default: %(default)s")
@@ -189,8 +189,7 @@ def _spec(args: argparse.Namespace, local: ModuleType) -> Any:
         controllers=args.controllers,
         coordinators=args.coordinators,
         topics=topics,
-        # Not secured yet: a secure cluster runs without it (docs/security.md).
-        console_port=None if args.secure else args.console_port or None,
+        console_port=args.console_port or None,
         registry_port=args.registry_port or None,
         kafka_port=args.kafka_port,
         secure=args.secure,

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 import uvicorn
 
 from strom.errors import ConfigurationError
+from strom.security import SecurityConfig
 from strom_console.app import build_app
 from strom_console.config import ConsoleConfig
 from strom_server.runtime.config import config_items, load_config
@@ -22,8 +23,13 @@ from strom_server.runtime.values import split_host_port
 log = get_logger(__name__)
 
 
-def _password(config: ConsoleConfig) -> str | None:
+def _password(config: ConsoleConfig, secure: bool) -> str | None:
     if not config.user:
+        if secure:
+            raise ConfigurationError(
+                "--command-config connects the console to a secure cluster as a privileged "
+                "user: set --user and --password-file so that its pages need a login"
+            )
         return None
     if str(config.password_file) in ("", "."):
         raise ConfigurationError("--user needs --password-file (a file whose first line is it)")
@@ -43,7 +49,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         config = load_config(
             ConsoleConfig, argv, prog="strom-console", description="Strom web console"
         )
-        password = _password(config)
+        security = config.security_options()
+        password = _password(config, SecurityConfig(**security).enabled)
     except ConfigurationError as exc:
         print(f"strom-console: configuration error: {exc}", file=sys.stderr)
         return 2
@@ -54,7 +61,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     host, port = split_host_port(config.listen)
     try:
         uvicorn.run(
-            build_app(config, password),
+            build_app(config, password, security),
             host=host,
             port=port,
             log_config=None,

@@ -53,17 +53,24 @@ class BadInput(ValueError):
 class Console:
     """What the handlers share: the config, the cluster clients, the sampler, the searches."""
 
-    def __init__(self, config: ConsoleConfig, password: str | None) -> None:
+    def __init__(
+        self, config: ConsoleConfig, password: str | None, security: dict[str, Any] | None = None
+    ) -> None:
         self.config = config
         self.password = password
+        #: Where and how every client of the console connects: the gateway, security options.
+        self.connection: dict[str, Any] = {
+            "bootstrap_servers": config.bootstrap_servers,
+            **(security or {}),
+        }
         self.admin = Admin(
-            config.bootstrap_servers,
+            **self.connection,
             request_timeout_ms=config.request_timeout_ms,
             client_id="strom-console",
         )
         self.sampler = Sampler(
             lambda: Admin(
-                config.bootstrap_servers,
+                **self.connection,
                 request_timeout_ms=config.request_timeout_ms,
                 client_id="strom-console-sampler",
             ),
@@ -71,7 +78,7 @@ class Console:
             window_s=config.lag_window_s,
             max_groups=config.lag_groups_max,
         )
-        self.searches = SearchJobs(config.bootstrap_servers, config.request_timeout_ms)
+        self.searches = SearchJobs(self.connection, config.request_timeout_ms)
         #: When the console last changed the cluster: pages wait for a sample taken after it.
         self._changed_at = 0.0
         self.sessions = Sessions()
@@ -116,7 +123,7 @@ class Console:
     async def producer(self) -> Producer:
         if self._producer is None:
             self._producer = Producer(
-                bootstrap_servers=self.config.bootstrap_servers,
+                **self.connection,
                 client_id="strom-console",
                 request_timeout_ms=self.config.request_timeout_ms,
                 linger_ms=0,
@@ -507,7 +514,7 @@ async def page_messages(console: Console, request: Request) -> Response:
     if q.get("from"):  # "next page": per-partition positions of the previous page's end
         positions = {**positions, **_parse_positions(q["from"], positions)}
     read = await browse.read_page(
-        console.config.bootstrap_servers,
+        console.connection,
         name,
         positions,
         ends,
@@ -908,9 +915,12 @@ async def healthz(console: Console, request: Request) -> Response:
     return PlainTextResponse("ok")
 
 
-def build_app(config: ConsoleConfig, password: str | None = None) -> Guard:
-    """The console's ASGI app for ``config`` (``password``: the login's, None for no login)."""
-    console = Console(config, password)
+def build_app(
+    config: ConsoleConfig, password: str | None = None, security: dict[str, Any] | None = None
+) -> Guard:
+    """The console's ASGI app for ``config`` (``password``: the login's, None for no login;
+    ``security``: the clients' security options, from ``--command-config``)."""
+    console = Console(config, password, security)
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: Starlette) -> AsyncIterator[None]:

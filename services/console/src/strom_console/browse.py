@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from strom.aio import Consumer
 from strom.types import ConsumerRecord, TopicPartition
@@ -100,7 +101,7 @@ def consumer_options(
 
 
 async def read_page(
-    bootstrap_servers: str,
+    connection: Mapping[str, Any],
     topic: str,
     positions: Mapping[int, int],
     ends: Mapping[int, int],
@@ -111,13 +112,14 @@ async def read_page(
     isolation_level: str = "read_uncommitted",
 ) -> dict[int, list[ConsumerRecord]]:
     """Up to ``page_size`` records per partition from ``positions``, below ``ends``; returns
-    what arrived within ``timeout_s`` (a partition whose leader is down comes back short)."""
+    what arrived within ``timeout_s`` (a partition whose leader is down comes back short).
+    ``connection``: ``bootstrap_servers`` and the security options."""
     found: dict[int, list[ConsumerRecord]] = {p: [] for p in positions}
     wanted = [p for p in sorted(positions) if positions[p] < ends[p]]
     if not wanted:
         return found
     options = consumer_options(request_timeout_ms, isolation_level)
-    consumer = Consumer(bootstrap_servers=bootstrap_servers, **options)  # type: ignore[arg-type]
+    consumer = Consumer(**connection, **options)  # type: ignore[arg-type]
     try:
         tps = {p: TopicPartition(topic, p) for p in wanted}
         consumer.assign(tps.values())

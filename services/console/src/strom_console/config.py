@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+from strom.errors import ConfigurationError
+from strom.security import SecurityConfig, properties_to_options, read_properties
 from strom_server.runtime.config import ServerConfig, override, setting
 from strom_server.runtime.values import HostPort
 
@@ -35,6 +38,13 @@ class ConsoleConfig:
     )
     password_file: Path = setting(
         "", help="file whose first line is the login password (needed with --user)"
+    )
+    command_config: str = setting(
+        "",
+        help="a Kafka-style properties file with the client security settings the console "
+        "reaches the cluster with (security.protocol, sasl.mechanism, sasl.username, "
+        "sasl.password, ssl.cafile, ...), as `strom --command-config`; a secure one needs "
+        "--user (login); empty: plaintext",
     )
     schema_registry_url: str = setting(
         "",
@@ -75,6 +85,18 @@ class ConsoleConfig:
     log_level: str = override(ServerConfig, "log_level", "info")
     log_format: str = override(ServerConfig, "log_format", "json")
     metrics_listen: str = override(ServerConfig, "metrics_listen", "0")
+
+    def security_options(self) -> dict[str, Any]:
+        """The clients' security options from ``command_config`` ({} without one);
+        ConfigurationError naming the file for a bad one."""
+        if not self.command_config:
+            return {}
+        options = properties_to_options(read_properties(self.command_config))
+        try:
+            SecurityConfig(**options)  # type: ignore[arg-type]
+        except ConfigurationError as exc:
+            raise ConfigurationError(f"--command-config {self.command_config}: {exc}") from None
+        return options
 
     def password(self) -> str | None:
         """The login password (first line of ``password_file``), None when login is off."""

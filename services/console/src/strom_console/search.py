@@ -14,6 +14,7 @@ import secrets
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from strom.aio import Consumer
 from strom.errors import StromError
@@ -66,12 +67,14 @@ class SearchJob:
         return sum(max(self.ends[p] - o, 0) for p, o in self.positions.items())
 
 
-async def _scan(job: SearchJob, matcher: Matcher, bootstrap: str, request_timeout_ms: int) -> None:
+async def _scan(
+    job: SearchJob, matcher: Matcher, connection: Mapping[str, Any], request_timeout_ms: int
+) -> None:
     open_ = {p for p, o in job.positions.items() if o < job.ends[p]}
     if not open_:
         job.state = "done"
         return
-    consumer = Consumer(bootstrap_servers=bootstrap, **consumer_options(request_timeout_ms))  # type: ignore[arg-type]
+    consumer = Consumer(**connection, **consumer_options(request_timeout_ms))  # type: ignore[arg-type]
     try:
         tps = {p: TopicPartition(job.topic, p) for p in open_}
         consumer.assign(tps.values())
@@ -127,8 +130,10 @@ async def _scan(job: SearchJob, matcher: Matcher, bootstrap: str, request_timeou
 class SearchJobs:
     """The console's searches, by id."""
 
-    def __init__(self, bootstrap: str, request_timeout_ms: int, max_jobs: int = 8) -> None:
-        self.bootstrap = bootstrap
+    def __init__(
+        self, connection: Mapping[str, Any], request_timeout_ms: int, max_jobs: int = 8
+    ) -> None:
+        self.connection = connection  # bootstrap_servers and the security options
         self.request_timeout_ms = request_timeout_ms
         self.max_jobs = max_jobs
         self._jobs: dict[str, SearchJob] = {}
@@ -172,7 +177,7 @@ class SearchJobs:
 
     async def _run(self, job: SearchJob, matcher: Matcher) -> None:
         try:
-            await _scan(job, matcher, self.bootstrap, self.request_timeout_ms)
+            await _scan(job, matcher, self.connection, self.request_timeout_ms)
         except asyncio.CancelledError:
             job.state = "stopped"
             raise

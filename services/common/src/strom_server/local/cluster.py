@@ -229,9 +229,22 @@ class LocalClusterSpec:
         return self._http_service("registry", self.registry_port, *flags)
 
     def _console(self) -> ManagedProcess:
-        """The web console (``strom_console``); with the registry, its schemas pages."""
+        """The web console (``strom_console``); with the registry, its schemas pages. Secure:
+        it reaches the cluster as the super user (admin.properties) and its pages need a
+        login as that user, with the same password (``console.password``); no schemas pages
+        (the registry client has no TLS or Basic-auth settings yet)."""
         assert self.console_port is not None
         flags = [] if self.registry_port is None else ["--schema-registry-url", self.registry_url]
+        if self.secure:
+            secure.prepare_tls(self.data_dir, [])  # admin.properties
+            password_file = self.data_dir / "console.password"
+            password_file.touch(mode=0o600)
+            password_file.write_text(secure.admin_options(self.data_dir)["sasl_plain_password"])
+            flags = [
+                "--command-config", str(secure.admin_properties_path(self.data_dir)),
+                "--user", secure.ADMIN_USER,
+                "--password-file", str(password_file),
+            ]  # fmt: skip
         return self._http_service("console", self.console_port, *flags)
 
     def _http_service(self, name: str, port: int, *flags: str) -> ManagedProcess:
@@ -494,7 +507,8 @@ def run_cluster(
                 f"{secure.admin_properties_path(spec.data_dir)} (--command-config)"
             )
         if spec.console_port is not None:
-            announce(f"  web console:         {spec.console_url}")
+            login = " (login: admin, password in admin.properties)" if spec.secure else ""
+            announce(f"  web console:         {spec.console_url}{login}")
         if spec.registry_port is not None:
             announce(f"  schema registry:     {spec.registry_url}")
         if spec.secure:  # SASL_SSL: librdkafka-style settings for the admin

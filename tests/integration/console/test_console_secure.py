@@ -1,0 +1,63 @@
+"""The console of a secure cluster, started as ``strom cluster up --secure`` starts it: it
+reaches the cluster as the super user (admin.properties), and its pages need the admin's
+login; a stranger gets the login page and nothing else."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from cluster_testkit import LocalCluster, start_local_cluster
+from conftest import HttpSession
+from strom_testkit import free_port, wait_until
+
+from strom import Admin, NewTopic
+from strom_server.local import secure
+
+pytestmark = pytest.mark.integration
+
+
+class _SecureCluster(LocalCluster):
+    def start(self, ready_timeout_s: float = 90.0) -> None:
+        super().start(ready_timeout_s)
+        secure.create_admin(self.spec.data_dir, f"{self.spec.host}:{self.spec.etcd_client_port}")
+
+    def admin(self) -> Admin:
+        options = secure.admin_options(self.spec.data_dir)
+        return Admin(self.gateway, request_timeout_ms=20000, **options)
+
+
+@pytest.fixture(scope="module")
+def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    yield from start_local_cluster(
+        tmp_path_factory.mktemp("secure-console"),
+        cluster_class=_SecureCluster,
+        secure=True,
+        console_port=free_port(),
+    )
+
+
+def test_the_console_of_a_secure_cluster_needs_the_admins_login(secured: LocalCluster) -> None:
+    spec = secured.spec
+    options = secure.admin_options(spec.data_dir)
+    with secured.admin() as admin:
+        admin.create_topics([NewTopic("guarded-orders", 2, 1)])
+    stranger = HttpSession(spec.console_url)
+    assert stranger.get("/topics")[0] == 303  # to the login page
+    stranger.get("/login")
+    assert stranger.post("/login", {"user": "admin", "password": "guess"})[0] == 401
+    assert stranger.get("/topics")[0] == 303
+
+    client = HttpSession(spec.console_url)
+    client.get("/login")
+    password = options["sasl_plain_password"]
+    assert client.post("/login", {"user": "admin", "password": password})[0] == 303
+
+    def listed() -> str | None:
+        status, body = client.get("/topics")
+        return body if status == 200 and "guarded-orders" in body else None
+
+    wait_until(listed, 60, "the topic listed through the secure cluster")
+    status, body = client.get("/")
+    assert status == 200
+    assert body.count('class="node-row"') == 3 and "active" in body
