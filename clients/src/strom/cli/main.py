@@ -22,6 +22,7 @@ from strom.cli import (
     perf,
     schemas,
     security_commands,
+    security_init,
     transactions,
 )
 from strom.errors import StromError
@@ -56,6 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
     transactions.add_parsers(commands)
     schemas.add_parsers(commands)
     security_commands.add_parsers(commands)
+    security_init.add_parsers(commands)
     perf.add_parser(commands)
     dump_log.add_parser(commands)
     return parser
