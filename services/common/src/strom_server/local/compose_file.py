@@ -18,7 +18,7 @@ from typing import Any
 from strom_server.local.cluster import HTTP_HEALTH_PATHS, LocalClusterSpec
 from strom_server.local.supervisor import ManagedProcess
 
-__all__ = ["IMAGE", "compose_document", "container_command", "render"]
+__all__ = ["IMAGE", "compose_document", "container_command", "render", "render_document"]
 
 IMAGE = "strom:latest"
 ETCD_IMAGE = "quay.io/coreos/etcd:v3.5.21"
@@ -183,8 +183,12 @@ def _emit(value: Any, indent: int, out: list[str]) -> None:
 
 def render(spec: LocalClusterSpec | None = None) -> str:
     """docker-compose.yml's text."""
-    out = [HEADER.rstrip("\n")]
-    document = compose_document(spec)
+    return render_document(compose_document(spec))
+
+
+def render_document(document: dict[str, Any], header: str = HEADER) -> str:
+    """A compose document's text under ``header`` (docker-compose.secure.yml's too)."""
+    out = [header.rstrip("\n")]
     for section in ("services", "volumes"):
         out.append("")
         out.append(f"{section}:")
