@@ -179,20 +179,24 @@ def test_kafka_python_plain_and_aiokafka_scram(cluster: SecureCluster) -> None:
 
 
 def test_kcat_lists_with_the_clusters_kafka_properties(cluster: SecureCluster) -> None:
+    """kcat over PLAIN: Debian's kcat links librdkafka 2.0, whose SCRAM client-final repeats
+    the client nonce (fixed in librdkafka 2.6.1), which Strom refuses as Kafka 4 does."""
     kcat = shutil.which("kcat") or shutil.which("kafkacat")
     if kcat is None:
         pytest.skip("kcat is not installed (apt-get install kcat)")
     properties = secure.write_kafka_properties(cluster.spec.data_dir, cluster.spec.kafka_address)
+    plain = ["-X", "sasl.mechanisms=PLAIN"]
     listed = subprocess.run(
-        [kcat, "-F", str(properties), "-L", "-m", "30"],
-        capture_output=True, text=True, timeout=60, check=True,
+        [kcat, "-F", str(properties), *plain, "-L", "-m", "30"],
+        capture_output=True, text=True, timeout=60, check=False,
     )  # fmt: skip
+    assert listed.returncode == 0, listed.stderr
     assert ALLOWED in listed.stdout and REFUSED in listed.stdout  # the admin sees both
     as_user = subprocess.run(
-        [kcat, "-b", cluster.spec.kafka_address, "-X", "security.protocol=SASL_SSL",
-         "-X", "sasl.mechanisms=SCRAM-SHA-256", "-X", f"sasl.username={USER}",
-         "-X", f"sasl.password={PASSWORD}", "-X", f"ssl.ca.location={cluster.cafile}",
-         "-L", "-m", "30"],
-        capture_output=True, text=True, timeout=60, check=True,
+        [kcat, "-b", cluster.spec.kafka_address, "-X", "security.protocol=SASL_SSL", *plain,
+         "-X", f"sasl.username={USER}", "-X", f"sasl.password={PASSWORD}",
+         "-X", f"ssl.ca.location={cluster.cafile}", "-L", "-m", "30"],
+        capture_output=True, text=True, timeout=60, check=False,
     )  # fmt: skip
+    assert as_user.returncode == 0, as_user.stderr
     assert ALLOWED in as_user.stdout and REFUSED not in as_user.stdout
