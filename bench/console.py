@@ -12,9 +12,10 @@ sampling every 5 s), data in a temporary directory, everything stopped at the en
   the overview (``/``), the topics list (``/topics``, first page of 100 rows over all
   topics) and a group page (``/groups/bench-group-0``), 200 each (``--quick``: 50) after 5
   warm-up requests; p50 and p99. Baselines: ``/healthz`` (the HTTP floor: uvicorn, the guard,
-  routing) and the cluster calls each page makes, made directly by a ``strom.aio.Admin`` in
-  this process (the cluster's floor). Ratio: page p50 / (healthz p50 + calls p50): what the
-  console adds on top of what it must ask.
+  routing) and the cluster calls a page would make if it asked the cluster per request, made
+  directly by a ``strom.aio.Admin`` in this process (the cluster's floor; the overview and the
+  topics list serve the sampler's snapshot instead, so they come out far below it). Ratio:
+  page p50 / (healthz p50 + calls p50).
 * Memory: the console's RSS (``/proc/PID/status`` VmRSS) before and while browsing the large
   topic: 100 pages (``--quick``: 20) of 50 records per partition from random offsets, as text
   (each value cut at 4 KiB for display). Flat means the growth after the first 10 pages is
