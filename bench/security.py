@@ -316,6 +316,7 @@ def run(profile: Profile, keep: bool) -> dict[str, Any]:
     }
     ratios["grpc_tls_ratio"] = bare["grpc_tls_mib_s"] / bare["grpc_plaintext_mib_s"]
     ratios["socket_tls_ratio"] = bare["socket_tls_mib_s"] / bare["socket_plaintext_mib_s"]
+    ratios["grpc_tls_token_ratio"] = bare["grpc_tls_token_mib_s"] / bare["grpc_plaintext_mib_s"]
     ratios["produce_vs_grpc_ceiling"] = ratios["produce_mib_s_ratio"] / ratios["grpc_tls_ratio"]
     figures = authorizer_figures(profile.checks)
     print(f"machine: {platform.machine()}, Python {platform.python_version()}")
@@ -329,6 +330,10 @@ def run(profile: Profile, keep: bool) -> dict[str, Any]:
         plain_key, tls_key = f"{kind}_plaintext_mib_s", f"{kind}_tls_mib_s"
         print(f"{label:24}{bare[plain_key]:>12.1f}{bare[tls_key]:>12.1f}"
               f"{ratios[kind + '_tls_ratio']:>8.2f}")  # fmt: skip
+    print(
+        f"bare gRPC with TLS and a token per call: {bare['grpc_tls_token_mib_s']:.1f} MiB/s "
+        f"({ratios['grpc_tls_token_ratio']:.2f} of plaintext)"
+    )
     print(
         f"Strom's produce ratio is {ratios['produce_vs_grpc_ceiling']:.2f} of bare gRPC's "
         "TLS/plaintext ratio"

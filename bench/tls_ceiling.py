@@ -7,8 +7,11 @@ taken as raw bytes as the storage node takes it, an empty ``ProduceResponse`` ou
 code) plaintext and with TLS, and a raw socket sink
 (reads 1 MiB, answers 8 bytes) plaintext and with TLS; it prints its ports as one JSON line.
 The client side sends the same 1 MiB payloads as Strom's produce benchmark, 4 in flight:
-``grpc_mib_s`` and ``socket_mib_s`` for each protocol. Both ends use the same certificate and
-CA as the secure cluster (``LocalCa``); gRPC uses its BoringSSL, the socket Python's OpenSSL.
+``grpc_mib_s`` and ``socket_mib_s`` for each protocol, and ``grpc_tls_token_mib_s``: TLS with a
+bearer token on every call as gRPC call credentials, as Strom's clients send theirs (a
+Python metadata plugin per call; the server does not look at it). Both ends use the same
+certificate and CA as the secure cluster (``LocalCa``); gRPC uses its BoringSSL, the socket
+Python's OpenSSL.
 """
 
 from __future__ import annotations
@@ -196,6 +199,12 @@ def _socket_mib_s(port: int, context: ssl.SSLContext | None, payload: bytes, bat
         return len(payload) * batches / MiB / (time.perf_counter() - started)
 
 
+def _static_token(
+    _context: grpc.AuthMetadataContext, callback: grpc.AuthMetadataPluginCallback
+) -> None:
+    callback((("authorization", "Bearer bench-token"),), None)
+
+
 async def measure_ceiling(ceiling: Ceiling, payload: bytes, batches: int) -> dict[str, float]:
     """MiB/s of bare gRPC and of a bare socket, plaintext and TLS."""
     ports = ceiling.ports
@@ -207,6 +216,14 @@ async def measure_ceiling(ceiling: Ceiling, payload: bytes, batches: int) -> dic
         ),
         "grpc_tls_mib_s": await _grpc_mib_s(
             f"localhost:{ports['grpc_tls']}", credentials, payload, batches
+        ),
+        "grpc_tls_token_mib_s": await _grpc_mib_s(
+            f"localhost:{ports['grpc_tls']}",
+            grpc.composite_channel_credentials(
+                credentials, grpc.metadata_call_credentials(_static_token)
+            ),
+            payload,
+            batches,
         ),
     }
     chunk = payload[:MiB].ljust(MiB, b"\0")  # the sink reads 1 MiB messages
