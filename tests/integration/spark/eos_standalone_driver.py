@@ -1,13 +1,16 @@
 """The Spark driver of test_exactly_once_standalone (run as its own process: one
 SparkContext per process, and the folder's other tests hold a local one).
 
-    eos_standalone_driver.py MASTER_URL GATEWAY MARKERS CASE TOPIC PREFIX ROWS
+    eos_standalone_driver.py MASTER_URL GATEWAY MARKERS ROWS CASE:TOPIC:PREFIX ...
+
+The cases run one after the other in one session (one driver, two executors: JVMs are the
+slow part of this test).
 
 CASE ``speculation``: partition 0's first attempt sends its first rows, then stalls until
 Spark starts a speculative copy on the other host, which wins. CASE ``executor-lost``:
 partition 1's first attempt sends its first rows, then SIGKILLs its own executor's JVM.
 Either way the write is exactly_once: the job must succeed with each row visible once.
-Every attempt leaves a marker file ``MARKERS/<partition>-<attempt>`` when it starts."""
+Every attempt leaves a marker file ``MARKERS/<case>/<partition>-<attempt>`` when it starts."""
 
 from __future__ import annotations
 
@@ -46,7 +49,7 @@ def rows_of(case: str, markers: str, per_partition: int):  # type: ignore[no-unt
         context = TaskContext.get()
         assert context is not None
         attempt = context.attemptNumber()
-        Path(markers, f"{index}-{attempt}").touch()
+        Path(markers, case, f"{index}-{attempt}").touch()
         for i in range(per_partition):
             if i == FIRST_ROWS and attempt == 0:
                 if case == "speculation" and index == 0:
@@ -61,11 +64,11 @@ def rows_of(case: str, markers: str, per_partition: int):  # type: ignore[no-unt
 
 
 def main() -> None:
-    master, gateway, markers, case, topic, prefix, total = sys.argv[1:8]
+    master, gateway, markers, total, *cases = sys.argv[1:]
     per_partition = int(total) // PARTITIONS
     spark = (
         SparkSession.builder.master(master)
-        .appName(f"strom-eos-{case}")
+        .appName("strom-eos-standalone")
         .config("spark.driver.host", "127.0.0.1")
         .config("spark.driver.bindAddress", "127.0.0.1")
         .config("spark.ui.enabled", "false")
@@ -85,23 +88,26 @@ def main() -> None:
     spark.sparkContext.setLogLevel("ERROR")
     strom_spark.register(spark)
     schema = StructType([StructField("value", StringType())])
-    frame = spark.createDataFrame(
-        spark.sparkContext.parallelize(range(PARTITIONS), PARTITIONS).mapPartitionsWithIndex(
-            rows_of(case, markers, per_partition)
-        ),
-        schema,
-    )
-    (
-        frame.write.format("strom")
-        .option("strom.bootstrap.servers", gateway)
-        .option("topic", topic)
-        .option("deliveryGuarantee", "exactly_once")
-        .option("transactionalIdPrefix", prefix)
-        .mode("append")
-        .save()
-    )
+    for spec in cases:
+        case, topic, prefix = spec.split(":")
+        Path(markers, case).mkdir(parents=True, exist_ok=True)
+        frame = spark.createDataFrame(
+            spark.sparkContext.parallelize(range(PARTITIONS), PARTITIONS).mapPartitionsWithIndex(
+                rows_of(case, markers, per_partition)
+            ),
+            schema,
+        )
+        (
+            frame.write.format("strom")
+            .option("strom.bootstrap.servers", gateway)
+            .option("topic", topic)
+            .option("deliveryGuarantee", "exactly_once")
+            .option("transactionalIdPrefix", prefix)
+            .mode("append")
+            .save()
+        )
+        print(f"WRITE DONE {case}", flush=True)
     spark.stop()
-    print("WRITE DONE", flush=True)
 
 
 if __name__ == "__main__":

@@ -9,13 +9,13 @@ import subprocess
 import sys
 import uuid
 from collections import Counter
-from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from eos_standalone_driver import PAD, PARTITIONS
 from spark_testkit import new_topic, topic_values
-from standalone_spark import StandaloneSpark, standalone_spark
+from standalone_spark import standalone_spark
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 
@@ -23,32 +23,46 @@ DRIVER = Path(__file__).with_name("eos_standalone_driver.py")
 ROWS = 8_000
 
 
+CASES = ("speculation", "executor-lost")
+
+
+@dataclass
+class Written:
+    topic: str
+    prefix: str
+    markers: Path
+
+
 @pytest.fixture(scope="module")
-def spark_hosts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandaloneSpark]:
-    with standalone_spark(tmp_path_factory.mktemp("spark-standalone")) as cluster:
-        yield cluster
-
-
-def run_write(  # type: ignore[no-untyped-def]
-    spark_hosts: StandaloneSpark, cluster, case: str, tmp_path: Path
-) -> tuple[str, str, Path]:
-    topic, prefix = new_topic(cluster, 2), f"eos-{case}-{uuid.uuid4().hex[:6]}"
-    markers = tmp_path / "markers"
-    markers.mkdir()
-    log = tmp_path / "driver.log"
-    with log.open("wb") as out:
-        done = subprocess.run(
-            [sys.executable, str(DRIVER), spark_hosts.master_url, cluster.gateway, str(markers),
-             case, topic, prefix, str(ROWS)],
-            env=spark_hosts.env(),
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            timeout=600,
-            check=False,
-        )  # fmt: skip
+def written(tmp_path_factory: pytest.TempPathFactory, spark_cluster) -> dict[str, Written]:  # type: ignore[no-untyped-def]
+    """Both cases' writes, by one driver on a standalone cluster started for this module."""
+    work = tmp_path_factory.mktemp("spark-standalone")
+    cases = {
+        case: Written(new_topic(spark_cluster, 2), f"eos-{case}-{uuid.uuid4().hex[:6]}",
+                      work / "markers" / case)
+        for case in CASES
+    }  # fmt: skip
+    with standalone_spark(work) as spark_hosts:
+        log = work / "driver.log"
+        with log.open("wb") as out:
+            done = subprocess.run(
+                [sys.executable, str(DRIVER), spark_hosts.master_url, spark_cluster.gateway,
+                 str(work / "markers"), str(ROWS),
+                 *(f"{case}:{w.topic}:{w.prefix}" for case, w in cases.items())],
+                env=spark_hosts.env(),
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                timeout=600,
+                check=False,
+            )  # fmt: skip
     text = log.read_text(errors="replace")
-    assert done.returncode == 0 and "WRITE DONE" in text, text[-4000:]
-    return topic, prefix, markers
+    assert done.returncode == 0, text[-4000:]
+    return {case: w for case, w in cases.items() if f"WRITE DONE {case}" in text}
+
+
+def attempts(written: dict[str, Written], case: str) -> set[str]:
+    assert case in written, f"the {case} write did not complete"
+    return {p.name for p in written[case].markers.iterdir()}
 
 
 def expected() -> Counter[str]:
@@ -70,22 +84,18 @@ def assert_exactly_once_and_nothing_open(cluster, topic: str, prefix: str) -> in
 
 
 def test_speculative_copy_wins_and_the_stalled_attempt_adds_nothing(  # type: ignore[no-untyped-def]
-    spark_hosts: StandaloneSpark, spark_cluster, tmp_path: Path
+    written: dict[str, Written], spark_cluster
 ) -> None:
-    topic, prefix, markers = run_write(spark_hosts, spark_cluster, "speculation", tmp_path)
-    assert (markers / "0-0").exists() and (markers / "0-1").exists(), sorted(
-        p.name for p in markers.iterdir()
-    )  # Spark did start a speculative copy of partition 0
-    in_log = assert_exactly_once_and_nothing_open(spark_cluster, topic, prefix)
-    assert in_log >= ROWS
+    # Spark did start a speculative copy of partition 0 (on the other host).
+    assert {"0-0", "0-1"} <= attempts(written, "speculation")
+    w = written["speculation"]
+    assert assert_exactly_once_and_nothing_open(spark_cluster, w.topic, w.prefix) >= ROWS
 
 
 def test_executor_lost_mid_write_adds_nothing(  # type: ignore[no-untyped-def]
-    spark_hosts: StandaloneSpark, spark_cluster, tmp_path: Path
+    written: dict[str, Written], spark_cluster
 ) -> None:
-    topic, prefix, markers = run_write(spark_hosts, spark_cluster, "executor-lost", tmp_path)
-    assert (markers / "1-0").exists() and (markers / "1-1").exists(), sorted(
-        p.name for p in markers.iterdir()
-    )  # partition 1 ran again after its executor died
-    in_log = assert_exactly_once_and_nothing_open(spark_cluster, topic, prefix)
-    assert in_log >= ROWS
+    # Partition 1 ran again after its executor died.
+    assert {"1-0", "1-1"} <= attempts(written, "executor-lost")
+    w = written["executor-lost"]
+    assert assert_exactly_once_and_nothing_open(spark_cluster, w.topic, w.prefix) >= ROWS
