@@ -34,6 +34,8 @@ from strom_server.local import secure
 from strom_server.local.supervisor import ManagedProcess
 from strom_server.rpc.health_probe import grpc_serving
 
+pytestmark = pytest.mark.integration
+
 AVRO = json.dumps({"type": "record", "name": "Order", "fields": [{"name": "id", "type": "long"}]})
 PAYROLL = json.dumps({"type": "record", "name": "Pay", "fields": [{"name": "a", "type": "int"}]})
 PASSWORDS = {"alice": "alice-secret", "bob": "bob-secret"}
