@@ -7,12 +7,16 @@ answered with TTL ``ttl`` keeps the lease alive at least until ``t + ttl`` (etcd
 receipt, after ``t``). Past the latest such bound the process may have been replaced, so it
 stops answering for what it held until a keep-alive gets through again.
 
+Thread-safety: ``renewed`` may be called from a keep-alive thread (``lease_keeper``) while the
+event loop reads ``expired``/``remaining_s``.
+
 Clock: the process's monotonic clock against etcd's; both run on real time, so their drift
 over one TTL (seconds) is negligible next to the TTL itself.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 
@@ -26,12 +30,14 @@ class SessionLease:
         self._monotonic = monotonic
         self._valid_until = float("-inf")  # nothing is valid before the first session
         self.renewals = 0
+        self._lock = threading.Lock()
 
     def renewed(self, sent_at: float, ttl_s: float) -> None:
         """A keep-alive (or the lease grant) sent at ``sent_at`` got TTL ``ttl_s``."""
         if ttl_s > 0:
-            self._valid_until = max(self._valid_until, sent_at + ttl_s)
-            self.renewals += 1
+            with self._lock:
+                self._valid_until = max(self._valid_until, sent_at + ttl_s)
+                self.renewals += 1
 
     def now(self) -> float:
         return self._monotonic()

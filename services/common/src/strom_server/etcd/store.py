@@ -262,6 +262,11 @@ class EtcdStore:
         return channel
 
     @property
+    def tls(self) -> grpc.ChannelCredentials | None:
+        """The TLS credentials calls use (None: plaintext), for a channel of another kind."""
+        return self._tls
+
+    @property
     def endpoint(self) -> str:
         """The endpoint calls currently go to."""
         return self.endpoints[self._current]

@@ -91,6 +91,8 @@ class LogManager:
         self._last_checkpoint_ms = clock.time_ms()
         self._lock = threading.RLock()
         self._logs: dict[TopicPartition, Log] = {}
+        #: partitions per log dir, so that placing a new one costs O(dirs), not O(partitions)
+        self._hosted: dict[Path, int] = dict.fromkeys(self.log_dirs, 0)
         self._last_retention_ms = clock.time_ms()
         self._task: asyncio.Task[None] | None = None
         self._closed = False
@@ -130,7 +132,7 @@ class LogManager:
         with self._lock:
             for tp, result in results:
                 if isinstance(result, Log):
-                    self._logs[tp] = result
+                    self._add(tp, result)
         if failed:
             names = ", ".join(f"{t}-{p}: {exc}" for (t, p), exc in failed)
             raise StorageError(f"{len(failed)} partitions failed to open: {names}")
@@ -157,22 +159,26 @@ class LogManager:
                 if config is not None and config != log.config:
                     log.update_config(config)
                 return log
-            log_dir = min(self.log_dirs, key=self._partition_count)
+            log_dir = min(self.log_dirs, key=self._hosted.__getitem__)
             log = Log.open(
                 log_dir / partition_dir_name(topic, partition),
                 config if config is not None else self._config(topic),
                 clock=self.clock,
             )
-            self._logs[(topic, partition)] = log
+            self._add((topic, partition), log)
             return log
 
-    def _partition_count(self, log_dir: Path) -> int:
-        return sum(1 for log in self._logs.values() if log.directory.parent == log_dir)
+    def _add(self, tp: TopicPartition, log: Log) -> None:
+        self._logs[tp] = log
+        parent = log.directory.parent
+        self._hosted[parent] = self._hosted.get(parent, 0) + 1
 
     def delete_log(self, topic: str, partition: int) -> bool:
         """Remove the partition and its files; False when it is not hosted here."""
         with self._lock:
             log = self._logs.pop((topic, partition), None)
+            if log is not None:
+                self._hosted[log.directory.parent] -= 1
         if log is None:
             return False
         with contextlib.suppress(OSError):

@@ -9,7 +9,11 @@ with backoff and logged by ``EtcdStore``, whose watch resumes after the last rev
 delivered; the node keeps serving what it has meanwhile. A lease that expired while etcd was
 unreachable is replaced by a new registration.
 
-Every registration and keep-alive etcd answers renews the node's leader lease
+Keep-alive: on a thread of its own (``strom_server.etcd.lease_keeper``), so that a loop busy
+applying thousands of partitions cannot starve it; it renews only while the event loop keeps
+ticking (``node.loop_watch``: a tick within the last keep-alive interval), so a wedged node
+still loses its session. A lease etcd reports expired is replaced, on the loop, by a new
+registration. Every registration and keep-alive etcd answers renews the node's leader lease
 (``node.leader_lease``): how long it may still acknowledge acks=all writes as a leader.
 
 The same watch keeps what replication needs: every broker's address (followers fetch from
@@ -18,7 +22,8 @@ leaders), the active controller's address (leaders send ISR changes), this node'
 what transactions need: the live coordinators' addresses (``P/coordinators/ids/``), which
 leaders ask to verify a transaction's first write to a partition.
 
-Thread-safety: runs on the node's event loop.
+Thread-safety: runs on the node's event loop (the keep-alive thread only calls back into it
+through ``call_soon_threadsafe``).
 """
 
 from __future__ import annotations
@@ -30,12 +35,12 @@ import structlog
 
 from strom.errors import DuplicateBrokerRegistrationError
 from strom_server.etcd.keys import ClusterKeys, decode_value, encode_value
+from strom_server.etcd.lease_keeper import LeaseKeeper
 from strom_server.etcd.prefix_follower import PrefixFollower
 from strom_server.etcd.store import (
     Compare,
     Delete,
     EtcdStore,
-    EtcdUnavailableError,
     KeyValue,
     Put,
     WatchBatch,
@@ -45,6 +50,7 @@ from strom_storage.log import LogConfig
 from strom_storage.membership.assignment import assignments_for
 from strom_storage.node import ReplicaManager
 from strom_storage.node.leader_lease import LeaderLease
+from strom_storage.node.loop_watch import LoopWatch
 
 log = structlog.get_logger(__name__)
 
@@ -93,6 +99,21 @@ class ClusterLink:
         self._throttles: dict[tuple[str, int], int] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self._dirty = asyncio.Event()
+        self._expired = asyncio.Event()
+        self.loop_watch = LoopWatch()
+        interval = max(0.2, session_timeout_s / 3)
+        self._keeper = LeaseKeeper(
+            store.endpoints,
+            lease=self.lease,
+            interval_s=interval,
+            # a tick within one keep-alive interval: a wedged loop loses the session as it
+            # would if the keep-alive ran on it
+            may_renew=lambda: self.loop_watch.tick_age_s() < interval,
+            on_expired=self._on_expired,
+            tls=store.tls,
+            name=f"etcd-lease-keeper-{node_id}",
+        )
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._follower = PrefixFollower(
             store,
             self._prefix,
@@ -109,17 +130,24 @@ class ClusterLink:
 
     async def start(self) -> None:
         """Register and load the assignment; raises DuplicateBrokerRegistrationError."""
+        self._loop = asyncio.get_running_loop()
         await self._register()
-        keep_alive = asyncio.ensure_future(self._keep_alive())
+        self._tasks = [
+            asyncio.ensure_future(self.loop_watch.run()),
+            asyncio.ensure_future(self._reregister()),
+        ]
+        self._keeper.keep(self._lease)
+        self._keeper.start()
         await self._follower.start()
         self._dirty.clear()  # the first snapshot is applied here, not by the applier
         await self._apply()
-        self._tasks = [keep_alive, asyncio.ensure_future(self._applier())]
+        self._tasks.append(asyncio.ensure_future(self._applier()))
 
     async def close(self) -> None:
         """Stop watching and revoke the lease, so the controller sees the node leave at once."""
         for task in self._tasks:
             task.cancel()
+        await asyncio.to_thread(self._keeper.stop)
         await self._follower.close()
         for task in self._tasks:
             with contextlib.suppress(asyncio.CancelledError, Exception):
@@ -171,25 +199,29 @@ class ClusterLink:
         self.broker_epoch = registered.create_revision if registered is not None else 0
         log.info("registered", node_id=self.node_id, key=key, broker_epoch=self.broker_epoch)
 
-    async def _keep_alive(self) -> None:
-        interval = max(0.2, self.session_timeout_s / 3)
+    def _on_expired(self, lease_id: int) -> None:
+        """etcd reported the lease expired (called from the keep-alive thread)."""
+        if self._loop is not None:
+            self._loop.call_soon_threadsafe(self._expired.set)
+
+    async def _reregister(self) -> None:
+        """Register again each time the keep-alive finds the lease expired."""
+        interval = self._keeper.interval_s
         while True:
-            await asyncio.sleep(interval)
-            try:
-                sent_at = self.lease.now()
-                ttl = await self.store.keep_alive_once(self._lease, timeout_s=interval)
-                if ttl > 0:
-                    self.lease.renewed(sent_at, ttl)
-                else:
-                    log.warning("registration lease expired; registering again")
+            await self._expired.wait()
+            self._expired.clear()
+            log.warning("registration lease expired; registering again")
+            while True:
+                try:
                     await self._register()
-            except EtcdUnavailableError as exc:
-                log.warning("etcd keep-alive failed; retrying", error=str(exc))
-            except Exception as exc:
-                # Registering again must never stop for good: etcd refuses the put when the new
-                # lease expired while it waited out a partition (NOT_FOUND), and another node
-                # may hold our id for a while.
-                log.warning("registering again failed; retrying", error=str(exc))
+                    break
+                except Exception as exc:
+                    # Registering again must never stop for good: etcd refuses the put when the
+                    # new lease expired while it waited out a partition (NOT_FOUND), and another
+                    # node may hold our id for a while.
+                    log.warning("registering again failed; retrying", error=str(exc))
+                    await asyncio.sleep(interval)
+            self._keeper.keep(self._lease)
 
     # -- metadata -----------------------------------------------------------------------------
 

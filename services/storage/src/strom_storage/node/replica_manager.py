@@ -62,6 +62,7 @@ from strom_storage.log import (
 from strom_storage.log.log_manager import LogManager
 from strom_storage.membership.assignment import PartitionAssignment
 from strom_storage.node.leader_lease import LeaderLease
+from strom_storage.node.loop_watch import LoopSlice
 from strom_storage.node.notifier import AppendNotifier
 from strom_storage.node.partition import IsrChange, Partition
 from strom_storage.node.txn import (
@@ -94,8 +95,11 @@ __all__ = [
 VALID_ACKS = (0, 1, -1)
 #: acks=all wait when a produce request leaves timeout_ms unset (0), as Kafka's request.timeout.ms
 DEFAULT_PRODUCE_TIMEOUT_MS = 30000
-#: Partitions apply_assignments handles between two yields to the event loop.
-APPLY_BATCH = 32
+#: How long apply_assignments, and a fetch over many partitions, may hold the event loop
+#: before they yield (seconds).
+APPLY_SLICE_S = 0.02
+#: New partition logs apply_assignments creates per worker-thread call.
+CREATE_CHUNK = 64
 CONSUMER_REPLICA_ID = -1
 #: Kafka's debugging consumer: reads any replica (leader or follower) up to its high watermark
 DEBUG_REPLICA_ID = -2
@@ -248,42 +252,74 @@ class ReplicaManager:
 
         Incremental: a partition whose assignment (and the broker defaults) did not change since
         the last call is skipped, so a change to one partition costs one partition's work, not
-        the node's. Yields to the event loop every ``APPLY_BATCH`` partitions, so that creating
-        thousands of logs never starves the registration keep-alive. Returns how many
-        partitions it touched.
+        the node's. The logs of partitions new to this node are created in a worker thread,
+        ``CREATE_CHUNK`` at a time (``_create_logs``): directories, empty segments and their
+        fsyncs never block the event loop. The rest (roles, fetchers) runs on the loop, which it
+        yields once it has held it for ``APPLY_SLICE_S``: a controller pushing thousands of
+        partitions at once delays requests and the node's etcd keep-alive by a slice at a time,
+        never by the whole burst. Returns how many partitions it touched.
         """
         if base_config != self._applied_base:
             self._applied.clear()
             self._applied_base = base_config
-        touched = 0
-        for key, assignment in desired.items():
-            if self._applied.get(key) == assignment and key in self._partitions:
-                continue
-            self._apply_one(key, assignment, base_config)
-            self._applied[key] = assignment
-            touched += 1
-            if touched % APPLY_BATCH == 0:
-                await asyncio.sleep(0)
+        changed = [
+            (key, assignment)
+            for key, assignment in desired.items()
+            if self._applied.get(key) != assignment or key not in self._partitions
+        ]
+        loop_slice = LoopSlice(APPLY_SLICE_S)
+        for start in range(0, len(changed), CREATE_CHUNK):
+            chunk = changed[start : start + CREATE_CHUNK]
+            configs = [self._config_of(assignment, base_config) for _, assignment in chunk]
+            new = [
+                (assignment, config)
+                for (key, assignment), config in zip(chunk, configs, strict=True)
+                if key not in self._partitions and self.logs.get_log(*key) is None
+            ]
+            if new:
+                await asyncio.to_thread(self._create_logs, new)
+            for (key, assignment), config in zip(chunk, configs, strict=True):
+                self._apply_one(key, assignment, config)
+                self._applied[key] = assignment
+                await loop_slice.pause()
+        touched = len(changed)
         if remove_others:
             for key in [k for k in self._partitions if k not in desired]:
                 self.remove(*key)
                 touched += 1
-                if touched % APPLY_BATCH == 0:
-                    await asyncio.sleep(0)
+                await loop_slice.pause()
         return touched
 
-    def _apply_one(
-        self, key: tuple[str, int], assignment: PartitionAssignment, base_config: LogConfig
-    ) -> None:
+    def _create_logs(self, new: Sequence[tuple[PartitionAssignment, LogConfig]]) -> None:
+        """Create the logs of partitions new to this node (in a worker thread: ``LogManager``
+        and ``Log`` are thread-safe, and no request reaches these logs before ``_apply_one``
+        serves them). A partition this node is to lead gets its leader epoch recorded here
+        too (the epoch checkpoint's fsync), so ``make_leader`` finds it done. A failure is
+        logged and left to ``_apply_one``, which tries again on the loop."""
+        for assignment, config in new:
+            try:
+                log_ = self.logs.get_or_create_log(assignment.topic, assignment.partition, config)
+                if assignment.leader == self.node_id:
+                    log_.assign_leader_epoch(assignment.leader_epoch)
+            except Exception as exc:
+                log.warning("creating a partition log failed", topic=assignment.topic,
+                            partition=assignment.partition, error=str(exc))  # fmt: skip
+
+    def _config_of(self, assignment: PartitionAssignment, base_config: LogConfig) -> LogConfig:
+        """The partition's log config: the broker defaults merged with its topic's configs."""
         try:
-            config = base_config.merged(assignment.configs)
+            return base_config.merged(assignment.configs)
         except ConfigurationError as exc:
             log.error(
                 "invalid topic config; keeping the broker defaults",
                 topic=assignment.topic,
                 error=str(exc),
             )
-            config = base_config
+            return base_config
+
+    def _apply_one(
+        self, key: tuple[str, int], assignment: PartitionAssignment, config: LogConfig
+    ) -> None:
         partition = self.host(assignment.topic, assignment.partition, config)
         if assignment.leader == self.node_id:
             changed = partition.make_leader(
@@ -731,21 +767,23 @@ class ReplicaManager:
         # registers for wake-ups (before reading again, so no append can slip between).
         refused: dict[tuple[str, int], Exception] = {}
         if replica_id >= 0:
-            refused = self._record_follower_fetches(replica_id, requests)
+            refused = await self._record_follower_fetches(replica_id, requests)
         any_replica = replica_id == DEBUG_REPLICA_ID
-        results = self._read_all(requests, isolation, max_bytes, refused, any_replica)
+        results = await self._read_all(requests, isolation, max_bytes, refused, any_replica)
         keys = [(r.topic, r.partition) for r in requests]
         while not satisfied(results):
             waiter = self.notifier.watch(keys)
             try:
-                results = self._read_all(requests, isolation, max_bytes, refused, any_replica)
+                results = await self._read_all(requests, isolation, max_bytes, refused, any_replica)
                 if satisfied(results):
                     break
                 try:
                     async with asyncio.timeout(deadline - loop.time()):
                         await waiter.future
                 except TimeoutError:
-                    results = self._read_all(requests, isolation, max_bytes, refused, any_replica)
+                    results = await self._read_all(
+                        requests, isolation, max_bytes, refused, any_replica
+                    )
                     break
             finally:
                 self.notifier.unwatch(waiter)
@@ -754,15 +792,18 @@ class ReplicaManager:
                 self.stats.record_out(result.topic, result.records)
         return results
 
-    def _record_follower_fetches(
+    async def _record_follower_fetches(
         self, replica_id: int, requests: Sequence[FetchPartitionRequest]
     ) -> dict[tuple[str, int], Exception]:
         """A follower's fetch reports its log end offsets: advance high watermarks, wake the
         reads and acks=all produces waiting for them, propose ISR expansions. Returns the
-        partitions whose fetch is refused, with why."""
+        partitions whose fetch is refused, with why. Yields the loop every ``APPLY_SLICE_S``
+        (a follower of thousands of partitions)."""
         refused: dict[tuple[str, int], Exception] = {}
         now = monotonic_ms()
+        loop_slice = LoopSlice(APPLY_SLICE_S)
         for request in requests:
+            await loop_slice.pause()
             key = (request.topic, request.partition)
             try:
                 partition = self._partition(*key)
@@ -789,7 +830,7 @@ class ReplicaManager:
                 self.isr_updates.propose(change)
         return refused
 
-    def _read_all(
+    async def _read_all(
         self,
         requests: Sequence[FetchPartitionRequest],
         isolation: FetchIsolation,
@@ -797,10 +838,14 @@ class ReplicaManager:
         refused: Mapping[tuple[str, int], Exception],
         any_replica: bool = False,
     ) -> list[FetchPartitionResult]:
+        """Read every requested partition, yielding the loop every ``APPLY_SLICE_S`` (each
+        partition is read on its own; a fetch was never a snapshot across partitions)."""
         results = []
         budget = max_bytes
         returned_any = False
+        loop_slice = LoopSlice(APPLY_SLICE_S)
         for request in requests:
+            await loop_slice.pause()
             try:
                 if (reason := refused.get((request.topic, request.partition))) is not None:
                     raise reason
