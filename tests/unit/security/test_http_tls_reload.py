@@ -25,14 +25,18 @@ def ca(tmp_path: Path) -> LocalCa:
 
 def _serve(context: ssl.SSLContext) -> Iterator[int]:
     listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(0.1)  # so that the loop sees ``stop``
     stop = threading.Event()
 
     def loop() -> None:
         while not stop.is_set():
             try:
                 conn, _ = listener.accept()
+            except TimeoutError:
+                continue
             except OSError:
                 return
+            conn.settimeout(10)
             try:
                 with context.wrap_socket(conn, server_side=True) as tls:
                     tls.sendall(b"x")
