@@ -10,6 +10,7 @@ import asyncio
 import shutil
 import socket
 import ssl
+import struct
 import subprocess
 import time
 from collections.abc import Iterator
@@ -19,8 +20,20 @@ import pytest
 from cluster_testkit import start_local_cluster
 from security_testkit import SecureCluster
 
+from strom.records import encode_batch
 from strom.security.acl import AclBinding
+from strom.security.scram import ScramClient
 from strom.types import NewTopic
+from strom_gateway.kafka.codec import decode, encode
+from strom_gateway.kafka.messages import (
+    API_VERSIONS,
+    FETCH,
+    METADATA,
+    PRODUCE,
+    SASL_AUTHENTICATE,
+    SASL_HANDSHAKE,
+)
+from strom_gateway.kafka.schema import Api
 from strom_server.local import secure
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
@@ -28,6 +41,8 @@ confluent_kafka = pytest.importorskip("confluent_kafka")
 pytestmark = pytest.mark.integration
 
 ALLOWED, REFUSED, GROUP = "kafka-sasl-a", "kafka-sasl-b", "kafka-sasl-group"
+#: Topics the user may only read, only write.
+READ_ONLY, WRITE_ONLY = "kafka-sasl-r", "kafka-sasl-w"
 USER, PASSWORD = "kafka-user", "kafka-user-secret"
 #: librdkafka settings for a test: fast metadata, generous timeouts on a loaded machine.
 LIBRDKAFKA = {"topic.metadata.refresh.interval.ms": 2000, "socket.timeout.ms": 30000}
@@ -45,7 +60,10 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecureCluster]
     ):  # fmt: skip
         assert isinstance(secured, SecureCluster)
         with secured.admin() as admin:
-            admin.create_topics([NewTopic(ALLOWED, 1, 3), NewTopic(REFUSED, 1, 3)])
+            # Three partitions each on three nodes: leaders hold partitions of several.
+            admin.create_topics(
+                [NewTopic(t, 3, 3) for t in (ALLOWED, REFUSED, READ_ONLY, WRITE_ONLY)]
+            )
             for mechanism in ("SCRAM-SHA-256", "SCRAM-SHA-512"):
                 admin.upsert_scram_user(USER, PASSWORD, mechanism=mechanism)
         principal = f"User:{USER}"
@@ -53,6 +71,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecureCluster]
             AclBinding.create("TOPIC", ALLOWED, principal, "READ"),
             AclBinding.create("TOPIC", ALLOWED, principal, "WRITE"),
             AclBinding.create("GROUP", GROUP, principal, "READ"),
+            AclBinding.create("TOPIC", READ_ONLY, principal, "READ"),
+            AclBinding.create("TOPIC", WRITE_ONLY, principal, "WRITE"),
         )
         yield secured
 
@@ -69,12 +89,18 @@ def rdkafka(cluster: SecureCluster, mechanism: str, password: str = PASSWORD) ->
     }
 
 
-def deliver(producer: Any, topic: str, value: bytes) -> Any:
-    """Produce one record; the delivery error (None when written)."""
-    outcome: list[Any] = []
-    producer.produce(topic, value=value, on_delivery=lambda err, _msg: outcome.append(err))
+def deliver(producer: Any, value: bytes, *topics: str) -> dict[str, set[Any]]:
+    """Produce ``value`` to every partition of ``topics`` at once (one request when they fit
+    in a linger); the delivery errors per topic (None when written)."""
+    outcome: dict[str, set[Any]] = {topic: set() for topic in topics}
+    for topic in topics:
+        for partition in range(3):
+            producer.produce(
+                topic, value=value, partition=partition,
+                on_delivery=lambda err, msg: outcome[msg.topic()].add(err and err.code()),
+            )  # fmt: skip
     assert producer.flush(60) == 0
-    return outcome[0]
+    return outcome
 
 
 @pytest.mark.parametrize("mechanism", ["SCRAM-SHA-256", "SCRAM-SHA-512"])
@@ -82,12 +108,10 @@ def test_librdkafka_scram_user_reaches_only_its_topic(
     cluster: SecureCluster, mechanism: str
 ) -> None:
     settings = rdkafka(cluster, mechanism)
-    producer = confluent_kafka.Producer({**settings, "acks": "all"})
+    producer = confluent_kafka.Producer({**settings, "acks": "all", "linger.ms": 100})
     value = mechanism.encode()
-    assert deliver(producer, ALLOWED, value) is None
-    refused = deliver(producer, REFUSED, b"nope")
-    assert refused is not None
-    assert refused.code() == confluent_kafka.KafkaError.TOPIC_AUTHORIZATION_FAILED
+    refused = confluent_kafka.KafkaError.TOPIC_AUTHORIZATION_FAILED
+    assert deliver(producer, value, ALLOWED, REFUSED) == {ALLOWED: {None}, REFUSED: {refused}}
     listed = producer.list_topics(timeout=30).topics
     assert ALLOWED in listed and REFUSED not in listed
 
@@ -200,3 +224,119 @@ def test_kcat_lists_with_the_clusters_kafka_properties(cluster: SecureCluster) -
     )  # fmt: skip
     assert as_user.returncode == 0, as_user.stderr
     assert ALLOWED in as_user.stdout and REFUSED not in as_user.stdout
+
+
+class RawClient:
+    """Kafka requests by hand over TLS: what a client sends, byte for byte."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader, self.writer = reader, writer
+        self.correlation_id = 0
+
+    @classmethod
+    async def connect(cls, cluster: SecureCluster) -> RawClient:
+        host, _, port = cluster.spec.kafka_address.rpartition(":")
+        context = ssl.create_default_context(cafile=cluster.cafile)
+        return cls(*await asyncio.open_connection(host, int(port), ssl=context))
+
+    def send(self, api: Api, version: int, body: dict[str, Any]) -> None:
+        self.correlation_id += 1
+        flexible = api.flexible(version)
+        header = struct.pack(">hhih", api.key, version, self.correlation_id, 3) + b"raw"
+        payload = (
+            header + (b"\x00" if flexible else b"") + encode(api.request, version, flexible, body)
+        )
+        self.writer.write(struct.pack(">i", len(payload)) + payload)
+
+    async def call(self, api: Api, version: int, body: dict[str, Any]) -> dict[str, Any]:
+        self.send(api, version, body)
+        size = struct.unpack(">i", await self.reader.readexactly(4))[0]
+        frame = await self.reader.readexactly(size)
+        assert struct.unpack_from(">i", frame)[0] == self.correlation_id
+        flexible = api.flexible(version)
+        start = 5 if flexible and api.key != API_VERSIONS.key else 4
+        return decode(api.response, version, flexible, frame[start:])
+
+    async def login(self, mechanism: str = "SCRAM-SHA-256") -> dict[str, Any]:
+        """SaslHandshake v1 and SaslAuthenticate v2 (flexible); the last answer."""
+        shaken = await self.call(SASL_HANDSHAKE, 1, {"mechanism": mechanism})
+        assert shaken == {"error_code": 0,
+                          "mechanisms": ["SCRAM-SHA-256", "SCRAM-SHA-512", "PLAIN"]}  # fmt: skip
+        client = ScramClient(mechanism, USER, PASSWORD)
+        first = await self.call(SASL_AUTHENTICATE, 2, {"auth_bytes": client.first()})
+        assert first["error_code"] == 0, first
+        final = await self.call(
+            SASL_AUTHENTICATE, 2, {"auth_bytes": client.final(bytes(first["auth_bytes"]))}
+        )
+        client.verify(bytes(final["auth_bytes"]))
+        return final
+
+    async def closed_by_server(self) -> bool:
+        try:
+            return await asyncio.wait_for(self.reader.read(1), 30) == b""
+        except ConnectionError:
+            return True
+
+    async def close(self) -> None:
+        self.writer.close()
+
+
+def test_raw_protocol_gate_and_per_topic_authorization(cluster: SecureCluster) -> None:
+    """Before login only ApiVersions and SASL are served (Metadata closes the connection);
+    after it, a Produce and a Fetch naming several topics fail only for the refused ones:
+    TOPIC_AUTHORIZATION_FAILED for a topic the user may not use, hidden (REFUSED) or not."""
+
+    async def scenario() -> None:
+        early = await RawClient.connect(cluster)
+        versions = await early.call(API_VERSIONS, 3, {"client_software_name": "raw",
+                                                      "client_software_version": "1"})  # fmt: skip
+        served = {a["api_key"]: a["max_version"] for a in versions["api_keys"]}
+        assert served[SASL_HANDSHAKE.key] == 1 and served[SASL_AUTHENTICATE.key] == 2
+        early.send(METADATA, 1, {"topics": [{"name": ALLOWED}]})
+        assert await early.closed_by_server()
+
+        client = await RawClient.connect(cluster)
+        try:
+            final = await client.login()
+            assert final["error_code"] == 0
+            assert final["session_lifetime_ms"] == 900_000  # token.lifetime.ms
+            batch = encode_batch([(int(time.time() * 1000), b"k", b"raw")])
+            produced = await client.call(PRODUCE, 8, {
+                "transactional_id": None, "acks": -1, "timeout_ms": 30000,
+                "topic_data": [
+                    {"name": topic,
+                     "partition_data": [{"index": p, "records": batch} for p in range(3)]}
+                    for topic in (ALLOWED, READ_ONLY, REFUSED)
+                ],
+            })  # fmt: skip
+            codes = {
+                (t["name"], p["index"]): p["error_code"]
+                for t in produced["responses"]
+                for p in t["partition_responses"]
+            }
+            assert codes == {(t, p): 0 if t == ALLOWED else 29
+                             for t in (ALLOWED, READ_ONLY, REFUSED) for p in range(3)}  # fmt: skip
+            fetched = await client.call(FETCH, 11, {
+                "replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 1 << 20,
+                "isolation_level": 0, "session_id": 0, "session_epoch": -1,
+                "topics": [
+                    {"topic": topic, "partitions": [
+                        {"partition": p, "fetch_offset": 0, "log_start_offset": -1,
+                         "partition_max_bytes": 1 << 16} for p in range(3)]}
+                    for topic in (ALLOWED, WRITE_ONLY, REFUSED)
+                ],
+                "forgotten_topics_data": [], "rack_id": "",
+            })  # fmt: skip
+            fetch_codes = {
+                (t["topic"], p["partition_index"]): p["error_code"]
+                for t in fetched["responses"]
+                for p in t["partitions"]
+            }
+            fetchable = (ALLOWED, WRITE_ONLY, REFUSED)
+            expected = {(t, p): 0 if t == ALLOWED else 29 for t in fetchable for p in range(3)}
+            assert fetch_codes == expected
+        finally:
+            await client.close()
+            await early.close()
+
+    asyncio.run(scenario())

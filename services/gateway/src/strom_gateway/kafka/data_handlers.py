@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterable
-from typing import Any, TypeVar, cast
+from typing import Any, Protocol, TypeVar, cast
 
 from strom.errors import ErrorCode
 from strom.protocol.v1 import common_pb2, storage_pb2
@@ -27,6 +27,7 @@ from strom_gateway.data_path import (
 from strom_gateway.kafka.backend import ROUTER_ERRORS, Backend, CallFailed, failure, kafka_code
 from strom_gateway.kafka.frames import Request
 from strom_gateway.kafka.listener import Connection
+from strom_gateway.kafka.security import authorized_as_user, refused_among_unknown
 from strom_gateway.leader_router import ErrorResult, PartitionItem
 from strom_gateway.produce_stream import ProduceStreamRelay
 
@@ -129,14 +130,19 @@ def _pipe(backend: Backend, connection: Connection) -> ProducePipe:
     return pipe
 
 
-def _leader_groups(backend: Backend, entries: list[tuple[str, int, Any]]) -> list[list[int]]:
+def _leader_groups(
+    backend: Backend, entries: list[tuple[str, int, Any]], *, per_topic: bool = False
+) -> list[list[int]]:
     """Indexes of ``entries`` (topic, partition, records) grouped by cached leader, in first-seen
-    order (an unknown leader is a group of its own: the relay finds it)."""
+    order (an unknown leader is a group of its own: the relay finds it); ``per_topic`` also
+    splits them by topic (on a secured listener, so that a topic the user may not write fails
+    alone: a leader refuses a whole request naming one)."""
     metadata = backend.data.router.metadata
-    groups: dict[int, list[int]] = {}
+    groups: dict[tuple[int, str], list[int]] = {}
     for i, (topic, partition, _) in enumerate(entries):
         leader = metadata.leader(topic, partition)
-        groups.setdefault(-1 if leader is None else leader.node_id, []).append(i)
+        key = (-1 if leader is None else leader.node_id, topic if per_topic else "")
+        groups.setdefault(key, []).append(i)
     return list(groups.values())
 
 
@@ -153,7 +159,7 @@ async def produce(
         for p in topic["partition_data"]
     ]
     pipe = _pipe(backend, connection)
-    groups = _leader_groups(backend, entries)
+    groups = _leader_groups(backend, entries, per_topic=authorized_as_user(connection))
     submitted = []
     for indexes in groups:
         forwarded = storage_pb2.ProduceRequest(
@@ -182,6 +188,7 @@ async def produce(
             )
         for i, answer in zip(indexes, answers, strict=True):
             results[i] = answer
+    await _explain_refusals(backend, connection, results)
     if acks == 0:
         return None
 
@@ -238,11 +245,11 @@ async def fetch(backend: Backend, request: Request, connection: Connection) -> d
         client_id=request.client_id or "",
     )
     top_error = 0
-    try:
-        wait_s = forwarded.max_wait_ms / 1000
-        results = await backend.data.fetch_results(forwarded, backend.deadline(wait_s))
-    except ROUTER_ERRORS as exc:
-        results = all_failed(exc, partitions, fetch_error)
+    wait_s = forwarded.max_wait_ms / 1000
+    results = await _fetch_results(backend, forwarded, wait_s)
+    if authorized_as_user(connection) and _denied_with_others(results):
+        results = await _fetch_per_topic(backend, forwarded, wait_s)
+    await _explain_refusals(backend, connection, results)
 
     def entry(r: storage_pb2.FetchPartitionResult) -> dict[str, Any]:
         aborted = (
@@ -267,6 +274,62 @@ async def fetch(backend: Backend, request: Request, connection: Connection) -> d
         "session_id": 0,
         "responses": by_topic(results, lambda r: r.topic, entry, name_key="topic"),
     }
+
+
+class _Answered(Protocol):
+    topic: str
+    error_code: common_pb2.ErrorCode
+    error_message: str
+
+
+async def _explain_refusals(
+    backend: Backend, connection: Connection, results: Iterable[_Answered | None]
+) -> None:
+    """Partitions answered UNKNOWN_TOPIC_OR_PARTITION on a secured listener whose topic the
+    user may not describe become TOPIC_AUTHORIZATION_FAILED, as Kafka answers them."""
+    unknown = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    found = [r for r in results if r is not None and r.error_code == unknown]
+    if not found:
+        return
+    refused = await refused_among_unknown(backend, connection, (r.topic for r in found))
+    for result in found:
+        if result.topic in refused:
+            result.error_code = common_pb2.TOPIC_AUTHORIZATION_FAILED
+            result.error_message = f"not authorized to access topic '{result.topic}'"
+
+
+async def _fetch_results(
+    backend: Backend, forwarded: storage_pb2.FetchRequest, wait_s: float
+) -> list[storage_pb2.FetchPartitionResult]:
+    try:
+        return list(await backend.data.fetch_results(forwarded, backend.deadline(wait_s)))
+    except ROUTER_ERRORS as exc:
+        return all_failed(exc, forwarded.partitions, fetch_error)
+
+
+def _denied_with_others(results: Iterable[storage_pb2.FetchPartitionResult]) -> bool:
+    """Whether a topic was refused (a leader refuses a whole request for one topic the user
+    may not read) in an answer naming other topics too."""
+    topics = {r.topic for r in results}
+    denied = any(r.error_code == ErrorCode.TOPIC_AUTHORIZATION_FAILED for r in results)
+    return denied and len(topics) > 1
+
+
+async def _fetch_per_topic(
+    backend: Backend, forwarded: storage_pb2.FetchRequest, wait_s: float
+) -> list[storage_pb2.FetchPartitionResult]:
+    """The fetch again, one request per topic at once, so that only refused topics fail."""
+    topics: dict[str, list[storage_pb2.FetchPartition]] = {}
+    for partition in forwarded.partitions:
+        topics.setdefault(partition.topic, []).append(partition)
+    shares = []
+    for share in topics.values():
+        one = storage_pb2.FetchRequest()
+        one.CopyFrom(forwarded)
+        del one.partitions[:]
+        one.partitions.extend(share)
+        shares.append(_fetch_results(backend, one, wait_s))
+    return [result for answer in await asyncio.gather(*shares) for result in answer]
 
 
 async def list_offsets(

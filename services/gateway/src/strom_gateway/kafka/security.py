@@ -11,12 +11,13 @@ served as ``User:ANONYMOUS``.
 from __future__ import annotations
 
 import ssl
+from collections.abc import Iterable
 from typing import Any
 
 import structlog
 
 from strom.errors import ConfigurationError, ErrorCode
-from strom_gateway.kafka.backend import Backend
+from strom_gateway.kafka.backend import Backend, CallFailed
 from strom_gateway.kafka.frames import Request
 from strom_gateway.kafka.listener import Admission, Connection
 from strom_gateway.kafka.messages import API_VERSIONS, SASL_AUTHENTICATE, SASL_HANDSHAKE
@@ -29,9 +30,12 @@ log = structlog.get_logger(__name__)
 __all__ = [
     "KAFKA_PROTOCOLS",
     "KafkaSecurity",
+    "authorized_as_user",
+    "backend_of",
     "listener_protocol",
     "no_sasl_authenticate",
     "no_sasl_handshake",
+    "refused_among_unknown",
 ]
 
 #: The protocols the Kafka listener serves, by the gateway's ``security.protocol``.
@@ -117,6 +121,29 @@ class KafkaSecurity:
                     self.backends.renew(login.principal, login.token, login.expires_at)
             return Admission(body, close=close)
         return None
+
+
+def authorized_as_user(connection: Connection) -> bool:
+    """Whether ``connection``'s requests reach the services as its user (whose ACLs they
+    check, refusing a whole request for one topic it may not use)."""
+    return BACKEND in connection.state
+
+
+async def refused_among_unknown(
+    backend: Backend, connection: Connection, topics: Iterable[str]
+) -> set[str]:
+    """Of ``topics`` answered UNKNOWN_TOPIC_OR_PARTITION (a user's routers do not see topics it
+    may not describe), those its user may not describe: Kafka answers them
+    TOPIC_AUTHORIZATION_FAILED, whether they exist or not. One Metadata call, as the user."""
+    names = sorted(set(topics))
+    if not names or not authorized_as_user(connection):
+        return set()
+    try:
+        answer = await backend.metadata(names)
+    except CallFailed:
+        return set()
+    refused = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    return {t.name for t in answer.topics if t.error_code == refused}
 
 
 def backend_of(connection: Connection, default: Backend, *, secured: bool, api: Api) -> Backend:
