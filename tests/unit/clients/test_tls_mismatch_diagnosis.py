@@ -77,6 +77,9 @@ def test_plaintext_client_on_a_tls_port(tls_port: int, plain_port: int) -> None:
     found = diagnose(closed)
     assert found is not None
     assert f"the server at 127.0.0.1:{tls_port} requires TLS" in str(found)
+    # A TLS client's handshake cut short is a server going away, not a mismatch.
+    cut = _LAST + f"UNAVAILABLE: ipv4:127.0.0.1:{tls_port}: Handshake read failed (Socket closed)"
+    assert diagnose(cut) is None
     # A closed socket from a server that does not speak TLS stays a network error.
     assert diagnose(_LAST + f"UNAVAILABLE: ipv4:127.0.0.1:{plain_port}: Socket closed") is None
     refused = _LAST + "UNKNOWN: ipv4:127.0.0.1:1: Failed to connect to remote host: refused"

@@ -80,7 +80,7 @@ def diagnose(details: str, target: str = "") -> SslHandshakeFailedError | None:
     """The mismatch behind an ``UNAVAILABLE`` with these details, if it is one."""
     peer = _peer(details, target)
     where = f"{peer[0]}:{peer[1]}" if peer else target or "the server"
-    upper = details.upper()
+    upper, lower = details.upper(), details.lower()
     if "WRONG_VERSION_NUMBER" in upper or "WRONG VERSION NUMBER" in upper:
         return SslHandshakeFailedError(
             f"the server at {where} does not speak TLS (a plaintext port?): set "
@@ -92,7 +92,8 @@ def diagnose(details: str, target: str = "") -> SslHandshakeFailedError | None:
             f"the certificate of the server at {where} is not trusted: set ssl_cafile to the "
             f"CA that signed it ({details})"
         )
-    closed = _CONNECTING in details and "Socket closed" in details and "handshake" not in details
+    # "Handshake read failed (Socket closed)": a TLS client whose server went away.
+    closed = _CONNECTING in details and "Socket closed" in details and "handshake" not in lower
     if closed and peer is not None and _requires_tls(peer):
         return SslHandshakeFailedError(
             f"the server at {where} requires TLS: set security_protocol=SSL or SASL_SSL "
