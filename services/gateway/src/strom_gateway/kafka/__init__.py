@@ -9,10 +9,13 @@ from strom_gateway.kafka.handlers import dispatcher
 from strom_gateway.kafka.listener import KafkaListener
 from strom_gateway.kafka.principals import Routes, RoutesFactory, UserBackends
 from strom_gateway.kafka.sasl import SaslServer
-from strom_gateway.kafka.security import KafkaSecurity, listener_protocol
+from strom_gateway.kafka.security import KAFKA_PROTOCOLS, KafkaSecurity, listener_protocol
 from strom_gateway.kafka.tls import ReloadingTls
+from strom_server.runtime.logs import get_logger
 from strom_server.runtime.values import split_host_port
 from strom_server.security.setup import ServerSecurity
+
+log = get_logger(__name__)
 
 __all__ = ["Routes", "start_kafka_listener"]
 
@@ -42,13 +45,21 @@ async def start_kafka_listener(
     timeout_s: float,
     max_frame_bytes: int,
     security: ServerSecurity | None = None,
-) -> KafkaListener:
+) -> KafkaListener | None:
     """Bind the listener on ``listen`` and serve; clients are told ``advertised`` (empty: the
     bound address; a wildcard host becomes this machine's name). ``routes`` are the
     gateway's own routers (calling as the gateway: what an unsecured gateway serves Kafka
     clients with); with ``security`` the listener follows the gateway's protocol (PLAINTEXT,
     SASL_PLAINTEXT or SASL_SSL) and calls through routers ``routes_for`` builds for each
-    connection's principal instead."""
+    connection's principal instead. None (with a warning): the gateway's protocol is one the
+    listener cannot serve (SSL without SASL)."""
+    if security is not None and security.config.security_protocol.upper() not in KAFKA_PROTOCOLS:
+        log.warning(
+            "kafka-protocol listener not started",
+            reason=f"security.protocol={security.config.security_protocol} has no SASL: the "
+            "listener could not call the services as its clients",
+        )
+        return None
     host, port = split_host_port(listen)
     backend = Backend(routes.router, routes.coordinators, routes.data, host, port, timeout_s)
     gate = None if security is None else _gate(security, backend, routes_for)
