@@ -9,7 +9,9 @@ code) plaintext and with TLS, and a raw socket sink
 The client side sends the same 1 MiB payloads as Strom's produce benchmark, 4 in flight:
 ``grpc_mib_s`` and ``socket_mib_s`` for each protocol, and ``grpc_tls_token_mib_s``: TLS with a
 bearer token on every call as gRPC call credentials, as Strom's clients send theirs (a
-Python metadata plugin per call; the server does not look at it). Both ends use the same
+Python metadata plugin per call; the server does not look at it). ``aes_128_gcm_mib_s`` is the
+cipher alone (``cryptography``'s AES-128-GCM sealing 1 MiB at a time, one core): what TLS
+would cost if encryption were all it did. Both ends use the same
 certificate and CA as the secure cluster (``LocalCa``); gRPC uses its BoringSSL, the socket
 Python's OpenSSL.
 """
@@ -32,6 +34,7 @@ from pathlib import Path
 
 import grpc
 import grpc.aio
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from strom.protocol.v1 import storage_pb2
 
@@ -199,6 +202,16 @@ def _socket_mib_s(port: int, context: ssl.SSLContext | None, payload: bytes, bat
         return len(payload) * batches / MiB / (time.perf_counter() - started)
 
 
+def _cipher_mib_s(payload: bytes, seconds: float = 0.3) -> float:
+    aead = AESGCM(AESGCM.generate_key(bit_length=128))
+    nonce = bytes(12)  # the same nonce is fine for a speed test, never for real data
+    done, started = 0, time.perf_counter()
+    while (elapsed := time.perf_counter() - started) < seconds:
+        aead.encrypt(nonce, payload, None)
+        done += len(payload)
+    return done / MiB / elapsed
+
+
 def _static_token(
     _context: grpc.AuthMetadataContext, callback: grpc.AuthMetadataPluginCallback
 ) -> None:
@@ -227,6 +240,7 @@ async def measure_ceiling(ceiling: Ceiling, payload: bytes, batches: int) -> dic
         ),
     }
     chunk = payload[:MiB].ljust(MiB, b"\0")  # the sink reads 1 MiB messages
+    figures["aes_128_gcm_mib_s"] = _cipher_mib_s(chunk)
     figures["socket_plaintext_mib_s"] = await asyncio.to_thread(
         _socket_mib_s, ports["socket_plaintext"], None, chunk, batches
     )
