@@ -335,6 +335,12 @@ def test_raw_protocol_gate_and_per_topic_authorization(cluster: SecureCluster) -
             fetchable = (ALLOWED, WRITE_ONLY, REFUSED)
             expected = {(t, p): 0 if t == ALLOWED else 29 for t in fetchable for p in range(3)}
             assert fetch_codes == expected
+            # KIP-368: logging in again on the same connection keeps it serving.
+            again = await client.login()
+            assert again["error_code"] == 0 and again["session_lifetime_ms"] == 900_000
+            listed = await client.call(METADATA, 1, {"topics": None})
+            names = {t["name"] for t in listed["topics"]}
+            assert {ALLOWED, READ_ONLY, WRITE_ONLY} <= names and REFUSED not in names
         finally:
             await client.close()
             await early.close()
