@@ -294,6 +294,10 @@ def test_raw_protocol_gate_and_per_topic_authorization(cluster: SecureCluster) -
         assert served[SASL_HANDSHAKE.key] == 1 and served[SASL_AUTHENTICATE.key] == 2
         early.send(METADATA, 1, {"topics": [{"name": ALLOWED}]})
         assert await early.closed_by_server()
+        unserved = await RawClient.connect(cluster)  # DescribeAcls v1: not served at all
+        unserved.writer.write(struct.pack(">ihhih", 10, 29, 1, 1, 0))
+        assert await unserved.closed_by_server()
+        await unserved.close()
 
         client = await RawClient.connect(cluster)
         try:

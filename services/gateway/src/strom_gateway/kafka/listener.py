@@ -103,6 +103,10 @@ class Gate(Protocol):
 
     def opened(self, connection: Connection) -> None: ...
 
+    def admits(self, api_key: int, connection: Connection) -> bool:
+        """Whether a request of ``api_key`` may be answered at all now (False: close)."""
+        ...
+
     async def closed(self, connection: Connection) -> None: ...
 
     async def admit(self, request: Request, connection: Connection) -> Admission | None:
@@ -212,6 +216,8 @@ class KafkaListener:
                 self._malformed(connection, str(exc), frame[:64])
                 return
             if isinstance(request, Unsupported):
+                if self._gate is not None and not self._gate.admits(request.api_key, connection):
+                    return
                 log.info(
                     "kafka request not supported",
                     api_key=request.api_key,

@@ -85,21 +85,28 @@ class KafkaSecurity:
     async def close(self) -> None:
         await self.backends.close()
 
+    def admits(self, api_key: int, connection: Connection) -> bool:
+        """Whether a request of ``api_key`` may be served now (logged when not: the listener
+        then closes the connection)."""
+        session: SaslSession | None = connection.state.get(_SESSION)
+        if session is None or session.admits(api_key):
+            return True
+        log.info(
+            "kafka request refused; closing the connection",
+            api_key=api_key,
+            reason="session expired" if session.authenticated else "not authenticated",
+            peer=connection.peer,
+            connection=connection.id,
+        )
+        return False
+
     async def admit(self, request: Request, connection: Connection) -> Admission | None:
         """None: dispatch ``request``; else what to answer and whether to close."""
         session: SaslSession | None = connection.state.get(_SESSION)
         if session is None:
             return None
         key = request.api.key
-        if not session.admits(key):
-            reason = "session expired" if session.authenticated else "not authenticated"
-            log.info(
-                "kafka request refused; closing the connection",
-                api=request.api.name,
-                reason=reason,
-                peer=connection.peer,
-                connection=connection.id,
-            )
+        if not self.admits(key, connection):
             return Admission(None, close=True)
         if key == SASL_HANDSHAKE.key:
             return Admission(session.handshake(request.body["mechanism"]))
