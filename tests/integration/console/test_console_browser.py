@@ -92,8 +92,10 @@ def test_walk_from_overview_to_a_produced_message_whose_script_stays_inert(
     )
     roles = [e.text for e in driver.find_elements(by.CSS_SELECTOR, "#controllers tr td:last-child")]
     assert sorted(roles) == ["active", "standby"], roles
+    eventually(lambda: text_of(driver, "#rate-in").endswith("/s"), "the records-in rate")
     driver.get(console.url + "/topics/walk")
     eventually(lambda: "B" in text_of(driver, "#partitions-table td.size"), "a partition size")
+    assert "B/s" in text_of(driver, "#topic-figures")  # sampled bytes in and out
 
 
 def test_a_groups_lag_appears_after_it_commits_and_the_chart_draws(

@@ -390,6 +390,7 @@ async def page_topic(console: Console, request: Request) -> Response:
         topic=described,
         rows=rows,
         interval_s=console.config.sample_interval_s,
+        sampled=next((r for r in console.sampler.snapshot.rows if r.name == name), None),
         configs=sorted(configs.values(), key=lambda c: c.name),
         reassignments=reassignments,
         notice=request.query_params.get("notice", ""),
