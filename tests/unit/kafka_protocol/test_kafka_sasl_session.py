@@ -20,7 +20,7 @@ from strom.security.scram import (
     salted_password,
 )
 from strom_gateway.kafka.messages import API_VERSIONS, METADATA, PRODUCE, SASL_AUTHENTICATE
-from strom_gateway.kafka.sasl import SaslServer, SaslSession
+from strom_gateway.kafka.sasl import SaslServer, SaslSession, session_margin_s
 from strom_server.security.authentication import ScramAuthenticator
 from strom_server.security.tokens import TokenIssuer, TokenVerifier
 
@@ -80,13 +80,14 @@ async def scram(session: SaslSession, mechanism: str, user: str, password: str) 
 
 
 @pytest.mark.parametrize("mechanism", ["SCRAM-SHA-256", "SCRAM-SHA-512"])
-def test_scram_login_gives_the_principal_and_the_tokens_lifetime(mechanism: str) -> None:
+def test_scram_login_gives_the_principal_and_a_session_within_the_token(mechanism: str) -> None:
     clock = Clock()
     session = server(clock).session("127.0.0.1")
     assert session.admits(API_VERSIONS.key) and not session.admits(METADATA.key)
     answer = asyncio.run(scram(session, mechanism, "alice", "alice-pw"))
     assert answer["error_code"] == 0
-    assert answer["session_lifetime_ms"] == LIFETIME_S * 1000
+    # The session ends a tenth of the token's lifetime early (at most 30 s).
+    assert answer["session_lifetime_ms"] == LIFETIME_S * 900
     assert session.login is not None and session.login.principal == "User:alice"
     verifier = TokenVerifier(SECRET, clock=clock)
     assert verifier.principal(session.login.token) == "User:alice"
@@ -142,7 +143,7 @@ def test_the_session_ends_with_the_token_unless_renewed() -> None:
     asyncio.run(scram(session, "SCRAM-SHA-256", "alice", "alice-pw"))
     first = session.login
     assert first is not None
-    clock.now += LIFETIME_S * 0.9
+    clock.now += LIFETIME_S * 0.85
     assert session.admits(METADATA.key)
     # KIP-368: the same principal logs in again on the same connection before the end.
     answer = asyncio.run(scram(session, "SCRAM-SHA-256", "alice", "alice-pw"))
@@ -162,3 +163,8 @@ def test_re_authentication_keeps_the_principal_and_the_mechanism() -> None:
     answer = asyncio.run(scram(session, "SCRAM-SHA-512", "bob", "bob-pw"))
     assert answer["error_code"] == ErrorCode.ILLEGAL_SASL_STATE
     assert session.login is not None and session.login.principal == "User:alice"
+
+
+def test_the_session_margin_is_a_tenth_of_the_lifetime_up_to_30_s() -> None:
+    assert session_margin_s(60.0) == 6.0
+    assert session_margin_s(900.0) == 30.0

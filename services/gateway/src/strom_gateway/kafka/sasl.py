@@ -5,9 +5,11 @@ The SCRAM mechanisms are the gRPC login's exchange itself (the same users in etc
 throttling of failed attempts, the same signed token at the end). PLAIN (offered only over
 TLS) is checked against the stored SCRAM credential by running that exchange inside the
 gateway with the password the client sent. A successful login gives the connection its
-principal and the token its backend calls carry; the session lasts as long as the token
-(``session_lifetime_ms`` in SaslAuthenticate v1+). A client that re-authenticates in time
-keeps its connection; after the lifetime, any request other than the SASL ones closes it.
+principal and the token its backend calls carry; the session ends a little before the token
+expires (``session_margin_s``), so that no request is sent on with a token about to expire,
+and SaslAuthenticate v1+ tells the client when (``session_lifetime_ms``). A client that
+re-authenticates in time keeps its connection; after the session's end, any request other than
+the SASL ones closes it.
 
 One ``SaslSession`` per connection: ``admits`` says whether a request may be served now,
 ``handshake`` and ``authenticate`` answer the two APIs (a failure also says to close).
@@ -39,6 +41,11 @@ PRE_AUTHENTICATION_APIS = frozenset({API_VERSIONS.key, SASL_HANDSHAKE.key, SASL_
 _FAILED = "authentication failed: invalid credentials"
 
 
+def session_margin_s(lifetime_s: float) -> float:
+    """How long before its token expires a session ends: a tenth of the lifetime, at most 30 s."""
+    return min(lifetime_s / 10, 30.0)
+
+
 @dataclass(frozen=True, slots=True)
 class Login:
     """A connection's authenticated session."""
@@ -46,7 +53,8 @@ class Login:
     principal: str
     mechanism: str
     token: str
-    #: When the token expires, in ``time.time()`` seconds (what services check it against).
+    #: When the session ends, in ``time.time()`` seconds (before the token expires: services
+    #: check it against the same clock).
     expires_at: float
     lifetime_ms: int
 
@@ -155,9 +163,10 @@ class SaslSession:
             raise IllegalSaslStateError(
                 f"re-authentication as {principal} on a connection of {previous.principal}"
             )
-        lifetime_ms = int(lifetime_s * 1000)
+        session_s = lifetime_s - session_margin_s(lifetime_s)
+        lifetime_ms = int(session_s * 1000)
         self.login = Login(
-            principal, mechanism, token, self._server.clock() + lifetime_s, lifetime_ms
+            principal, mechanism, token, self._server.clock() + session_s, lifetime_ms
         )
         return {"error_code": 0, "error_message": None, "auth_bytes": server_final,
                 "session_lifetime_ms": lifetime_ms}  # fmt: skip
