@@ -227,7 +227,12 @@ class KafkaListener:
                 await pending.put(unsupported_frame(request, served_versions()))
                 continue
             if self._gate is not None:
-                admission = await self._gate.admit(request, connection)
+                try:
+                    admission = await self._gate.admit(request, connection)
+                except Exception:
+                    log.exception("kafka request failed at the gate; closing its connection",
+                                  connection=connection.id, peer=connection.peer)  # fmt: skip
+                    return
                 if admission is not None:
                     if admission.body is not None:
                         await pending.put(
