@@ -98,3 +98,22 @@ def test_maintenance_runs_the_cleaner_on_compacted_logs(tmp_path: Path, clock: M
     assert compacted.size_in_bytes < size_before
     assert plain.size_in_bytes == size_before
     manager.close()
+
+
+def test_new_logs_go_to_the_dir_holding_fewest_across_startup_and_deletion(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    dirs = [tmp_path / "a", tmp_path / "b"]
+    manager = LogManager(dirs, clock=clock)
+    manager.startup()
+    for p in range(3):
+        manager.get_or_create_log("t", p)  # a, b, a
+    manager.close()
+
+    again = LogManager(dirs, clock=clock)
+    again.startup()  # counts what it found: a holds 2, b holds 1
+    assert again.get_or_create_log("t", 3).directory.parent == dirs[1]
+    assert again.delete_log("t", 0) and again.delete_log("t", 2)  # a holds 0 now
+    placed = [again.get_or_create_log("u", p).directory.parent for p in range(3)]
+    assert placed == [dirs[0], dirs[0], dirs[0]]  # 0-2, 1-2, then a tie goes to the first
+    again.close()
