@@ -54,16 +54,30 @@ class AvroValueFormat:
     subject: str
     schema: str
     schema_id: int
+    #: HTTP Basic ``user:password`` and the CA file of a secured registry.
+    user_info: str | None = None
+    cafile: str | None = None
+
+    def registry(self) -> SchemaRegistryClient:
+        """A client of the registry (its credentials included)."""
+        return registry_client(self.registry_url, self.user_info, self.cafile)
 
     @property
     def value_type(self) -> pa.DataType:
         return arrow_type_of(json.loads(self.schema))
 
 
+def registry_client(
+    url: str, user_info: str | None = None, cafile: str | None = None
+) -> SchemaRegistryClient:
+    return SchemaRegistryClient(url, basic_auth_user_info=user_info, ssl_cafile=cafile)
+
+
 def resolve_value_format(registry_url: str, subject: str, *, version: str = "latest",
-                         register: str | None = None) -> AvroValueFormat:  # fmt: skip
+                         register: str | None = None, user_info: str | None = None,
+                         cafile: str | None = None) -> AvroValueFormat:  # fmt: skip
     """The subject's schema (``register``: register this one first and use it)."""
-    registry = SchemaRegistryClient(registry_url)
+    registry = registry_client(registry_url, user_info, cafile)
     try:
         if register is not None:
             schema_id = registry.register(subject, register)
@@ -76,7 +90,9 @@ def resolve_value_format(registry_url: str, subject: str, *, version: str = "lat
         raise ValueError(f"subject {subject!r} holds a {found.schema_type} schema, not Avro")
     if found.references:
         raise ValueError(f"subject {subject!r}: schemas with references are not supported here")
-    value_format = AvroValueFormat(registry_url, subject, found.schema, found.schema_id)
+    value_format = AvroValueFormat(
+        registry_url, subject, found.schema, found.schema_id, user_info, cafile
+    )
     value_format.value_type  # noqa: B018 - fails now, on the driver, for a type Spark lacks
     return value_format
 
@@ -148,8 +164,7 @@ def _decoder(value_format: AvroValueFormat) -> AvroDeserializer:
     key = (value_format.registry_url, value_format.schema)
     found = _DECODERS.get(key)
     if found is None:
-        registry = SchemaRegistryClient(value_format.registry_url)
-        found = _DECODERS[key] = AvroDeserializer(registry, value_format.schema)
+        found = _DECODERS[key] = AvroDeserializer(value_format.registry(), value_format.schema)
     return found
 
 
@@ -174,7 +189,7 @@ def _encoder(value_format: AvroValueFormat) -> AvroSerializer:
     if found is None:
         subject = value_format.subject
         found = _ENCODERS[key] = AvroSerializer(
-            SchemaRegistryClient(value_format.registry_url), value_format.schema,
+            value_format.registry(), value_format.schema,
             subject_name_strategy=lambda _topic, _record, _is_key: subject, auto_register=False,
         )  # fmt: skip
     return found

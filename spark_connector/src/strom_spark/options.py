@@ -404,6 +404,10 @@ class ValueFormatOptions:
     version: str = "latest"
     #: The writer's schema to register and use (``valueSchema``); None: the latest version.
     register: str | None = None
+    #: ``user:password`` for a registry with HTTP Basic authentication (``schemaRegistryUserInfo``).
+    user_info: str | None = None
+    #: The CA certificate of an https registry (``schemaRegistryCaFile``).
+    cafile: str | None = None
 
 
 def parse_value_format(raw: Mapping[str, str], *, sink: bool) -> ValueFormatOptions | None:
@@ -414,7 +418,8 @@ def parse_value_format(raw: Mapping[str, str], *, sink: bool) -> ValueFormatOpti
         raise ValueError(
             f"option valueFormat must be binary or avro, got {options['valueformat']!r}"
         )
-    owned = ("schemaregistryurl", "valuesubject", "valueschemaversion", "valueschema")
+    owned = ("schemaregistryurl", "valuesubject", "valueschemaversion", "valueschema",
+             "schemaregistryuserinfo", "schemaregistrycafile")  # fmt: skip
     if kind == "binary":
         given = [name for name in owned if name in options]
         if given:
@@ -422,7 +427,7 @@ def parse_value_format(raw: Mapping[str, str], *, sink: bool) -> ValueFormatOpti
         return None
     url = options.get("schemaregistryurl", DEFAULT_REGISTRY_URL).strip()
     if not url.startswith(("http://", "https://")):
-        raise ValueError(f"option schemaRegistryUrl must be an http:// URL, got {url!r}")
+        raise ValueError(f"option schemaRegistryUrl must be an http(s):// URL, got {url!r}")
     subject = options.get("valuesubject", "").strip()
     if not subject:
         topics = [options["topic"]] if sink and options.get("topic") else [
@@ -443,4 +448,12 @@ def parse_value_format(raw: Mapping[str, str], *, sink: bool) -> ValueFormatOpti
         raise ValueError("option valueSchemaVersion applies to reads (a write uses valueSchema)")
     if not sink and "valueschema" in options:
         raise ValueError("option valueSchema applies to writes (a read uses valueSchemaVersion)")
-    return ValueFormatOptions(url, subject, version, options.get("valueschema"))
+    user_info = options.get("schemaregistryuserinfo")
+    if user_info is not None and ":" not in user_info:
+        raise ValueError("option schemaRegistryUserInfo must be user:password")
+    cafile = options.get("schemaregistrycafile")
+    if cafile is not None and not url.startswith("https://"):
+        raise ValueError("option schemaRegistryCaFile needs an https:// schemaRegistryUrl")
+    return ValueFormatOptions(
+        url, subject, version, options.get("valueschema"), user_info=user_info, cafile=cafile
+    )

@@ -49,7 +49,12 @@ class StromDataSource(DataSource):
         if wanted is None:
             return None
         return resolve_value_format(
-            wanted.registry_url, wanted.subject, version=wanted.version, register=wanted.register
+            wanted.registry_url,
+            wanted.subject,
+            version=wanted.version,
+            register=wanted.register,
+            user_info=wanted.user_info,
+            cafile=wanted.cafile,
         )
 
     def _with_format(self, options: Opts, *, sink: bool) -> Opts:

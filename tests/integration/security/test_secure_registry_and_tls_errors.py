@@ -28,8 +28,9 @@ from security_testkit import SecureCluster
 from strom_testkit import free_port
 
 from strom import Admin
-from strom.errors import SslHandshakeFailedError
+from strom.errors import SslHandshakeFailedError, StromError
 from strom.security.acl import AclBinding
+from strom.serde.registry_client import SchemaRegistryClient, SchemaRegistryError
 from strom_server.local import secure
 from strom_server.local.supervisor import ManagedProcess
 from strom_server.rpc.health_probe import grpc_serving
@@ -176,6 +177,46 @@ def test_confluent_client_with_basic_auth_over_https(registries: Registries) -> 
     with pytest.raises(SchemaRegistryError) as unauthenticated:
         client("alice", "wrong").get_subjects()
     assert unauthenticated.value.http_status_code == 401
+
+
+def test_strom_serde_client_and_cli_with_basic_auth_over_https(registries: Registries) -> None:
+    url, cafile = registries.url("a"), registries.cafile
+    assert cafile is not None
+    alice = SchemaRegistryClient(
+        url, basic_auth_user_info=f"alice:{PASSWORDS['alice']}", ssl_cafile=cafile
+    )
+    with alice:
+        schema_id = alice.register("orders-value", AVRO)
+        assert json.loads(alice.schema(schema_id).schema) == json.loads(AVRO)
+    # Credentials in the URL work too, and never show in the client's URL (error messages).
+    in_url = SchemaRegistryClient(
+        url.replace("https://", f"https://alice:{PASSWORDS['alice']}@"), ssl_cafile=cafile
+    )
+    with in_url:
+        assert "orders-value" in in_url.subjects()
+        assert PASSWORDS["alice"] not in in_url.url
+    with (
+        SchemaRegistryClient(url, basic_auth_user_info="alice:wrong", ssl_cafile=cafile) as wrong,
+        pytest.raises(SchemaRegistryError) as refused,
+    ):
+        wrong.subjects()
+    assert refused.value.status == 401
+    with (
+        SchemaRegistryClient(url) as untrusted,  # https without the cluster's CA
+        pytest.raises(StromError, match="unreachable"),
+    ):
+        untrusted.subjects()
+    listed = run_strom(
+        "schemas", "list", "--json", "--registry-url", url,
+        "--registry-user-info", f"alice:{PASSWORDS['alice']}", "--registry-cafile", cafile,
+    )  # fmt: skip
+    assert listed.returncode == 0, listed.explain()
+    assert "orders-value" in listed.stdout
+    refused_cli = run_strom(
+        "schemas", "list", "--registry-url", url, "--registry-user-info", "alice:wrong",
+        "--registry-cafile", cafile,
+    )  # fmt: skip
+    assert_one_line_error(refused_cli, "401")
 
 
 @pytest.fixture(scope="module")

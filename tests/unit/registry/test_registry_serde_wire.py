@@ -43,6 +43,12 @@ def test_name_strategies() -> None:
 def test_clear_errors_before_any_request() -> None:
     with pytest.raises(ConfigurationError, match="expected http://host:port"):
         SchemaRegistryClient("ftp://somewhere")
+    with pytest.raises(ConfigurationError, match="user:password"):
+        SchemaRegistryClient("http://r:8081", basic_auth_user_info="no-colon")
+    with pytest.raises(ConfigurationError, match="https"):
+        SchemaRegistryClient("http://r:8081", ssl_cafile="ca.crt")
+    hidden = SchemaRegistryClient("http://ann:secret@r:8081/base")
+    assert hidden.url == "http://r:8081/base"  # credentials never in messages
     registry = SchemaRegistryClient("http://127.0.0.1:9")  # never contacted below
     schema = {"type": "record", "name": "R", "fields": [{"name": "a", "type": "int"}]}
     serializer = AvroSerializer(registry, schema)

@@ -21,6 +21,13 @@ def test_value_format_options() -> None:
         {"topic": "out", "valueFormat": "avro", "valueSchema": "{}"}, sink=True
     )
     assert sink is not None and (sink.subject, sink.register) == ("out-value", "{}")
+    secured = parse_value_format(
+        {"subscribe": "t", "valueFormat": "avro", "schemaRegistryUrl": "https://r:8081",
+         "schemaRegistryUserInfo": "ann:pw:with:colons", "schemaRegistryCaFile": "ca.crt"},
+        sink=False,
+    )  # fmt: skip
+    assert secured is not None
+    assert (secured.user_info, secured.cafile) == ("ann:pw:with:colons", "ca.crt")
     for options, sink_side, message in [
         ({"valueFormat": "xml"}, False, "binary or avro"),
         ({"schemaRegistryUrl": "http://x"}, False, "only to valueFormat=avro"),
@@ -29,6 +36,17 @@ def test_value_format_options() -> None:
         ({"valueFormat": "avro", "subscribe": "a", "valueSchemaVersion": "0"}, False, "version"),
         ({"valueFormat": "avro", "subscribe": "a", "valueSchema": "{}"}, False, "writes"),
         ({"valueFormat": "avro"}, True, "valueSubject is required"),
+        (
+            {"valueFormat": "avro", "subscribe": "a", "schemaRegistryUserInfo": "x"},
+            False,
+            "user:password",
+        ),
+        (
+            {"valueFormat": "avro", "subscribe": "a", "schemaRegistryCaFile": "ca.crt"},
+            False,
+            "https",
+        ),
+        ({"schemaRegistryUserInfo": "u:p"}, False, "only to valueFormat=avro"),
     ]:
         with pytest.raises(ValueError, match=message):
             parse_value_format(options, sink=sink_side)

@@ -2,7 +2,8 @@
 (Strom's, or any Confluent-compatible one).
 
 The registry is ``--registry-url`` (env ``STROM_SCHEMA_REGISTRY_URL``, default
-http://127.0.0.1:8081). A schema comes from ``--schema FILE`` (``-`` for stdin) or
+http://127.0.0.1:8081); a secured one takes ``--registry-user-info USER:PASSWORD`` and
+``--registry-cafile FILE``. A schema comes from ``--schema FILE`` (``-`` for stdin) or
 ``--schema-text``; its type from ``--type`` (AVRO, JSON, PROTOBUF; default AVRO, or PROTOBUF
 for a ``.proto`` file, JSON for a ``.json`` file that is not Avro). ``check`` exits 1 when the
 schema is incompatible. Output is a table, or JSON with ``--json``. See
@@ -31,6 +32,18 @@ def _common(parser: argparse.ArgumentParser) -> None:
         "--registry-url",
         default=os.environ.get("STROM_SCHEMA_REGISTRY_URL", DEFAULT_REGISTRY_URL),
         help="schema registry URL (env STROM_SCHEMA_REGISTRY_URL; default: %(default)s)",
+    )
+    parser.add_argument(
+        "--registry-user-info",
+        metavar="USER:PASSWORD",
+        default=os.environ.get("STROM_SCHEMA_REGISTRY_USER_INFO"),
+        help="HTTP Basic credentials of a secured registry (env STROM_SCHEMA_REGISTRY_USER_INFO)",
+    )
+    parser.add_argument(
+        "--registry-cafile",
+        metavar="FILE",
+        default=os.environ.get("STROM_SCHEMA_REGISTRY_CAFILE"),
+        help="CA certificate of an https registry (env STROM_SCHEMA_REGISTRY_CAFILE)",
     )
     parser.add_argument("--json", action="store_true", help="print JSON")
 
@@ -90,7 +103,11 @@ def add_parsers(commands: Any) -> None:
 
 
 def _registry(args: argparse.Namespace) -> SchemaRegistryClient:
-    return SchemaRegistryClient(args.registry_url)
+    return SchemaRegistryClient(
+        args.registry_url,
+        basic_auth_user_info=args.registry_user_info,
+        ssl_cafile=args.registry_cafile,
+    )
 
 
 def _reference(text: str) -> SchemaReference:

@@ -8,12 +8,14 @@ never changes. Thread-safe (one lock around the connection). Errors are
 
 from __future__ import annotations
 
+import base64
 import http.client
 import json
+import ssl
 import threading
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import quote, urlsplit
+from urllib.parse import quote, unquote, urlsplit
 
 from strom.errors import ConfigurationError, StromError
 
@@ -76,14 +78,43 @@ def _body(schema: str, schema_type: str, references: tuple[SchemaReference, ...]
     return body
 
 
+def _basic_auth_header(user_info: str | None) -> str | None:
+    """The ``Authorization`` header of ``user:password`` (None: no authentication)."""
+    if user_info is None:
+        return None
+    user, colon, password = user_info.partition(":")
+    if not user or not colon:
+        raise ConfigurationError("schema registry basic auth: expected user:password")
+    return "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
+
+
 class SchemaRegistryClient:
     """The registry's REST API, the calls serializers and the CLI need (see module docstring)."""
 
-    def __init__(self, url: str = "http://127.0.0.1:8081", *, timeout_s: float = 30.0) -> None:
+    def __init__(
+        self,
+        url: str = "http://127.0.0.1:8081",
+        *,
+        timeout_s: float = 30.0,
+        basic_auth_user_info: str | None = None,
+        ssl_cafile: str | None = None,
+    ) -> None:
+        """``basic_auth_user_info``: ``user:password`` for HTTP Basic authentication (as
+        Confluent's ``basic.auth.user.info``; a ``user:password@`` in ``url`` does the same);
+        ``ssl_cafile``: the CA that signed an https registry's certificate (default: the
+        system's trusted CAs)."""
         parts = urlsplit(url if "://" in url else f"http://{url}")
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ConfigurationError(f"schema registry URL {url!r}: expected http://host:port")
-        self.url = url
+        if parts.username is not None and basic_auth_user_info is None:
+            basic_auth_user_info = f"{unquote(parts.username)}:{unquote(parts.password or '')}"
+        self.url = url.replace(f"{parts.netloc}", parts.netloc.rpartition("@")[2], 1)
+        self._auth = _basic_auth_header(basic_auth_user_info)
+        if ssl_cafile is not None and parts.scheme != "https":
+            raise ConfigurationError(f"ssl_cafile {ssl_cafile!r} needs an https:// registry URL")
+        self._ssl = (
+            ssl.create_default_context(cafile=ssl_cafile) if parts.scheme == "https" else None
+        )
         self._https = parts.scheme == "https"
         self._host = parts.hostname
         self._port = parts.port or (443 if self._https else 80)
@@ -99,14 +130,22 @@ class SchemaRegistryClient:
 
     def _connection(self) -> http.client.HTTPConnection:
         if self._conn is None:
-            kind = http.client.HTTPSConnection if self._https else http.client.HTTPConnection
-            self._conn = kind(self._host, self._port, timeout=self._timeout)
+            if self._ssl is not None:
+                self._conn = http.client.HTTPSConnection(
+                    self._host, self._port, timeout=self._timeout, context=self._ssl
+                )
+            else:
+                self._conn = http.client.HTTPConnection(
+                    self._host, self._port, timeout=self._timeout
+                )
         return self._conn
 
     def request(self, method: str, path: str, body: Any = None) -> Any:
         """One call; the decoded JSON answer, or ``SchemaRegistryError``."""
         payload = None if body is None else json.dumps(body).encode()
         headers = {"Accept": _CONTENT_TYPE, "Content-Type": _CONTENT_TYPE}
+        if self._auth:
+            headers["Authorization"] = self._auth
         with self._lock:
             for attempt in (1, 2):
                 conn = self._connection()
