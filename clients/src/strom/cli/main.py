@@ -60,6 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
     security_init.add_parsers(commands)
     perf.add_parser(commands)
     dump_log.add_parser(commands)
+    security_commands.offer_everywhere(parser)
     return parser
 
 

@@ -31,7 +31,7 @@ from strom.security import (
 from strom.security.acl import WILDCARD, AclBinding, AclFilter
 from strom.security.scram import DEFAULT_ITERATIONS
 
-__all__ = ["add_parsers", "apply_command_config", "extract_command_config"]
+__all__ = ["add_parsers", "apply_command_config", "extract_command_config", "offer_everywhere"]
 
 DEFAULT_BOOTSTRAP = "localhost:9092"
 OPTION = "--command-config"
@@ -57,6 +57,23 @@ def extract_command_config(argv: Sequence[str]) -> tuple[list[str], str | None]:
             rest.append(item)
         index += 1
     return rest, found
+
+
+def offer_everywhere(parser: argparse.ArgumentParser) -> None:
+    """Show ``--command-config`` in the help of every command below ``parser`` (main()
+    takes it from anywhere on the command line before parsing, so it is never parsed here)."""
+    subparsers = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    if not subparsers:
+        if OPTION not in parser._option_string_actions:
+            parser.add_argument(
+                OPTION,
+                metavar="FILE",
+                default=argparse.SUPPRESS,
+                help="security settings (Kafka-style properties file) for the command's clients",
+            )
+        return
+    for child in subparsers[0].choices.values():
+        offer_everywhere(child)
 
 
 def apply_command_config(path: str, args: argparse.Namespace) -> None:

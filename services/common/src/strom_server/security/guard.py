@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextvars
 import inspect
+import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -24,6 +25,7 @@ from strom.errors import (
     AuthorizationFailedError,
     ClusterAuthorizationFailedError,
     GroupAuthorizationFailedError,
+    NetworkExceptionError,
     SaslAuthenticationFailedError,
     TopicAuthorizationFailedError,
     TransactionalIdAuthorizationFailedError,
@@ -69,13 +71,24 @@ def peer_host(peer: str) -> str:
 class _Caller:
     """One request's caller: principal, host and the checks rules ask for."""
 
-    __slots__ = ("_authorizer", "_method", "host", "principal")
+    __slots__ = ("_authorizer", "_method", "clock", "expires", "host", "principal")
 
-    def __init__(self, principal: str, host: str, authorizer: Authorizer | None, method: str):
+    def __init__(
+        self,
+        principal: str,
+        host: str,
+        authorizer: Authorizer | None,
+        method: str,
+        *,
+        expires: float | None = None,
+        clock: Callable[[], float] = time.time,
+    ):
         self.principal = principal
         self.host = host
         self._authorizer = authorizer
         self._method = method
+        self.expires = expires
+        self.clock = clock
 
     def allowed(self, operation: Operation, resource_type: ResourceType, name: str) -> bool:
         authorizer = self._authorizer
@@ -84,8 +97,15 @@ class _Caller:
         )
 
     def require(self, operation: Operation, resource_type: ResourceType, name: str) -> None:
+        error = self.refusal(operation, resource_type, name)
+        if error is not None:
+            raise error
+
+    def refusal(
+        self, operation: Operation, resource_type: ResourceType, name: str
+    ) -> AuthorizationFailedError | None:
         if self.allowed(operation, resource_type, name):
-            return
+            return None
         audit.denied(
             self.principal,
             self.host,
@@ -94,9 +114,18 @@ class _Caller:
             name=name,
             rpc=self._method,
         )
-        raise _ERRORS[resource_type](
+        return _ERRORS[resource_type](
             f"{self.principal} may not {operation.value} {resource_type.value} '{name}'"
         )
+
+    def check_still_valid(self) -> None:
+        """Raise when the token this caller logged in with has expired (a stream's later
+        request): the stream ends as Kafka closes a connection whose session expired."""
+        if self.expires is not None and self.clock() >= self.expires:
+            raise NetworkExceptionError(
+                "the login token of this stream has expired: open a new stream with a fresh "
+                "token (log in again)"
+            )
 
     def allowed_any(self, operation: Operation, resource_type: ResourceType) -> bool:
         authorizer = self._authorizer
@@ -129,29 +158,37 @@ class RequestGuard:
 
     def authenticate(self, context: grpc.aio.ServicerContext[Any, Any]) -> str:
         """The caller's principal; SaslAuthenticationFailedError when it cannot be trusted."""
+        return self._authenticate(context)[0]
+
+    def _authenticate(
+        self, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> tuple[str, float | None]:
+        """The caller's principal and, for a token, when it expires."""
         for key, value in context.invocation_metadata() or ():
             if key == AUTHORIZATION_KEY and isinstance(value, str):
                 if not value.startswith(_BEARER) or self.verifier is None:
                     raise SaslAuthenticationFailedError("unsupported authorization metadata")
                 try:
-                    return self.verifier.principal(value[len(_BEARER) :])
+                    return self.verifier.verify(value[len(_BEARER) :])
                 except SaslAuthenticationFailedError as exc:
                     audit.login_failed("", peer_host(context.peer()), str(exc))
                     raise
         if self.certificate_principals:
             names = (context.auth_context() or {}).get("x509_common_name")
             if names:
-                return "User:" + names[0].decode()
+                return "User:" + names[0].decode(), None
         if self.require_authentication:
             for key, value in context.invocation_metadata() or ():
                 if key == LOGIN_ERROR_KEY:
                     raise SaslAuthenticationFailedError(f"the client could not log in: {value}")
             raise SaslAuthenticationFailedError("authentication required: log in first")
-        return ANONYMOUS
+        return ANONYMOUS, None
 
     def caller(self, context: grpc.aio.ServicerContext[Any, Any], method: str) -> _Caller:
-        principal = self.authenticate(context)
-        return _Caller(principal, peer_host(context.peer()), self.authorizer, method)
+        principal, expires = self._authenticate(context)
+        clock = self.verifier.clock if self.verifier is not None else time.time
+        host = peer_host(context.peer())
+        return _Caller(principal, host, self.authorizer, method, expires=expires, clock=clock)
 
     # -- handlers --------------------------------------------------------------------------
 
@@ -184,27 +221,37 @@ class RequestGuard:
     def _guard(
         self, method: str, rule: Rule, behavior: Callable[..., Any], streaming: bool
     ) -> Callable[..., Any] | None:
-        check = rule.check if self.authorizer is not None else None
-        filter_ = rule.filter if self.authorizer is not None else None
+        authorizing = self.authorizer is not None
+        check = rule.check if authorizing else None
+        filter_ = rule.filter if authorizing else None
+        entries = rule.entries if authorizing and not streaming else None
 
         async def checked(requests: AsyncIterator[Any], caller: _Caller) -> AsyncIterator[Any]:
             async for request in requests:
+                caller.check_still_valid()
                 if check is not None:
                     check(caller, request)
                 yield request
 
-        def begin(request: Any, context: Any) -> tuple[Any, contextvars.Token[str], _Caller]:
+        def begin(
+            request: Any, context: Any
+        ) -> tuple[Any, contextvars.Token[str], _Caller, list[tuple[Any, Exception]]]:
             caller = self.caller(context, method)
+            refused: list[tuple[Any, Exception]] = []
             if streaming:
                 request = checked(request, caller)
+            elif entries is not None:
+                if rule.head is not None:
+                    rule.head(caller, request)
+                request, refused = entries.split(caller, request)
             elif check is not None:
                 check(caller, request)
-            return request, _principal.set(caller.principal), caller
+            return request, _principal.set(caller.principal), caller, refused
 
         if inspect.isasyncgenfunction(behavior):
 
             async def guarded_stream(request: Any, context: Any) -> AsyncIterator[Any]:
-                request, token, _ = begin(request, context)
+                request, token, _, _ = begin(request, context)
                 try:
                     async for response in behavior(request, context):
                         yield response
@@ -215,11 +262,14 @@ class RequestGuard:
         if inspect.iscoroutinefunction(behavior):
 
             async def guarded(request: Any, context: Any) -> Any:
-                request, token, caller = begin(request, context)
+                request, token, caller, refused = begin(request, context)
                 try:
                     response = await behavior(request, context)
                 finally:
                     _principal.reset(token)
+                if refused:
+                    assert entries is not None
+                    response = entries.answer(response, refused)
                 if filter_ is not None and not streaming and not isinstance(response, bytes):
                     response = filter_(caller, request, response)
                 return response

@@ -5,9 +5,14 @@ has the same request message and the same meaning whichever service serves it (a
 node's Fetch and the gateway's, the gateway's JoinGroup and the coordinator's). A ``Rule``
 names what the caller must be allowed (``check``, raising the resource type's
 ``*_AUTHORIZATION_FAILED`` error) and, for metadata and list calls, how the answer is cut to
-what the caller may describe (``filter``). Methods not in the table need CLUSTER_ACTION on the
-cluster: only services and super users reach them. The table in docs/security.md says the
-same in words.
+what the caller may describe (``filter``). A request naming several topics (groups) is
+authorized per entry as Kafka answers it (``entries``): the refused entries are taken out of
+the request and answered with their ``*_AUTHORIZATION_FAILED`` code beside the others; only a
+request whose every entry is refused (and a stream's request, or a storage node's serialized
+Produce) is refused whole. ``INTERNAL_METHODS`` (calls between services) need CLUSTER_ACTION
+on the cluster, as does any method in no table (only services and super users reach it); a
+unit test holds every RPC of the proto services to one of the tables. The table in
+docs/security.md says the same in words.
 """
 
 from __future__ import annotations
@@ -16,11 +21,20 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from strom.errors import ErrorCode
+from strom.errors import AuthorizationFailedError, ErrorCode
+from strom.protocol.v1 import storage_pb2
 from strom.security.acl import CLUSTER_NAME, Operation, ResourceType
 from strom_server.rpc.produce_request import produce_call_from_bytes
 
-__all__ = ["PUBLIC_METHODS", "Caller", "Rule", "rule_for"]
+__all__ = [
+    "INTERNAL_METHODS",
+    "PUBLIC_METHODS",
+    "Caller",
+    "PerEntry",
+    "Rule",
+    "has_rule",
+    "rule_for",
+]
 
 READ, WRITE, CREATE, DELETE = Operation.READ, Operation.WRITE, Operation.CREATE, Operation.DELETE
 ALTER, DESCRIBE = Operation.ALTER, Operation.DESCRIBE
@@ -53,15 +67,116 @@ class Caller(Protocol):
     def allowed_any(self, operation: Operation, resource_type: ResourceType) -> bool:
         """Whether some ACL allows ``operation`` on some resource of the type."""
 
+    def refusal(
+        self, operation: Operation, resource_type: ResourceType, name: str
+    ) -> AuthorizationFailedError | None:
+        """The error to answer (audited) when not allowed, else None."""
+
 
 Check = Callable[[Caller, Any], None]
 Filter = Callable[[Caller, Any, Any], Any]
 
 
 @dataclass(frozen=True, slots=True)
+class PerEntry:
+    """Entries of a request authorized one by one: ``entries`` is the request's repeated field
+    (messages, or names), ``results`` the response's; a refused entry is answered by a result
+    with the ``keys`` copied from it (for a name: the result's ``keys[0]`` set to it) and the
+    error's code. ``skip`` says when the entries need no check of their own (the rule's
+    ``head`` decided: a replica's fetch, a caller allowed CREATE on the cluster). A serialized
+    request (a Produce's bytes) is read as ``request_type``; a serialized answer gets the
+    refused entries' results appended as a ``response_type`` (protobuf merges repeated
+    fields)."""
+
+    entries: str
+    results: str
+    operation: Operation
+    rtype: ResourceType
+    keys: tuple[str, ...] = ("topic", "partition")
+    skip: Callable[[Caller, Any], bool] | None = None
+    request_type: Any = None
+    response_type: Any = None
+
+    def _name(self, entry: Any) -> str:
+        return entry if isinstance(entry, str) else str(getattr(entry, self.keys[0]))
+
+    def _listed(self, request: Any) -> list[Any]:
+        if isinstance(request, bytes):  # a Produce: its topics without parsing the records
+            return [_Key(t, p) for t, p, _ in produce_call_from_bytes(request).entries]
+        return list(getattr(request, self.entries))
+
+    def split(self, caller: Caller, request: Any) -> tuple[Any, list[tuple[Any, Exception]]]:
+        """``request`` without its refused entries, and those with their errors; raises the
+        first refusal when every entry is refused."""
+        if self.skip is not None and self.skip(caller, request):
+            return request, []
+        decided: dict[str, AuthorizationFailedError | None] = {}
+        kept: list[int] = []
+        refused: list[tuple[Any, Exception]] = []
+        for index, entry in enumerate(self._listed(request)):
+            name = self._name(entry)
+            if name not in decided:
+                decided[name] = caller.refusal(self.operation, self.rtype, name)
+            error = decided[name]
+            if error is None:
+                kept.append(index)
+            else:
+                refused.append((entry, error))
+        if not refused:
+            return request, []
+        if not kept:
+            raise refused[0][1]
+        raw = isinstance(request, bytes)
+        narrowed = self.request_type.FromString(request) if raw else type(request)()
+        if not raw:
+            narrowed.CopyFrom(request)
+        field = getattr(narrowed, self.entries)
+        chosen = [field[i] for i in kept]
+        del field[:]
+        if chosen and isinstance(chosen[0], str):
+            field.extend(chosen)
+        else:
+            for entry in chosen:
+                field.add().CopyFrom(entry)
+        return (narrowed.SerializeToString() if raw else narrowed), refused
+
+    def answer(self, response: Any, refused: list[tuple[Any, Exception]]) -> Any:
+        """``response`` with a result per refused entry."""
+        raw = isinstance(response, bytes)
+        holder = self.response_type() if raw else response
+        results = getattr(holder, self.results)
+        fields = holder.DESCRIPTOR.fields_by_name[self.results].message_type.fields_by_name
+        has_message = "error_message" in fields
+        for entry, error in refused:
+            result = results.add()
+            if isinstance(entry, str):
+                setattr(result, self.keys[0], entry)
+            else:
+                for key in self.keys:
+                    setattr(result, key, getattr(entry, key))
+            result.error_code = int(getattr(error, "code", ErrorCode.UNKNOWN_SERVER_ERROR))
+            if has_message:
+                result.error_message = str(error)
+        return response + holder.SerializeToString() if raw else response
+
+
+@dataclass(frozen=True, slots=True)
+class _Key:
+    """A serialized Produce's entry, as ``PerEntry`` reads it."""
+
+    topic: str
+    partition: int
+
+
+@dataclass(frozen=True, slots=True)
 class Rule:
+    """``check`` authorizes a whole request; with ``entries``, a unary request is checked by
+    ``head`` (its part outside the entries, may be None) and then entry by entry."""
+
     check: Check | None = None
     filter: Filter | None = None
+    entries: PerEntry | None = None
+    head: Check | None = None
 
 
 def _each(caller: Caller, operation: Operation, rtype: ResourceType, names: Iterable[str]) -> None:
@@ -94,6 +209,25 @@ def _produce(caller: Caller, request: Any) -> None:
     if transactional_id:
         caller.require(WRITE, TXN, transactional_id)
     _each(caller, WRITE, TOPIC, topics)
+
+
+def _produce_head(caller: Caller, request: Any) -> None:
+    transactional_id = (
+        produce_call_from_bytes(request).transactional_id
+        if isinstance(request, bytes)
+        else request.transactional_id
+    )
+    if transactional_id:
+        caller.require(WRITE, TXN, transactional_id)
+
+
+def _replica_head(caller: Caller, request: Any) -> None:
+    if request.replica_id >= 0:
+        caller.require(CLUSTER_ACTION, CLUSTER, CLUSTER_NAME)
+
+
+def _is_replica(caller: Caller, request: Any) -> bool:
+    return bool(request.replica_id >= 0)
 
 
 def _replica_or(operation: Operation) -> Check:
@@ -238,22 +372,72 @@ def _authenticated(caller: Caller, request: Any) -> None:
     """Any authenticated caller (the answer is filtered instead)."""
 
 
+def _partitions(operation: Operation, results: str = "partitions", **kw: Any) -> PerEntry:
+    return PerEntry("partitions", results, operation, TOPIC, **kw)
+
+
+def _may_create_any(caller: Caller, request: Any) -> bool:
+    return caller.allowed(CREATE, CLUSTER, CLUSTER_NAME)
+
+
+def _group_head(operation: Operation) -> Check:
+    def check(caller: Caller, request: Any) -> None:
+        caller.require(operation, GROUP, request.group_id)
+
+    return check
+
+
+def _offset_fetch_filter(caller: Caller, request: Any, response: Any) -> Any:
+    """An OffsetFetch of every partition (none named) answers only describable topics."""
+    if request.partitions:
+        return response
+    kept = [p for p in response.partitions if caller.allowed(DESCRIBE, TOPIC, p.topic)]
+    del response.partitions[:]
+    response.partitions.extend(kept)
+    return response
+
+
+_PRODUCE = Rule(
+    _produce,
+    entries=_partitions(
+        WRITE,
+        request_type=storage_pb2.ProduceRequest,
+        response_type=storage_pb2.ProduceResponse,
+    ),
+    head=_produce_head,
+)
+
+
+def _replica_or_each(operation: Operation, response_type: Any = None) -> Rule:
+    entries = _partitions(operation, skip=_is_replica, response_type=response_type)
+    return Rule(_replica_or(operation), entries=entries, head=_replica_head)
+
+
+_FETCH = _replica_or_each(READ, storage_pb2.FetchResponse)
+
+
 _RULES: dict[str, Rule] = {
-    # data path
-    "Produce": Rule(_produce),
-    "ProduceStream": Rule(_produce),
-    "Fetch": Rule(_replica_or(READ)),
-    "FetchStream": Rule(_replica_or(READ)),
-    "ListOffsets": Rule(_replica_or(DESCRIBE)),
-    "OffsetForLeaderEpoch": Rule(_replica_or(DESCRIBE)),
-    "DeleteRecords": Rule(_topics_in("partitions", DELETE)),
+    # data path (the entries of unary requests one by one; a stream's requests whole)
+    "Produce": _PRODUCE,
+    "ProduceStream": _PRODUCE,
+    "Fetch": _FETCH,
+    "FetchStream": _FETCH,
+    "ListOffsets": _replica_or_each(DESCRIBE),
+    "OffsetForLeaderEpoch": _replica_or_each(DESCRIBE),
+    "DeleteRecords": Rule(_topics_in("partitions", DELETE), entries=_partitions(DELETE)),
     "ProduceRecords": Rule(_single_topic(WRITE)),
     "FetchRecords": Rule(_single_topic(READ)),
-    "DescribeProducers": Rule(_topics_in("partitions", READ)),
+    "DescribeProducers": Rule(_topics_in("partitions", READ), entries=_partitions(READ)),
     # metadata and admin
     "Metadata": Rule(_authenticated, _metadata_filter),
-    "CreateTopics": Rule(_create_topics),
-    "DeleteTopics": Rule(lambda c, r: _each(c, DELETE, TOPIC, r.names)),
+    "CreateTopics": Rule(
+        _create_topics,
+        entries=PerEntry("topics", "topics", CREATE, TOPIC, ("name",), skip=_may_create_any),
+    ),
+    "DeleteTopics": Rule(
+        lambda c, r: _each(c, DELETE, TOPIC, r.names),
+        entries=PerEntry("names", "topics", DELETE, TOPIC, ("name",)),
+    ),
     "CreatePartitions": Rule(lambda c, r: _each(c, ALTER, TOPIC, [t.name for t in r.topics])),
     "DescribeConfigs": Rule(_configs(DESCRIBE_CONFIGS)),
     "IncrementalAlterConfigs": Rule(_configs(ALTER_CONFIGS)),
@@ -268,12 +452,21 @@ _RULES: dict[str, Rule] = {
     "SyncGroup": Rule(_group(READ)),
     "Heartbeat": Rule(_group(READ)),
     "LeaveGroup": Rule(_group(READ)),
-    "OffsetCommit": Rule(_group(READ, READ)),
-    "OffsetFetch": Rule(_group(DESCRIBE, DESCRIBE)),
+    "OffsetCommit": Rule(_group(READ, READ), entries=_partitions(READ), head=_group_head(READ)),
+    "OffsetFetch": Rule(
+        _group(DESCRIBE, DESCRIBE),
+        _offset_fetch_filter,
+        entries=_partitions(DESCRIBE),
+        head=_group_head(DESCRIBE),
+    ),
     "OffsetDelete": Rule(_group(DELETE, READ)),
     "ListGroups": Rule(_authenticated, _list_groups_filter),
-    "DescribeGroups": Rule(_groups(DESCRIBE)),
-    "DeleteGroups": Rule(_groups(DELETE)),
+    "DescribeGroups": Rule(
+        _groups(DESCRIBE), entries=PerEntry("group_ids", "groups", DESCRIBE, GROUP, ("group_id",))
+    ),
+    "DeleteGroups": Rule(
+        _groups(DELETE), entries=PerEntry("group_ids", "results", DELETE, GROUP, ("group_id",))
+    ),
     # transactions
     "TxnOffsetCommit": Rule(_txn(_txn_offset_commit)),
     "AddPartitionsToTxn": Rule(_txn(_add_partitions)),
@@ -293,12 +486,17 @@ _RULES: dict[str, Rule] = {
 
 #: Internal calls between services (ISR changes, transaction markers): the cluster's own.
 _INTERNAL = Rule(_cluster(CLUSTER_ACTION))
-_INTERNAL_METHODS = frozenset({"AlterPartition", "WriteTxnMarkers"})
+INTERNAL_METHODS = frozenset({"AlterPartition", "WriteTxnMarkers"})
+
+
+def has_rule(name: str) -> bool:
+    """Whether the method ``name`` (``Produce``) has a rule of its own or is an internal one."""
+    return name in _RULES or name in INTERNAL_METHODS
 
 
 def rule_for(method: str) -> Rule:
     """The rule of ``/package.Service/Method``."""
     name = method.rpartition("/")[2]
-    if name in _INTERNAL_METHODS:
+    if name in INTERNAL_METHODS:
         return _INTERNAL
     return _RULES.get(name, _INTERNAL)

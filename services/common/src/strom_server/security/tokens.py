@@ -49,10 +49,10 @@ class TokenIssuer:
     ) -> None:
         self._secret = secret
         self.lifetime_s = lifetime_s
-        self._clock = clock
+        self.clock = clock
 
     def issue(self, principal: str) -> str:
-        now = self._clock()
+        now = self.clock()
         payload = json.dumps(
             {"p": principal, "iat": int(now), "exp": now + self.lifetime_s},
             separators=(",", ":"),
@@ -66,15 +66,20 @@ class TokenVerifier:
 
     def __init__(self, secret: bytes, clock: Callable[[], float] = time.time) -> None:
         self._secret = secret
-        self._clock = clock
+        self.clock = clock
         self._verified: dict[str, tuple[str, float]] = {}
 
     def principal(self, token: str) -> str:
-        now = self._clock()
+        return self.verify(token)[0]
+
+    def verify(self, token: str) -> tuple[str, float]:
+        """The principal of a valid token and when it expires (seconds since the epoch, on
+        ``clock``)."""
+        now = self.clock()
         cached = self._verified.get(token)
         if cached is not None:
             if now < cached[1]:
-                return cached[0]
+                return cached
             del self._verified[token]
             raise SaslAuthenticationFailedError("the token has expired; log in again")
         signed, sep, mac = token.rpartition(".")
@@ -92,4 +97,4 @@ class TokenVerifier:
         if len(self._verified) >= _CACHE_LIMIT:
             self._verified.clear()
         self._verified[token] = (principal, expires)
-        return principal
+        return principal, expires

@@ -1,0 +1,142 @@
+"""The ACL rules table: every RPC of the proto services has a rule (a new RPC cannot be
+forgotten), and requests naming several topics or groups are answered per entry."""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+
+import pytest
+
+from strom.errors import ErrorCode, GroupAuthorizationFailedError, TopicAuthorizationFailedError
+from strom.protocol import v1
+from strom.protocol.v1 import controller_pb2, coordinator_pb2, storage_pb2
+from strom.security.acl import AclBinding
+from strom_server.security.authorizer import Authorizer
+from strom_server.security.guard import _Caller
+from strom_server.security.rules import PUBLIC_METHODS, has_rule, rule_for
+
+ALICE = "User:alice"
+
+
+def _methods() -> list[str]:
+    found = []
+    for module in pkgutil.iter_modules(v1.__path__):
+        if module.name.endswith("_pb2"):
+            descriptor = importlib.import_module(f"{v1.__name__}.{module.name}").DESCRIPTOR
+            for service in descriptor.services_by_name.values():
+                found += [f"/{service.full_name}/{m.name}" for m in service.methods]
+    return found
+
+
+def test_every_rpc_of_every_service_has_a_rule() -> None:
+    methods = _methods()
+    assert "/strom.protocol.v1.StorageNode/FetchStream" in methods  # the walk finds them
+    missing = [m for m in methods if m not in PUBLIC_METHODS and not has_rule(m.split("/")[-1])]
+    assert not missing, f"add a rule to strom_server/security/rules.py for {missing}"
+
+
+def _caller(*acls: AclBinding) -> _Caller:
+    return _Caller(ALICE, "127.0.0.1", Authorizer(list(acls)), "test")
+
+
+def _split(method: str, caller: _Caller, request: object) -> tuple[object, list]:
+    rule = rule_for(f"/strom.protocol.v1.Gateway/{method}")
+    assert rule.entries is not None
+    if rule.head is not None:
+        rule.head(caller, request)
+    return rule.entries.split(caller, request)
+
+
+def test_a_fetch_of_an_allowed_and_a_refused_topic_is_answered_per_partition() -> None:
+    caller = _caller(AclBinding.create("TOPIC", "a", ALICE, "READ"))
+    request = storage_pb2.FetchRequest(replica_id=-1)
+    for topic in ("a", "b", "a"):
+        request.partitions.add(topic=topic, partition=len(request.partitions))
+    narrowed, refused = _split("Fetch", caller, request)
+    assert [p.topic for p in narrowed.partitions] == ["a", "a"]
+    assert [(e.topic, e.partition) for e, _ in refused] == [("b", 1)]
+    rule = rule_for("/strom.protocol.v1.StorageNode/Fetch").entries
+    assert rule is not None
+    # the storage node answers Fetch pre-serialized: the refused result is appended
+    served = storage_pb2.FetchResponse(correlation_id=7)
+    served.partitions.add(topic="a", partition=0, high_watermark=3)
+    answer = storage_pb2.FetchResponse.FromString(rule.answer(served.SerializeToString(), refused))
+    assert answer.correlation_id == 7
+    assert [(p.topic, p.partition, p.error_code) for p in answer.partitions] == [
+        ("a", 0, 0),
+        ("b", 1, ErrorCode.TOPIC_AUTHORIZATION_FAILED),
+    ]
+    assert "may not READ TOPIC 'b'" in answer.partitions[1].error_message
+    # every topic refused: the whole request is refused, as before
+    only_b = storage_pb2.FetchRequest(replica_id=-1)
+    only_b.partitions.add(topic="b", partition=0)
+    with pytest.raises(TopicAuthorizationFailedError):
+        _split("Fetch", caller, only_b)
+
+
+def test_a_serialized_produce_keeps_its_allowed_entries_and_transactional_id() -> None:
+    caller = _caller(
+        AclBinding.create("TOPIC", "a", ALICE, "WRITE"),
+        AclBinding.create("TRANSACTIONAL_ID", "tx", ALICE, "WRITE"),
+    )
+    request = storage_pb2.ProduceRequest(acks=-1, transactional_id="tx", client_id="c")
+    request.partitions.add(topic="a", partition=0, records=b"batch-a")
+    request.partitions.add(topic="b", partition=0, records=b"batch-b")
+    narrowed, refused = _split("Produce", caller, request.SerializeToString())
+    kept = storage_pb2.ProduceRequest.FromString(narrowed)
+    assert (kept.acks, kept.transactional_id, kept.client_id) == (-1, "tx", "c")
+    assert [(p.topic, p.records) for p in kept.partitions] == [("a", b"batch-a")]
+    assert [e.topic for e, _ in refused] == ["b"]
+    rule = rule_for("/strom.protocol.v1.Gateway/Produce").entries
+    assert rule is not None
+    answer = storage_pb2.ProduceResponse.FromString(rule.answer(b"", refused))
+    assert [(p.topic, p.error_code) for p in answer.partitions] == [
+        ("b", ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+    ]
+
+
+def test_topic_and_group_lists_are_answered_per_name() -> None:
+    caller = _caller(
+        AclBinding.create("TOPIC", "a", ALICE, "DELETE"),
+        AclBinding.create("GROUP", "g", ALICE, "DESCRIBE"),
+        AclBinding.create("GROUP", "g", ALICE, "READ"),
+        AclBinding.create("TOPIC", "a", ALICE, "READ"),
+    )
+    narrowed, refused = _split(
+        "DeleteTopics", caller, controller_pb2.DeleteTopicsRequest(names=["a", "b"])
+    )
+    assert list(narrowed.names) == ["a"]
+    rule = rule_for("/x/DeleteTopics").entries
+    assert rule is not None
+    answer = rule.answer(controller_pb2.DeleteTopicsResponse(), refused)
+    assert [(t.name, t.error_code) for t in answer.topics] == [
+        ("b", ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+    ]
+    groups = coordinator_pb2.DescribeGroupsRequest(group_ids=["g", "h"])
+    narrowed, refused = _split("DescribeGroups", caller, groups)
+    assert list(narrowed.group_ids) == ["g"]
+    describe = rule_for("/x/DescribeGroups").entries
+    assert describe is not None
+    answer = describe.answer(coordinator_pb2.DescribeGroupsResponse(), refused)
+    assert [(g.group_id, g.error_code) for g in answer.groups] == [
+        ("h", ErrorCode.GROUP_AUTHORIZATION_FAILED)
+    ]
+    commit = coordinator_pb2.OffsetCommitRequest(group_id="g")
+    commit.partitions.add(topic="a", partition=0)
+    commit.partitions.add(topic="b", partition=0)
+    narrowed, refused = _split("OffsetCommit", caller, commit)
+    assert [p.topic for p in narrowed.partitions] == ["a"]
+    with pytest.raises(GroupAuthorizationFailedError):  # the group is checked first, whole
+        _split("OffsetCommit", caller, coordinator_pb2.OffsetCommitRequest(group_id="other"))
+
+
+def test_an_offset_fetch_of_every_partition_answers_only_describable_topics() -> None:
+    caller = _caller(AclBinding.create("TOPIC", "a", ALICE, "DESCRIBE"))
+    response = coordinator_pb2.OffsetFetchResponse()
+    response.partitions.add(topic="a", partition=0, committed_offset=1)
+    response.partitions.add(topic="secret", partition=0, committed_offset=2)
+    rule = rule_for("/x/OffsetFetch")
+    assert rule.filter is not None
+    answer = rule.filter(caller, coordinator_pb2.OffsetFetchRequest(group_id="g"), response)
+    assert [p.topic for p in answer.partitions] == ["a"]
