@@ -34,7 +34,9 @@ from strom.protocol.v1 import common_pb2, storage_pb2, storage_pb2_grpc
 from strom_server.rpc.channels import PeerChannel
 from strom_storage.node import ReplicaManager
 from strom_storage.node.follower import FetchedData, apply_fetched, next_truncation
+from strom_storage.node.loop_watch import LoopSlice
 from strom_storage.node.partition import Partition
+from strom_storage.node.replica_manager import APPLY_SLICE_S
 
 log = structlog.get_logger(__name__)
 
@@ -328,11 +330,15 @@ class _ReplicaFetcher:
         if response is grpc.aio.EOF:
             raise ConnectionError(f"leader {self.leader_id} closed the fetch stream")
         received = 0
+        # A response for thousands of partitions (each new epoch's first batch fsyncs the
+        # epoch checkpoint) is applied a slice at a time, not in one hold of the loop.
+        loop_slice = LoopSlice(APPLY_SLICE_S)
         for result in response.partitions:
             key = (result.topic, result.partition)
             entry = sent.get(key)
             if entry is None:
                 continue
+            await loop_slice.pause()
             followed, offset = entry
             if not self._current(key, followed) or followed.partition.log.log_end_offset != offset:
                 continue
