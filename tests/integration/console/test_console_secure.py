@@ -12,6 +12,7 @@ from conftest import HttpSession
 from strom_testkit import free_port, wait_until
 
 from strom import Admin, NewTopic
+from strom.serde.registry_client import SchemaRegistryClient
 from strom_server.local import secure
 
 pytestmark = pytest.mark.integration
@@ -19,8 +20,17 @@ pytestmark = pytest.mark.integration
 
 class _SecureCluster(LocalCluster):
     def start(self, ready_timeout_s: float = 90.0) -> None:
-        super().start(ready_timeout_s)
-        secure.create_admin(self.spec.data_dir, f"{self.spec.host}:{self.spec.etcd_client_port}")
+        """As ``strom cluster up --secure``: the admin exists once etcd is up (the registry
+        logs in as admin before it is ready)."""
+        for process in self.spec.processes():
+            self.processes[process.name] = process
+            self.started.append(process)
+            process.start()
+            process.wait_ready(ready_timeout_s)
+            if process.role == "etcd":
+                secure.create_admin(
+                    self.spec.data_dir, f"{self.spec.host}:{self.spec.etcd_client_port}"
+                )
 
     def admin(self) -> Admin:
         options = secure.admin_options(self.spec.data_dir)
@@ -34,6 +44,7 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
         cluster_class=_SecureCluster,
         secure=True,
         console_port=free_port(),
+        registry_port=free_port(),
     )
 
 
@@ -61,3 +72,21 @@ def test_the_console_of_a_secure_cluster_needs_the_admins_login(secured: LocalCl
     status, body = client.get("/")
     assert status == 200
     assert body.count('class="node-row"') == 3 and "active" in body
+
+
+def test_the_console_reads_the_secure_registry_as_its_user(secured: LocalCluster) -> None:
+    spec = secured.spec
+    options = secure.admin_options(spec.data_dir)
+    password = str(options["sasl_plain_password"])
+    schema = '{"type": "record", "name": "Guarded", "fields": [{"name": "id", "type": "long"}]}'
+    with SchemaRegistryClient(
+        spec.registry_url,
+        basic_auth_user_info=f"admin:{password}",
+        ssl_cafile=str(options["ssl_cafile"]),
+    ) as registry:
+        registry.register("guarded-orders-value", schema)
+    client = HttpSession(spec.console_url)
+    client.get("/login")
+    assert client.post("/login", {"user": "admin", "password": password})[0] == 303
+    status, body = client.get("/schemas")
+    assert status == 200 and "guarded-orders-value" in body, body[:2000]

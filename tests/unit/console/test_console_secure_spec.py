@@ -1,6 +1,6 @@
 """``strom cluster up --secure`` starts the console as the super user behind the admin's login:
 the admin's client settings, user ``admin`` and a password file (owner-only) holding the
-admin's password; and a console given secure settings without a login refuses to start."""
+admin's password, and the registry's https URL; and a console given secure settings without a login refuses to start."""
 
 from __future__ import annotations
 
@@ -25,7 +25,9 @@ def test_the_secure_console_process(tmp_path: Path) -> None:
     password_file = Path(argv[argv.index("--password-file") + 1])
     assert password_file.read_text() == secure.admin_options(tmp_path)["sasl_plain_password"]
     assert stat.S_IMODE(password_file.stat().st_mode) == 0o600
-    assert "--schema-registry-url" not in argv
+    # The schemas pages reach the (https) registry as the same user.
+    assert argv[argv.index("--schema-registry-url") + 1] == spec.registry_url
+    assert spec.registry_url.startswith("https://")
 
 
 def test_cluster_up_secure_keeps_the_console(tmp_path: Path) -> None:

@@ -83,9 +83,7 @@ class Console:
         self._changed_at = 0.0
         self.sessions = Sessions()
         self.registry = (
-            SchemaRegistryClient(
-                config.schema_registry_url, timeout_s=config.request_timeout_ms / 1000
-            )
+            _registry_client(config.schema_registry_url, config.request_timeout_ms, security)
             if config.schema_registry_url
             else None
         )
@@ -829,6 +827,21 @@ async def page_transaction(console: Console, request: Request) -> Response:
 
 
 # --- schemas (read-only, from the schema registry) -----------------------------------------
+
+
+def _registry_client(
+    url: str, timeout_ms: int, security: dict[str, Any] | None
+) -> SchemaRegistryClient:
+    """The registry as the user the console reaches the cluster as (HTTP Basic with its SASL
+    name and password, the cluster's CA for https), as a secure registry expects."""
+    security = security or {}
+    user, password = security.get("sasl_plain_username"), security.get("sasl_plain_password")
+    return SchemaRegistryClient(
+        url,
+        timeout_s=timeout_ms / 1000,
+        basic_auth_user_info=f"{user}:{password}" if user and password is not None else None,
+        ssl_cafile=security.get("ssl_cafile") if url.startswith("https://") else None,
+    )
 
 
 def _registry(console: Console) -> SchemaRegistryClient:

@@ -230,9 +230,9 @@ class LocalClusterSpec:
 
     def _console(self) -> ManagedProcess:
         """The web console (``strom_console``); with the registry, its schemas pages. Secure:
-        it reaches the cluster as the super user (admin.properties) and its pages need a
-        login as that user, with the same password (``console.password``); no schemas pages
-        (the registry client has no TLS or Basic-auth settings yet)."""
+        it reaches the cluster, and the registry (HTTPS, Basic), as the super user
+        (admin.properties) and its pages need a login as that user, with the same password
+        (``console.password``)."""
         assert self.console_port is not None
         flags = [] if self.registry_port is None else ["--schema-registry-url", self.registry_url]
         if self.secure:
@@ -240,7 +240,7 @@ class LocalClusterSpec:
             password_file = self.data_dir / "console.password"
             password_file.touch(mode=0o600)
             password_file.write_text(secure.admin_options(self.data_dir)["sasl_plain_password"])
-            flags = [
+            flags += [
                 "--command-config", str(secure.admin_properties_path(self.data_dir)),
                 "--user", secure.ADMIN_USER,
                 "--password-file", str(password_file),
