@@ -27,7 +27,11 @@ from strom.types import NewTopic
 from strom_gateway.kafka.codec import decode, encode
 from strom_gateway.kafka.messages import (
     API_VERSIONS,
+    CREATE_TOPICS,
+    DESCRIBE_CONFIGS,
     FETCH,
+    FIND_COORDINATOR,
+    INIT_PRODUCER_ID,
     METADATA,
     PRODUCE,
     SASL_AUTHENTICATE,
@@ -250,8 +254,8 @@ class RawClient:
 
     async def call(self, api: Api, version: int, body: dict[str, Any]) -> dict[str, Any]:
         self.send(api, version, body)
-        size = struct.unpack(">i", await self.reader.readexactly(4))[0]
-        frame = await self.reader.readexactly(size)
+        head = await asyncio.wait_for(self.reader.readexactly(4), 60)
+        frame = await self.reader.readexactly(struct.unpack(">i", head)[0])
         assert struct.unpack_from(">i", frame)[0] == self.correlation_id
         flexible = api.flexible(version)
         start = 5 if flexible and api.key != API_VERSIONS.key else 4
@@ -349,5 +353,40 @@ def test_raw_protocol_gate_and_per_topic_authorization(cluster: SecureCluster) -
         finally:
             await client.close()
             await early.close()
+
+    asyncio.run(scenario())
+
+
+def test_group_transactional_id_and_cluster_refusals_have_their_codes(
+    cluster: SecureCluster,
+) -> None:
+    """GROUP_ (30), TRANSACTIONAL_ID_ (53), CLUSTER_ (31) and TOPIC_AUTHORIZATION_FAILED (29)
+    in the fields Kafka puts them in; the user's own group is found."""
+
+    async def scenario() -> None:
+        client = await RawClient.connect(cluster)
+        try:
+            await client.login("SCRAM-SHA-512")
+            own = await client.call(FIND_COORDINATOR, 1, {"key": GROUP, "key_type": 0})
+            assert own["error_code"] == 0, own
+            other = await client.call(FIND_COORDINATOR, 1, {"key": "not-mine", "key_type": 0})
+            assert other["error_code"] == 30, other
+            init = {"transactional_id": "not-mine", "transaction_timeout_ms": 60000}
+            txn = await client.call(INIT_PRODUCER_ID, 1, init)
+            assert txn["error_code"] == 53, txn
+            broker = await client.call(DESCRIBE_CONFIGS, 1, {
+                "resources": [{"resource_type": 4, "resource_name": "1",
+                               "configuration_keys": None}],
+                "include_synonyms": False,
+            })  # fmt: skip
+            assert [r["error_code"] for r in broker["results"]] == [31], broker
+            created = await client.call(CREATE_TOPICS, 2, {
+                "topics": [{"name": "kafka-sasl-new", "num_partitions": 1,
+                            "replication_factor": 1, "assignments": [], "configs": []}],
+                "timeout_ms": 30000, "validate_only": False,
+            })  # fmt: skip
+            assert [t["error_code"] for t in created["topics"]] == [29], created
+        finally:
+            await client.close()
 
     asyncio.run(scenario())

@@ -53,12 +53,18 @@ async def find_coordinator(
     node_id = backend.broker_id
     found = []
     for key in keys:
-        answer = await backend.coordinators.find_coordinator(
-            pb.FindCoordinatorRequest(
-                group_id=key, key_type=cast(pb.CoordinatorKeyType, body["key_type"])
-            ),
-            min(backend.timeout_s, 5.0),
-        )
+        try:
+            answer = await backend.coordinators.find_coordinator(
+                pb.FindCoordinatorRequest(
+                    group_id=key, key_type=cast(pb.CoordinatorKeyType, body["key_type"])
+                ),
+                min(backend.timeout_s, 5.0),
+            )
+        except grpc.aio.AioRpcError as exc:  # refused (an ACL on a secured listener)
+            failed = failure(exc, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+            answer = pb.FindCoordinatorResponse(
+                error_code=cast(common_pb2.ErrorCode, failed.code), error_message=failed.message
+            )
         code = kafka_code(answer.error_code)
         found.append({
             "key": key,
