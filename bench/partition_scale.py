@@ -20,6 +20,8 @@ CreateTopics call (50 topics per call, through the gateway):
   of this process (the health service shares the node's event loop, so this is how long the
   loop was held, seen from outside), and the longest stall the nodes logged themselves
   (``event loop stalled``, 250 ms and more; absent in builds before the loop watch);
+* a round that fails (CreateTopics refused because nodes were declared dead) is reported as
+  its error, and ends the run;
 * health: registrations that expired ("registration lease expired") and "broker left" events
   in the logs (should be 0), and partitions whose ISR is not full in the metadata at the end.
 
@@ -59,6 +61,7 @@ from controller import etcd_baseline, log_evidence
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from strom import Admin, NewTopic, Producer
+from strom.errors import StromError
 from strom_server.local.supervisor import Supervisor
 
 NODES = 3
@@ -199,7 +202,12 @@ def run(totals: tuple[int, ...], session_ms: int, keep: bool) -> dict[str, Any]:
             with Admin(gateway, request_timeout_ms=300_000) as admin:
                 for total in totals:
                     names = [f"scale-{i:05d}" for i in range(made, total)]
-                    figures = one_round(admin, gateway, names, watched, total=total)
+                    try:
+                        figures = one_round(admin, gateway, names, watched, total=total)
+                    except StromError as exc:  # e.g. nodes declared dead: no more rounds
+                        summary[f"partitions_{total * PARTITIONS}"] = {"error": str(exc)[:300]}
+                        progress(f"{total * PARTITIONS:,} partitions: failed: {exc}")
+                        break
                     figures["etcd_baseline_s"] = round(
                         etcd_baseline(etcd, f"/bench-scale-{total}",
                                       [(n, PARTITIONS) for n in names]), 3)  # fmt: skip
@@ -214,9 +222,11 @@ def run(totals: tuple[int, ...], session_ms: int, keep: bool) -> dict[str, Any]:
                     made = total
             summary["health"] = log_evidence(workdir / "logs")
         finally:
-            for probe in probes:
-                probe.stop()
-            supervisor.stop_all()
+            try:
+                for probe in probes:
+                    probe.stop()
+            finally:
+                supervisor.stop_all()
     return summary
 
 
