@@ -136,7 +136,7 @@ def _leader_groups(
     """Indexes of ``entries`` (topic, partition, records) grouped by cached leader, in first-seen
     order (an unknown leader is a group of its own: the relay finds it); ``per_topic`` also
     splits them by topic (on a secured listener, so that a topic the user may not write fails
-    alone: a leader refuses a whole request naming one)."""
+    alone: a leader authorizes a ProduceStream's requests whole)."""
     metadata = backend.data.router.metadata
     groups: dict[tuple[int, str], list[int]] = {}
     for i, (topic, partition, _) in enumerate(entries):
@@ -247,8 +247,6 @@ async def fetch(backend: Backend, request: Request, connection: Connection) -> d
     top_error = 0
     wait_s = forwarded.max_wait_ms / 1000
     results = await _fetch_results(backend, forwarded, wait_s)
-    if authorized_as_user(connection) and _denied_with_others(results):
-        results = await _fetch_per_topic(backend, forwarded, wait_s)
     await _explain_refusals(backend, connection, results)
 
     def entry(r: storage_pb2.FetchPartitionResult) -> dict[str, Any]:
@@ -305,31 +303,6 @@ async def _fetch_results(
         return list(await backend.data.fetch_results(forwarded, backend.deadline(wait_s)))
     except ROUTER_ERRORS as exc:
         return all_failed(exc, forwarded.partitions, fetch_error)
-
-
-def _denied_with_others(results: Iterable[storage_pb2.FetchPartitionResult]) -> bool:
-    """Whether a topic was refused (a leader refuses a whole request for one topic the user
-    may not read) in an answer naming other topics too."""
-    topics = {r.topic for r in results}
-    denied = any(r.error_code == ErrorCode.TOPIC_AUTHORIZATION_FAILED for r in results)
-    return denied and len(topics) > 1
-
-
-async def _fetch_per_topic(
-    backend: Backend, forwarded: storage_pb2.FetchRequest, wait_s: float
-) -> list[storage_pb2.FetchPartitionResult]:
-    """The fetch again, one request per topic at once, so that only refused topics fail."""
-    topics: dict[str, list[storage_pb2.FetchPartition]] = {}
-    for partition in forwarded.partitions:
-        topics.setdefault(partition.topic, []).append(partition)
-    shares = []
-    for share in topics.values():
-        one = storage_pb2.FetchRequest()
-        one.CopyFrom(forwarded)
-        del one.partitions[:]
-        one.partitions.extend(share)
-        shares.append(_fetch_results(backend, one, wait_s))
-    return [result for answer in await asyncio.gather(*shares) for result in answer]
 
 
 async def list_offsets(
