@@ -1,5 +1,6 @@
-"""A secure cluster end to end: logins, the deny matrix over the public RPCs, direct storage
-access, a revoked ACL stopping a running consumer, groups needing READ on group and topic."""
+"""A secure cluster end to end: logins, the deny matrix over every public RPC of every service,
+direct storage access, answers per topic, a revoked ACL stopping a running consumer and a
+streaming fetch, groups needing READ on group and topic."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from typing import Any
 
 import pytest
 from cluster_testkit import assert_ok, assert_one_line_error, run_strom
+from google.protobuf import message_factory
 from security_testkit import SecureCluster
 from strom_testkit import wait_until
 
@@ -32,14 +34,17 @@ from strom.protocol.v1 import (
     coordinator_pb2,
     gateway_pb2,
     gateway_pb2_grpc,
+    security_pb2,
     storage_pb2,
     storage_pb2_grpc,
     transaction_pb2,
 )
+from strom.records.batch import encode_batch
 from strom.security import ChannelSecurity, SecurityConfig
 from strom.security.acl import AclBinding
-from strom.types import NewTopic
+from strom.types import NewTopic, TopicPartition
 from strom_server.local import secure
+from strom_server.security.rules import INTERNAL_METHODS, PUBLIC_METHODS
 
 
 def test_admin_logs_in_and_a_stranger_does_not(cluster: SecureCluster) -> None:
@@ -78,21 +83,37 @@ def test_user_with_read_acl(cluster: SecureCluster) -> None:
 # -- the deny matrix ---------------------------------------------------------------------------
 
 MATRIX_TOPIC = "matrix"
+CALLERS = ("no credentials", "wrong password", "no acl", "deny acl", "allow acl", "super user")
 
 
 def _requests() -> dict[str, Any]:
-    """One request per public Gateway RPC (unary ones), naming the matrix resources."""
+    """One request per public RPC name (the same message on every service serving it), naming
+    the matrix resources; harmless when allowed (no-ops, or refused for other reasons)."""
     part = {"topic": MATRIX_TOPIC, "partition": 0}
+    group, txn = "matrix-group", "matrix-txn"
+    fetch = storage_pb2.FetchRequest(
+        replica_id=-1, max_bytes=1024, partitions=[storage_pb2.FetchPartition(**part)]
+    )
+    produce = storage_pb2.ProduceRequest(
+        acks=1, partitions=[storage_pb2.ProducePartitionData(**part, records=b"")]
+    )
     return {
         "Metadata": controller_pb2.MetadataRequest(topics=[MATRIX_TOPIC]),
-        "Fetch": storage_pb2.FetchRequest(
-            replica_id=-1, max_bytes=1024, partitions=[storage_pb2.FetchPartition(**part)]
-        ),
+        "Produce": produce,
+        "ProduceStream": produce,
+        "Fetch": fetch,
+        "FetchStream": fetch,
         "ListOffsets": storage_pb2.ListOffsetsRequest(
             replica_id=-1, partitions=[storage_pb2.ListOffsetsPartition(**part, spec=2)]
         ),
+        "OffsetForLeaderEpoch": storage_pb2.OffsetForLeaderEpochRequest(
+            replica_id=-1, partitions=[storage_pb2.OffsetForLeaderEpochPartition(**part)]
+        ),
         "DeleteRecords": storage_pb2.DeleteRecordsRequest(
             partitions=[storage_pb2.DeleteRecordsPartition(**part, offset=0)]
+        ),
+        "ProduceRecords": gateway_pb2.ProduceRecordsRequest(
+            topic=MATRIX_TOPIC, records=[gateway_pb2.Record(value=b"m")]
         ),
         "FetchRecords": gateway_pb2.FetchRecordsRequest(topic=MATRIX_TOPIC, max_records=1),
         "CreateTopics": controller_pb2.CreateTopicsRequest(
@@ -102,73 +123,194 @@ def _requests() -> dict[str, Any]:
             validate_only=True,
         ),
         "DeleteTopics": controller_pb2.DeleteTopicsRequest(names=["matrix-absent"]),
+        "CreatePartitions": controller_pb2.CreatePartitionsRequest(
+            topics=[controller_pb2.CreatePartitionsTopic(name=MATRIX_TOPIC, count=1)],
+            validate_only=True,
+        ),
         "DescribeConfigs": controller_pb2.DescribeConfigsRequest(
             resources=[controller_pb2.ConfigResource(type=2, name=MATRIX_TOPIC)]
+        ),
+        "IncrementalAlterConfigs": controller_pb2.IncrementalAlterConfigsRequest(
+            resources=[controller_pb2.AlterConfigsResource(type=2, name=MATRIX_TOPIC)],
+            validate_only=True,
         ),
         "ElectLeaders": controller_pb2.ElectLeadersRequest(
             partitions=[common_pb2.TopicPartition(**part)]
         ),
+        "AlterPartitionReassignments": controller_pb2.AlterPartitionReassignmentsRequest(),
         "ListPartitionReassignments": controller_pb2.ListPartitionReassignmentsRequest(),
         "DescribeLogDirs": storage_pb2.DescribeLogDirsRequest(topics=[MATRIX_TOPIC]),
         "InitProducerId": controller_pb2.InitProducerIdRequest(),
-        "FindCoordinator": coordinator_pb2.FindCoordinatorRequest(group_id="matrix-group"),
-        "OffsetFetch": coordinator_pb2.OffsetFetchRequest(group_id="matrix-group"),
-        "DescribeGroups": coordinator_pb2.DescribeGroupsRequest(group_ids=["matrix-group"]),
-        "DeleteGroups": coordinator_pb2.DeleteGroupsRequest(group_ids=["matrix-group"]),
-        "DescribeTransactions": transaction_pb2.DescribeTransactionsRequest(
-            transactional_ids=["matrix-txn"]
+        "FindCoordinator": coordinator_pb2.FindCoordinatorRequest(group_id=group),
+        "JoinGroup": coordinator_pb2.JoinGroupRequest(
+            group_id=group,
+            session_timeout_ms=10000,
+            rebalance_timeout_ms=10000,
+            protocol_type="consumer",
         ),
+        "SyncGroup": coordinator_pb2.SyncGroupRequest(group_id=group, member_id="nobody"),
+        "Heartbeat": coordinator_pb2.HeartbeatRequest(group_id=group, member_id="nobody"),
+        "LeaveGroup": coordinator_pb2.LeaveGroupRequest(group_id=group),
+        "OffsetCommit": coordinator_pb2.OffsetCommitRequest(
+            group_id=group,
+            generation_id=-1,
+            partitions=[coordinator_pb2.OffsetCommitPartition(**part)],
+        ),
+        "OffsetFetch": coordinator_pb2.OffsetFetchRequest(group_id=group),
+        "OffsetDelete": coordinator_pb2.OffsetDeleteRequest(
+            group_id=group, partitions=[common_pb2.TopicPartition(**part)]
+        ),
+        "ListGroups": coordinator_pb2.ListGroupsRequest(),
+        "DescribeGroups": coordinator_pb2.DescribeGroupsRequest(group_ids=[group]),
+        "DeleteGroups": coordinator_pb2.DeleteGroupsRequest(group_ids=["matrix-absent-group"]),
+        "TxnOffsetCommit": coordinator_pb2.TxnOffsetCommitRequest(
+            transactional_id=txn,
+            group_id=group,
+            producer_id=-1,
+            partitions=[coordinator_pb2.OffsetCommitPartition(**part)],
+        ),
+        "AddPartitionsToTxn": transaction_pb2.AddPartitionsToTxnRequest(
+            transactional_id=txn, producer_id=-1, partitions=[common_pb2.TopicPartition(**part)]
+        ),
+        "AddOffsetsToTxn": transaction_pb2.AddOffsetsToTxnRequest(
+            transactional_id=txn, producer_id=-1, group_id=group
+        ),
+        "EndTxn": transaction_pb2.EndTxnRequest(transactional_id=txn, producer_id=-1),
+        "ListTransactions": transaction_pb2.ListTransactionsRequest(),
+        "DescribeTransactions": transaction_pb2.DescribeTransactionsRequest(
+            transactional_ids=[txn]
+        ),
+        "CommitStagedTransactions": transaction_pb2.CommitStagedTransactionsRequest(
+            commit_id="matrix-commit",
+            members=[transaction_pb2.StagedTransaction(transactional_id=txn, producer_id=-1)],
+        ),
+        "DescribeStagedCommit": transaction_pb2.DescribeStagedCommitRequest(commit_id="matrix"),
         "DescribeProducers": transaction_pb2.DescribeProducersRequest(
             partitions=[common_pb2.TopicPartition(**part)]
         ),
+        "AlterUserScramCredentials": security_pb2.AlterUserScramCredentialsRequest(),
+        "DescribeUserScramCredentials": security_pb2.DescribeUserScramCredentialsRequest(),
+        "CreateAcls": security_pb2.CreateAclsRequest(),
+        "DeleteAcls": security_pb2.DeleteAclsRequest(),
+        "DescribeAcls": security_pb2.DescribeAclsRequest(),
     }
 
 
-FILTERED = {"Metadata"}
-_LOGINS: dict[tuple[str, str], ScramLogin] = {}
+#: Answers cut to what the caller may describe instead of refused: a refused caller sees none
+#: of the matrix resources.
+FILTERED = {"Metadata", "ListGroups", "ListTransactions"}
 
 
-def _call(cluster: SecureCluster, who: str, method: str, request: Any) -> BaseException | None:
-    options = {
+def _services(cluster: SecureCluster) -> dict[str, list[Any]]:
+    """The public services each kind of process serves (proto descriptors), by address: a
+    client may dial any of them."""
+    return {
+        cluster.gateway: [gateway_pb2.DESCRIPTOR.services_by_name["Gateway"],
+                          security_pb2.DESCRIPTOR.services_by_name["Security"]],
+        cluster.storage_address(1): [storage_pb2.DESCRIPTOR.services_by_name["StorageNode"]],
+        cluster.spec.controller_address(1): [
+            controller_pb2.DESCRIPTOR.services_by_name["Controller"]
+        ],
+        cluster.coordinator_address(1): [
+            coordinator_pb2.DESCRIPTOR.services_by_name["GroupCoordinator"],
+            transaction_pb2.DESCRIPTOR.services_by_name["TransactionCoordinator"],
+        ],
+    }  # fmt: skip
+
+
+def _refused_in_answer(method: str, response: Any) -> bool:
+    """Whether a filtered answer hides the matrix resources (or refuses the named topic)."""
+    if method == "Metadata":
+        (topic,) = response.topics
+        return bool(topic.error_code == common_pb2.TOPIC_AUTHORIZATION_FAILED)
+    entries = response.groups if method == "ListGroups" else response.transactions
+    return not any("matrix" in str(entry) for entry in entries)
+
+
+async def _matrix(cluster: SecureCluster) -> list[str]:
+    requests = _requests()
+    admin_password = secure.admin_options(cluster.spec.data_dir)["sasl_plain_password"]
+    logins = {
         "no credentials": None,
         "wrong password": ("bob", "not-bobs"),
         "no acl": ("carol", "carol-secret"),
         "deny acl": ("dave", "dave-secret"),
         "allow acl": ("bob", "bob-secret"),
-        "super user": ("admin", secure.admin_options(cluster.spec.data_dir)["sasl_plain_password"]),
-    }[who]
-    tokens = None
-    if options is not None:  # one login per caller (a login is two PBKDF2 runs)
-        key = (cluster.gateway, who)
-        if key not in _LOGINS:
-            config = SecurityConfig(**cluster.options(*options))
-            _LOGINS[key] = ScramLogin(config, [cluster.gateway])
-        tokens = _LOGINS[key]
-    security = ChannelSecurity("SASL_SSL", cafile=cluster.cafile, tokens=tokens)
-
-    async def call() -> Any:
-        channel = security.channel(cluster.gateway)
+        "super user": ("admin", admin_password),
+    }
+    securities = {
+        who: ChannelSecurity(
+            "SASL_SSL",
+            cafile=cluster.cafile,
+            tokens=None
+            if login is None
+            else ScramLogin(SecurityConfig(**cluster.options(*login)), [cluster.gateway]),
+        )
+        for who, login in logins.items()
+    }
+    failures: list[str] = []
+    for address, services in _services(cluster).items():
+        channels = {who: security.channel(address) for who, security in securities.items()}
         try:
-            stub = gateway_pb2_grpc.GatewayStub(channel)
-            with translate_errors(cluster.gateway):
-                return await getattr(stub, method)(request, timeout=20)
+            for service in services:
+                for method in service.methods:
+                    path = f"/{service.full_name}/{method.name}"
+                    if path in PUBLIC_METHODS or method.name in INTERNAL_METHODS:
+                        continue
+                    if method.name not in requests:
+                        failures.append(f"{path}: no request in the deny matrix")
+                        continue
+                    reply = message_factory.GetMessageClass(method.output_type).FromString
+                    for who in CALLERS:
+                        error = await _call(channels[who], path, method, requests[method.name],
+                                            reply, address=address)  # fmt: skip
+                        if not _expected(who, method.name, error):
+                            failures.append(f"{path} as {who}: {error!r}")
         finally:
-            await channel.close()
+            for channel in channels.values():
+                await channel.close()
+    return failures
 
+
+async def _call(
+    channel: Any, path: str, method: Any, request: Any, reply: Any, *, address: str
+) -> Any:
+    """The error of one call, a refusal in a filtered answer, or the answer."""
+    serialize = type(request).SerializeToString
     try:
-        response = asyncio.run(call())
+        with translate_errors(address):
+            if method.client_streaming:
+                call = channel.stream_stream(path, serialize, reply)(timeout=20)
+                await call.write(request)
+                response = await call.read()
+                call.cancel()
+            else:
+                response = await channel.unary_unary(path, serialize, reply)(request, timeout=20)
     except StromError as exc:
         return exc
-    if method in FILTERED:
-        (topic,) = response.topics
-        if topic.error_code == common_pb2.TOPIC_AUTHORIZATION_FAILED:
-            return TopicAuthorizationFailedError()
-    return None
+    if method.name in FILTERED and _refused_in_answer(method.name, response):
+        return TopicAuthorizationFailedError("(filtered out)")
+    return response
+
+
+def _expected(who: str, method: str, error: Any) -> bool:
+    if who in ("no credentials", "wrong password"):
+        return isinstance(error, SaslAuthenticationFailedError)
+    if who in ("no acl", "deny acl"):
+        return isinstance(error, AuthorizationFailedError)
+    return not isinstance(error, AuthorizationFailedError | SaslAuthenticationFailedError)
 
 
 def test_deny_matrix(cluster: SecureCluster) -> None:
+    """Every public RPC of every service (from the proto descriptors) by every kind of caller,
+    at the gateway and dialed directly at a storage node, a controller and a coordinator."""
     with cluster.admin() as admin:
         admin.create_topics([NewTopic(MATRIX_TOPIC, 1, 1)])
+    # the group and the transactional id the list calls must show (or hide)
+    with Producer(cluster.gateway, transactional_id="matrix-txn", **cluster.options()) as producer:
+        producer.init_transactions()
+    with Admin(cluster.gateway, **cluster.options()) as admin:
+        admin.alter_consumer_group_offsets("matrix-group", {TopicPartition(MATRIX_TOPIC, 0): 0})
     for user in ("bob", "carol", "dave"):
         cluster.add_user(user, f"{user}-secret")
     everything = [
@@ -178,19 +320,7 @@ def test_deny_matrix(cluster: SecureCluster) -> None:
                                       ("User:dave", "DENY"))
     ]  # fmt: skip
     cluster.allow(*everything)
-    failures = []
-    for method, request in _requests().items():
-        for who in ("no credentials", "wrong password", "no acl", "deny acl", "allow acl",
-                    "super user"):  # fmt: skip
-            error = _call(cluster, method=method, request=request, who=who)
-            if who in ("no credentials", "wrong password"):
-                ok = isinstance(error, SaslAuthenticationFailedError)
-            elif who in ("no acl", "deny acl"):
-                ok = isinstance(error, AuthorizationFailedError)
-            else:
-                ok = not isinstance(error, AuthorizationFailedError | SaslAuthenticationFailedError)
-            if not ok:
-                failures.append(f"{method} as {who}: {error!r}")
+    failures = asyncio.run(_matrix(cluster))
     assert not failures, "\n".join(failures)
 
 
@@ -427,3 +557,129 @@ def test_node_client_logs_in_and_sees_only_its_topics(cluster: SecureCluster) ->
 
     assert run("jill", "jill-secret") == ["jill-t"]
     assert "SASL_AUTHENTICATION_FAILED" in run("jill", "wrong")["error"]
+
+
+# -- per-entry answers, streams ---------------------------------------------------------------
+
+
+def _user_security(cluster: SecureCluster, user: str) -> ChannelSecurity:
+    cluster.add_user(user, f"{user}-secret")
+    login = ScramLogin(SecurityConfig(**cluster.options(user, f"{user}-secret")), [cluster.gateway])
+    return ChannelSecurity("SASL_SSL", cafile=cluster.cafile, tokens=login)
+
+
+def test_a_request_naming_an_allowed_and_a_refused_topic_is_answered_per_entry(
+    cluster: SecureCluster,
+) -> None:
+    """Kim may write and read kim-a only: a Produce, a Fetch (at the gateway and at the
+    storage node), a ListOffsets and an OffsetCommit naming kim-a and kim-b succeed for kim-a
+    and answer kim-b TOPIC_AUTHORIZATION_FAILED; so does a DeleteTopics of kim-c (which kim
+    may delete) and kim-b."""
+    with cluster.admin() as admin:
+        admin.create_topics([NewTopic(f"kim-{t}", 1, 1) for t in "abc"])
+        (a,) = admin.describe_topics(["kim-a"])
+    security = _user_security(cluster, "kim")
+    cluster.allow(
+        *(AclBinding.create("TOPIC", "kim-a", "User:kim", op) for op in ("WRITE", "READ")),
+        AclBinding.create("GROUP", "kim-g", "User:kim", "READ"),
+        AclBinding.create("TOPIC", "kim-c", "User:kim", "DELETE"),
+    )
+    denied = common_pb2.TOPIC_AUTHORIZATION_FAILED
+    batch = encode_batch([(0, None, b"kim")])
+    both = [{"topic": "kim-a", "partition": 0}, {"topic": "kim-b", "partition": 0}]
+    produce = storage_pb2.ProduceRequest(
+        acks=1, partitions=[storage_pb2.ProducePartitionData(**p, records=batch) for p in both]
+    )
+    fetch = storage_pb2.FetchRequest(
+        replica_id=-1, max_bytes=1 << 20, partitions=[storage_pb2.FetchPartition(**p) for p in both]
+    )
+
+    async def scenario() -> None:
+        gateway = security.channel(cluster.gateway)
+        storage = security.channel(cluster.storage_address(a.partitions[0].leader))
+        try:
+            stub = gateway_pb2_grpc.GatewayStub(gateway)
+            answers = {r.topic: r for r in (await stub.Produce(produce, timeout=20)).partitions}
+            assert (answers["kim-a"].error_code, answers["kim-b"].error_code) == (0, denied)
+            for fetcher in (stub, storage_pb2_grpc.StorageNodeStub(storage)):
+                results = (await fetcher.Fetch(fetch, timeout=20)).partitions
+                answers = {r.topic: r for r in results}
+                assert answers["kim-a"].error_code == 0 and answers["kim-a"].records
+                assert answers["kim-b"].error_code == denied
+                assert "may not READ TOPIC 'kim-b'" in answers["kim-b"].error_message
+            offsets = await stub.ListOffsets(
+                storage_pb2.ListOffsetsRequest(
+                    replica_id=-1,
+                    partitions=[storage_pb2.ListOffsetsPartition(**p, spec=2) for p in both],
+                ),
+                timeout=20,
+            )
+            assert {r.topic: r.error_code for r in offsets.partitions} == {
+                "kim-a": 0,
+                "kim-b": denied,
+            }
+            commit = await stub.OffsetCommit(
+                coordinator_pb2.OffsetCommitRequest(
+                    group_id="kim-g",
+                    generation_id=-1,
+                    partitions=[coordinator_pb2.OffsetCommitPartition(**p) for p in both],
+                ),
+                timeout=20,
+            )
+            assert {r.topic: r.error_code for r in commit.partitions} == {
+                "kim-a": 0,
+                "kim-b": denied,
+            }
+            deleted = await stub.DeleteTopics(
+                controller_pb2.DeleteTopicsRequest(names=["kim-c", "kim-b"]), timeout=20
+            )
+            assert {t.name: t.error_code for t in deleted.topics} == {
+                "kim-c": 0,
+                "kim-b": denied,
+            }
+        finally:
+            await gateway.close()
+            await storage.close()
+
+    with translate_errors("kim"):
+        asyncio.run(scenario())
+
+
+def test_a_revoked_acl_ends_a_streaming_fetch(
+    cluster: SecureCluster,
+) -> None:
+    """Lee fetches over a FetchStream from the leader; revoking READ ends the stream with
+    TOPIC_AUTHORIZATION_FAILED at the next request after the ACL change reached the node."""
+    with cluster.admin() as admin:
+        admin.create_topics([NewTopic("lee-t", 1, 1)])
+        (topic,) = admin.describe_topics(["lee-t"])
+    security = _user_security(cluster, "lee")
+    read = AclBinding.create("TOPIC", "lee-t", "User:lee", "READ")
+    cluster.allow(read)
+    request = storage_pb2.FetchRequest(
+        replica_id=-1,
+        max_wait_ms=50,
+        max_bytes=1024,
+        partitions=[storage_pb2.FetchPartition(topic="lee-t", partition=0)],
+    )
+
+    async def scenario() -> float:
+        channel = security.channel(cluster.storage_address(topic.partitions[0].leader))
+        loop = asyncio.get_running_loop()
+        try:
+            call = storage_pb2_grpc.StorageNodeStub(channel).FetchStream(timeout=60)
+            await call.write(request)
+            assert (await call.read()).partitions[0].error_code == 0
+            revoked_at = loop.time()
+            await asyncio.to_thread(cluster.revoke, read)
+            with pytest.raises(TopicAuthorizationFailedError), translate_errors("storage"):
+                while True:  # a consumer's stream: one fetch after the other
+                    await call.write(request)
+                    answer = await call.read()
+                    assert answer.partitions[0].error_code == 0
+            return loop.time() - revoked_at
+        finally:
+            await channel.close()
+
+    took = asyncio.run(scenario())
+    print(f"the revoked stream ended {took:.2f} s after the revocation was sent")
