@@ -70,6 +70,7 @@ def test_user_with_read_acl(cluster: SecureCluster) -> None:
     options = cluster.options("alice", "alice-secret")
     with Producer(cluster.gateway, **options) as producer:
         producer.send("orders", b"v1").result(timeout=30)
+        # payroll has no ACL at all: refused (allow.everyone.if.no.acl.found is off)
         with pytest.raises(TopicAuthorizationFailedError):
             producer.send("payroll", b"v1").result(timeout=30)
     with Admin(cluster.gateway, **options) as admin:
@@ -643,6 +644,31 @@ def test_a_request_naming_an_allowed_and_a_refused_topic_is_answered_per_entry(
 
     with translate_errors("kim"):
         asyncio.run(scenario())
+    # every refused entry is in the audit log of the service that refused it
+    leader = f"storage-{a.partitions[0].leader}"
+    wanted = {("gateway", "WRITE", "Produce"), ("gateway", "READ", "Fetch"),
+              (leader, "READ", "Fetch"), ("gateway", "DELETE", "DeleteTopics")}  # fmt: skip
+
+    def audited() -> bool:
+        return wanted <= {
+            (name, line["operation"], line["rpc"].rpartition("/")[2])
+            for name in ("gateway", leader)
+            for line in _audit_lines(cluster, name)
+            if line["event"] == "denied"
+            and (line["principal"], line["resource"]) == ("User:kim", "kim-b")
+        }
+
+    wait_until(audited, 30, "the audit log's denials of kim-b")
+
+
+def _audit_lines(cluster: SecureCluster, process: str) -> list[dict[str, Any]]:
+    """The ``strom.audit`` events in a process's log."""
+    lines = []
+    log = Path(cluster.spec.data_dir) / "logs" / f"{process}.log"
+    for text in log.read_text(errors="replace").splitlines():
+        if '"strom.audit"' in text:
+            lines.append(json.loads(text))
+    return lines
 
 
 def test_a_revoked_acl_ends_a_streaming_fetch(
