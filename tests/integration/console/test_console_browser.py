@@ -1,10 +1,12 @@
 """The console in a real browser (headless Chromium through Selenium) against a real cluster:
 the walk from the overview to a produced message, the script that stays inert, a group's lag
-and its chart, an offset reset dry run then apply, read-only mode, CSRF and the login.
+and its chart, an offset reset dry run then apply, a search stopped while it runs, read-only
+mode, CSRF and the login.
 """
 
 from __future__ import annotations
 
+import re
 import time
 from typing import Any
 
@@ -193,6 +195,43 @@ def test_a_text_search_reports_what_it_scanned(cluster: Any, console: Any, brows
     eventually(lambda: text_of(driver, "#search-status") == "limit", "the search to stop at 50")
     assert text_of(driver, "#search-scanned") == "50"
     assert len(driver.find_elements(by.CSS_SELECTOR, "#search-results tr.record")) == 50
+
+
+def test_a_running_search_stops_when_asked_and_says_what_it_scanned(
+    cluster: Any, console: Any, browser: Any
+) -> None:
+    by, driver = _by(), browser.driver
+    _create(cluster, "searched-long", 2)
+    total = 600_000  # tiny records: scanning them all takes seconds, far longer than a click
+    with Producer(cluster.gateway, linger_ms=5, batch_size=512 * 1024) as producer:
+        for p in range(2):
+            for _ in range(0, total // 2, 50_000):
+                producer.send_many("searched-long", [b"x" * 16] * 50_000, partition=p)
+        producer.flush()
+    driver.get(console.url + "/topics/searched-long/search")
+    driver.find_element(by.ID, "search-query").send_keys("never in any record")
+    limit = driver.find_element(by.NAME, "max_records")
+    limit.clear()
+    limit.send_keys(str(total))
+    driver.find_element(by.ID, "search-button").click()
+    eventually(lambda: text_of(driver, "#search-status") == "running", "the search to run")
+
+    def click_stop() -> bool:
+        driver.find_element(by.CSS_SELECTOR, "#stop-search button").click()
+        return True
+
+    eventually(click_stop, "the Stop button")  # the live refresh may be replacing it
+    eventually(lambda: text_of(driver, "#search-status") == "stopped", "the search to stop")
+    job_url = driver.current_url
+    scanned = int(text_of(driver, "#search-scanned").replace(",", ""))
+    assert 0 <= scanned < total
+    assert not driver.find_elements(by.CSS_SELECTOR, "#stop-search")
+    # "stopped" is set by the scan as it ends: the count it shows is final.
+    status, body = HttpSession(console.url).get(job_url.removeprefix(console.url))
+    assert status == 200
+    found = re.search(r'id="search-status">(\w+)<.*id="search-scanned">([0-9,]+)<', body, re.S)
+    assert found is not None
+    assert (found[1], int(found[2].replace(",", ""))) == ("stopped", scanned)
 
 
 def test_read_only_hides_every_control_and_refuses_a_forged_change(

@@ -28,7 +28,7 @@ from strom import errors
 from strom.aio import Admin, Producer
 from strom.errors import ConfigurationError, StromError
 from strom.serde import SchemaRegistryClient, SchemaRegistryError
-from strom.types import NewTopic, TopicPartition
+from strom.types import ConsumerRecord, NewTopic, TopicPartition
 from strom_console import browse, filters, lag, messages, offsets_reset, overview, topics
 from strom_console.charts import line_chart
 from strom_console.config import ConsoleConfig
@@ -512,18 +512,9 @@ async def page_messages(console: Console, request: Request) -> Response:
     )
     if q.get("from"):  # "next page": per-partition positions of the previous page's end
         positions = {**positions, **_parse_positions(q["from"], positions)}
-    read = await browse.read_page(
-        console.connection,
-        name,
-        positions,
-        ends,
-        page_size,
-        timeout_s=_BROWSE_TIMEOUT_S,
-        request_timeout_ms=console.config.request_timeout_ms,
-        isolation_level=isolation,
-    )
-    shown = [
-        messages.show_record(
+
+    def shape(r: ConsumerRecord) -> messages.ShownRecord:
+        return messages.show_record(
             partition=r.partition,
             offset=r.offset,
             timestamp=r.timestamp,
@@ -533,9 +524,19 @@ async def page_messages(console: Console, request: Request) -> Response:
             fmt=fmt,
             limit=console.config.display_bytes,
         )
-        for p in chosen
-        for r in read[p]
-    ]
+
+    read = await browse.read_page(
+        console.connection,
+        name,
+        positions,
+        ends,
+        page_size,
+        shape=shape,
+        timeout_s=_BROWSE_TIMEOUT_S,
+        request_timeout_ms=console.config.request_timeout_ms,
+        isolation_level=isolation,
+    )
+    shown = [r for p in chosen for r in read[p]]
     shown.sort(key=lambda r: (r.timestamp, r.partition, r.offset))
     following = browse.next_positions(positions, read)
     more = any(following[p] < ends[p] for p in chosen)

@@ -3,15 +3,17 @@
 ``start_positions`` is plain (the offsets come from the caller); ``read_page`` reads with a
 ``strom.aio.Consumer`` that belongs to no group, assigned the chosen partitions, and pauses
 each partition as soon as it has its page, so a page costs ``page_size`` records per
-partition (plus what one fetch brings) whatever the topic's size.
+partition (plus what one fetch brings) whatever the topic's size. Each record is turned into
+what the page keeps (``shape``: e.g. cut for display) as it arrives, so a page of large
+values never holds more than one fetch of them.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from strom.aio import Consumer
 from strom.types import ConsumerRecord, TopicPartition
@@ -30,6 +32,14 @@ __all__ = [
 START_MODES = ("earliest", "latest", "offset", "timestamp")
 #: Bytes per partition per fetch while browsing: small, since a page is small.
 _PARTITION_FETCH_BYTES = 256 * 1024
+
+
+_Kept = TypeVar("_Kept")
+
+
+class _HasOffset(Protocol):
+    @property
+    def offset(self) -> int: ...
 
 
 class BrowseError(ValueError):
@@ -107,14 +117,16 @@ async def read_page(
     ends: Mapping[int, int],
     page_size: int,
     *,
+    shape: Callable[[ConsumerRecord], _Kept],
     timeout_s: float,
     request_timeout_ms: int,
     isolation_level: str = "read_uncommitted",
-) -> dict[int, list[ConsumerRecord]]:
-    """Up to ``page_size`` records per partition from ``positions``, below ``ends``; returns
-    what arrived within ``timeout_s`` (a partition whose leader is down comes back short).
-    ``connection``: ``bootstrap_servers`` and the security options."""
-    found: dict[int, list[ConsumerRecord]] = {p: [] for p in positions}
+) -> dict[int, list[_Kept]]:
+    """Up to ``page_size`` records per partition from ``positions``, below ``ends``, each as
+    ``shape`` makes it (it must keep the offset); returns what arrived within ``timeout_s`` (a
+    partition whose leader is down comes back short). ``connection``: ``bootstrap_servers``
+    and the security options."""
+    found: dict[int, list[_Kept]] = {p: [] for p in positions}
     wanted = [p for p in sorted(positions) if positions[p] < ends[p]]
     if not wanted:
         return found
@@ -135,7 +147,8 @@ async def read_page(
                 if p not in open_:
                     continue
                 room = page_size - len(found[p])
-                found[p].extend(r for r in records[:room] if r.offset < ends[p])
+                found[p].extend(shape(r) for r in records[:room] if r.offset < ends[p])
+            del batches  # the raw records: only the shaped ones are kept
             for p in list(open_):
                 # The position is known locally once seeked: no call to the cluster.
                 if len(found[p]) >= page_size or await consumer.position(tps[p]) >= ends[p]:
@@ -147,7 +160,7 @@ async def read_page(
 
 
 def next_positions(
-    positions: Mapping[int, int], records: Mapping[int, Sequence[ConsumerRecord]]
+    positions: Mapping[int, int], records: Mapping[int, Sequence[_HasOffset]]
 ) -> dict[int, int]:
     """Where the next page starts: after each partition's last shown record."""
     return {p: (records[p][-1].offset + 1 if records.get(p) else o) for p, o in positions.items()}

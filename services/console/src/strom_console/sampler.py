@@ -98,6 +98,7 @@ class Sampler:
         self.min_isr: dict[str, int] = {}
         self.samples = 0
         self.last_error = ""
+        self.last_duration_s = 0.0  # how long the last completed sample took
         self._running: concurrent.futures.Future[None] | None = None
         self._wake = asyncio.Event()  # used on the sampler's loop only
         #: Futures (of any loop) resolved by the next completed sample.
@@ -130,9 +131,12 @@ class Sampler:
         while True:
             self._wake.clear()
             waiters, self._waiters = self._waiters, []
+            started = time.monotonic()
             try:
                 await self.sample()
                 self.last_error = ""
+                self.last_duration_s = time.monotonic() - started
+                log.debug("sample taken", seconds=round(self.last_duration_s, 3))
             except (StromError, OSError) as exc:
                 self.last_error = str(exc)
                 log.warning("sample failed", error=str(exc))
