@@ -10,6 +10,7 @@ from strom_console.app import _size
 from strom_console.disk import node_disks, partition_sizes, replica_sizes
 from strom_console.overview import summarize
 from strom_console.rates import by_topic, bytes_out, per_second, records_out
+from strom_console.sampler import in_turn
 
 GiB = 1 << 30
 
@@ -70,6 +71,21 @@ def test_rates_in_and_out() -> None:
     assert out == {"t": 5.0}  # only g1 sampled twice; u's partition is new to it
     assert bytes_out(out, {"t": 2000}, {"t": 100}) == {"t": 100.0}  # 20 B per record
     assert bytes_out(out, {"t": 2000}, {"t": 0}) == {}
+    # Groups asked in turn: each group's records over the time since it was last asked.
+    after["g3"], before["g3"] = {TP("t", 0): 60}, {TP("t", 0): 0}
+    assert records_out(before, after, {"g1": 4.0, "g3": 20.0}) == {"t": 8.0}  # 5 + 3
+
+
+def test_a_sample_asks_the_groups_in_turn_when_they_do_not_fit() -> None:
+    groups = [f"g{i}" for i in range(5)]
+    assert in_turn(groups, 3, 5) == (groups, 0)  # all fit: all, every time
+    seen, start = [], 0
+    for _ in range(5):
+        asked, start = in_turn(groups, start, 2)
+        assert len(asked) == len(set(asked)) == 2
+        seen += asked
+    assert seen == groups * 2  # in order, wrapping around: each asked as often
+    assert in_turn(groups, 99, 2)[0] == ["g4", "g0"]  # a start past the end (groups went)
 
 
 def test_overview_lists_controllers_active_first_and_disk_use() -> None:

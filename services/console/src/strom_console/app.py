@@ -77,6 +77,7 @@ class Console:
             interval_s=config.sample_interval_s,
             window_s=config.lag_window_s,
             max_groups=config.lag_groups_max,
+            groups_per_sample=config.lag_groups_per_sample,
         )
         self.searches = SearchJobs(self.connection, config.request_timeout_ms)
         #: When the console last changed the cluster: pages wait for a sample taken after it.

@@ -72,6 +72,12 @@ class ConsoleConfig:
     lag_groups_max: int = setting(
         2000, help="most groups whose lag the sampler follows (the first by name)", min=1
     )
+    lag_groups_per_sample: int = setting(
+        250,
+        help="most groups whose committed offsets one sample asks (in turn; the others keep "
+        "their last ones until their turn)",
+        min=1,
+    )
     max_page_size: int = setting(
         500, help="largest page size of the message browser (records per partition)", min=1
     )

@@ -32,20 +32,21 @@ def per_second(
 def records_out(
     before: Mapping[str, Mapping[TopicPartition, int]],
     after: Mapping[str, Mapping[TopicPartition, int]],
-    seconds: float,
+    seconds: float | Mapping[str, float],
 ) -> dict[str, float]:
-    """Records per second the groups sampled both times consumed (committed) per topic."""
-    if seconds <= 0:
-        return {}
-    moved: dict[str, int] = {}
+    """Records per second the groups in both consumed (committed) per topic; ``seconds``
+    between the two, or per group (groups sampled in turn were asked at different times)."""
+    per_topic: dict[str, float] = {}
     for group, offsets in after.items():
         earlier = before.get(group)
-        if earlier is None:
+        elapsed = seconds if isinstance(seconds, int | float) else seconds.get(group, 0.0)
+        if earlier is None or elapsed <= 0:
             continue
         for tp, offset in offsets.items():
             if tp in earlier:
-                moved[tp.topic] = moved.get(tp.topic, 0) + max(offset - earlier[tp], 0)
-    return {topic: n / seconds for topic, n in moved.items()}
+                moved = max(offset - earlier[tp], 0) / elapsed
+                per_topic[tp.topic] = per_topic.get(tp.topic, 0.0) + moved
+    return per_topic
 
 
 def bytes_out(

@@ -37,7 +37,7 @@ from strom_console.overview import Overview, summarize
 from strom_console.topics import TopicRow, topic_rows
 from strom_server.runtime.logs import get_logger
 
-__all__ = ["SLOW_EVERY", "Sampler", "Snapshot"]
+__all__ = ["SLOW_EVERY", "Sampler", "Snapshot", "in_turn"]
 
 log = get_logger(__name__)
 
@@ -75,6 +75,8 @@ class Snapshot:
     rates_out: dict[str, float] = field(default_factory=dict)
     bytes_out: dict[str, float] = field(default_factory=dict)
     group_offsets: dict[str, dict[TopicPartition, int]] = field(default_factory=dict)
+    #: when each group's offsets above were asked (groups are asked in turn)
+    group_asked: dict[str, float] = field(default_factory=dict)
     group_lag: dict[str, int] = field(default_factory=dict)
     overview: Overview | None = None
     rows: list[TopicRow] = field(default_factory=list)
@@ -88,11 +90,14 @@ class Sampler:
         interval_s: float,
         window_s: float,
         max_groups: int,
+        groups_per_sample: int = 250,
     ) -> None:
         self._background = BackgroundLoop("strom-console-sampler")
         self.admin = self._background.run(_made(make_admin))
         self.interval_s = interval_s
         self.max_groups = max_groups
+        self.groups_per_sample = groups_per_sample
+        self._group_turn = 0  # where the next sample's groups start among the followed ones
         self.history = LagHistory(window_s)
         self.snapshot = Snapshot()
         self.min_isr: dict[str, int] = {}
@@ -180,11 +185,24 @@ class Sampler:
         replica_sizes = disk.replica_sizes(log_dirs)
         sizes = disk.partition_sizes(replica_sizes, topics)
         topic_sizes = rates.by_topic(sizes)
-        group_offsets = await self._group_offsets([g.group_id for g in groups])
+        followed = sorted(g.group_id for g in groups)[: self.max_groups]
+        asked, self._group_turn = in_turn(followed, self._group_turn, self.groups_per_sample)
+        fresh = await self._group_offsets(asked)
+        group_offsets, group_asked = {}, {}
+        for g in followed:  # the groups not asked this time keep their last offsets
+            if g in fresh:
+                group_offsets[g], group_asked[g] = fresh[g], now
+            elif g in previous.group_offsets:
+                group_offsets[g] = previous.group_offsets[g]
+                group_asked[g] = previous.group_asked[g]
         group_lag = {g: total_lag(offsets, ends) for g, offsets in group_offsets.items()}
-        self.history.record(now, group_lag)
+        self.history.record(now, {g: group_lag[g] for g in fresh})
         seconds = now - previous.taken if previous.taken else 0.0
-        records_out = rates.records_out(previous.group_offsets, group_offsets, seconds)
+        records_out = rates.records_out(
+            {g: o for g, o in previous.group_offsets.items() if g in fresh},
+            fresh,
+            {g: now - previous.group_asked[g] for g in fresh if g in previous.group_asked},
+        )
         snap = Snapshot(
             taken=now,
             cluster=cluster,
@@ -203,6 +221,7 @@ class Sampler:
             rates_out=records_out,
             bytes_out=rates.bytes_out(records_out, topic_sizes, messages),
             group_offsets=group_offsets,
+            group_asked=group_asked,
             group_lag=group_lag,
         )
         await self._refresh_min_isr([t.name for t in topics if not t.is_internal])
@@ -228,7 +247,7 @@ class Sampler:
                     return  # deleted meanwhile or its coordinator is moving: next sample
                 found[group] = {tp: o.offset for tp, o in committed.items()}
 
-        await asyncio.gather(*(one(g) for g in sorted(groups)[: self.max_groups]))
+        await asyncio.gather(*(one(g) for g in groups))
         return found
 
     async def _refresh_min_isr(self, names: list[str]) -> None:
@@ -243,6 +262,17 @@ class Sampler:
                 continue
             value = configs.get("min.insync.replicas")
             self.min_isr[name] = int(value.value) if value is not None else 1
+
+
+def in_turn(followed: Sequence[str], start: int, count: int) -> tuple[list[str], int]:
+    """The groups one sample asks: all of ``followed`` when they are at most ``count``, else
+    ``count`` of them from ``start`` (wrapping around); and where the next turn starts."""
+    if len(followed) <= count:
+        return list(followed), 0
+    start %= len(followed)
+    chosen = list(followed[start : start + count])
+    chosen += followed[: count - len(chosen)]
+    return chosen, (start + count) % len(followed)
 
 
 def derive(snap: Snapshot, min_isr: dict[str, int]) -> Snapshot:
