@@ -7,9 +7,12 @@ directory, every process stopped at the end. The storage nodes run with
 etcd session lapses is declared dead by the controller, which then moves leadership around.
 
 Rounds add topics of 10 partitions, RF 3 (every node a replica of every partition), until the
-cluster holds 100, 300 and 1,000 topics (``--quick``: 30 and 100), i.e. 1,000 / 3,000 / 10,000
-partitions and three times as many replicas. Per round, from just before the first
-CreateTopics call (50 topics per call, through the gateway):
+cluster holds 100, 300, 600 and 1,000 topics (``--quick``: 30 and 100), i.e. 1,000 / 3,000 /
+6,000 / 10,000 partitions and three times as many replicas. A node keeps 3 files open per
+partition, so a round needing more than the open-files limit (``ulimit -n``, which the nodes
+inherit from this process) is skipped and ends the run: 10,000 partitions need ~30,300.
+Per round, from just before the first CreateTopics call (50 topics per call, through the
+gateway):
 
 * ``created``: the last CreateTopics call returned;
 * ``dirs``: every storage node has a log directory for every partition (filesystem polled
@@ -42,6 +45,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import threading
 import time
 from dataclasses import dataclass
@@ -70,7 +74,11 @@ PARTITIONS = 10
 TOPICS_PER_CALL = 50
 PROBE_INTERVAL_S = 0.05
 ROUND_TIMEOUT_S = 600.0
-FULL = (100, 300, 1000)
+FULL = (100, 300, 600, 1000)
+#: Files a storage node keeps open per hosted partition (log, offset index, time index), and
+#: besides them (sockets, etcd, its own logs): a round the node's limit cannot hold is skipped.
+FILES_PER_PARTITION = 3
+FILES_SPARE = 300
 QUICK = (30, 100)
 
 
@@ -177,7 +185,9 @@ def not_full_isr(admin: Admin, names: list[str]) -> int:
 
 
 def run(totals: tuple[int, ...], session_ms: int, keep: bool) -> dict[str, Any]:
-    summary: dict[str, Any] = {"session_ms": session_ms, "nodes": NODES, "rf": RF}
+    open_files_limit = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    summary: dict[str, Any] = {"session_ms": session_ms, "nodes": NODES, "rf": RF,
+                               "open_files_limit": open_files_limit}  # fmt: skip
     with work_dir("strom-bench-partition-scale-", keep) as workdir:
         spec = local_cluster_spec(
             workdir,
@@ -201,6 +211,14 @@ def run(totals: tuple[int, ...], session_ms: int, keep: bool) -> dict[str, Any]:
             made = 0
             with Admin(gateway, request_timeout_ms=300_000) as admin:
                 for total in totals:
+                    needed = FILES_PER_PARTITION * total * PARTITIONS + FILES_SPARE
+                    if needed > open_files_limit:
+                        summary[f"partitions_{total * PARTITIONS}"] = {
+                            "skipped": f"needs ~{needed} open files per node, limit "
+                            f"{open_files_limit} (ulimit -n)"
+                        }
+                        progress(f"{total * PARTITIONS:,} partitions: skipped (open-files limit)")
+                        break
                     names = [f"scale-{i:05d}" for i in range(made, total)]
                     try:
                         figures = one_round(admin, gateway, names, watched, total=total)
@@ -272,7 +290,7 @@ def one_round(
 
 
 def main() -> None:
-    parser = bench_arguments(__doc__ or "", "30 and 100 topics instead of 100, 300 and 1,000")
+    parser = bench_arguments(__doc__ or "", "30 and 100 topics instead of 100, 300, 600 and 1,000")
     parser.add_argument(
         "--session-ms", type=int, default=4000, help="storage nodes' broker.session.timeout.ms"
     )

@@ -1,13 +1,16 @@
 """LoopWatch (how late the event loop ticks) and LoopSlice (yield after a slice of work), on a
-hand-driven clock."""
+hand-driven clock; the hint a node logs when it runs out of file descriptors."""
 
 from __future__ import annotations
 
 import asyncio
+import errno
 
 import pytest
 
+from strom.errors import StorageError
 from strom_storage.node.loop_watch import LoopSlice, LoopWatch
+from strom_storage.node.replica_manager import open_files_hint
 
 
 class Clock:
@@ -70,3 +73,17 @@ def test_a_slice_yields_only_once_used_up() -> None:
         task.cancel()
 
     asyncio.run(scenario())
+
+
+def test_running_out_of_file_descriptors_gets_a_hint_even_when_wrapped() -> None:
+    emfile = OSError(errno.EMFILE, "Too many open files")
+    assert "open-files limit" in open_files_hint(emfile)
+    try:
+        try:
+            raise emfile
+        except OSError as exc:
+            raise StorageError("cannot create the log") from exc
+    except StorageError as wrapped:
+        assert "ulimit -n" in open_files_hint(wrapped)
+    assert open_files_hint(OSError(errno.ENOSPC, "No space left on device")) == ""
+    assert open_files_hint(ValueError("bad")) == ""

@@ -58,6 +58,8 @@ __all__ = ["ClusterLink"]
 
 #: How long a burst of metadata changes may accumulate before it is applied.
 APPLY_COALESCE_S = 0.01
+#: Pause before applying again after a pass that failed or left partitions unhosted.
+APPLY_RETRY_S = 1.0
 
 
 class ClusterLink:
@@ -317,7 +319,15 @@ class ClusterLink:
             await self._dirty.wait()
             await asyncio.sleep(APPLY_COALESCE_S)
             self._dirty.clear()
-            await self._apply()
+            try:
+                await self._apply()
+                retry = self.replicas.unapplied > 0  # partitions it could not host
+            except Exception:  # never stop applying
+                log.exception("applying the controller's metadata failed; retrying")
+                retry = True
+            if retry:
+                await asyncio.sleep(APPLY_RETRY_S)
+                self._dirty.set()
 
     async def _apply(self) -> None:
         desired = assignments_for(self.node_id, self._topics, self._states)

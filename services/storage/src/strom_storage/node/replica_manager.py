@@ -32,6 +32,8 @@ Thread-safety: one event loop drives a ReplicaManager.
 from __future__ import annotations
 
 import asyncio
+import errno
+import resource
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -186,6 +188,22 @@ def monotonic_ms() -> int:
     return int(time.monotonic() * 1000)
 
 
+def open_files_hint(exc: BaseException) -> str:
+    """What to do when ``exc`` (or its cause) is the process running out of file descriptors
+    (EMFILE); empty otherwise."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, OSError) and seen.errno == errno.EMFILE:
+            soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+            return (
+                f"the node hit its open-files limit ({soft}): every hosted partition keeps 3 "
+                "files open (log, offset index, time index), so raise the limit (ulimit -n, "
+                "LimitNOFILE, docker --ulimit nofile) above 3 x partitions plus connections"
+            )
+        seen = seen.__cause__ or seen.__context__
+    return ""
+
+
 def _as_broker_error(exc: Exception) -> BrokerResponseError:
     if isinstance(exc, BrokerResponseError):
         return exc
@@ -219,6 +237,8 @@ class ReplicaManager:
         # What apply_assignments last applied, to skip partitions that did not change.
         self._applied: dict[tuple[str, int], PartitionAssignment] = {}
         self._applied_base: LogConfig | None = None
+        #: partitions the last apply_assignments could not host (retried by the next call)
+        self.unapplied = 0
 
     # -- hosting ------------------------------------------------------------------------------
 
@@ -268,6 +288,7 @@ class ReplicaManager:
             if self._applied.get(key) != assignment or key not in self._partitions
         ]
         loop_slice = LoopSlice(APPLY_SLICE_S)
+        failed: list[tuple[tuple[str, int], Exception]] = []
         for start in range(0, len(changed), CREATE_CHUNK):
             chunk = changed[start : start + CREATE_CHUNK]
             configs = [self._config_of(assignment, base_config) for _, assignment in chunk]
@@ -279,10 +300,20 @@ class ReplicaManager:
             if new:
                 await asyncio.to_thread(self._create_logs, new)
             for (key, assignment), config in zip(chunk, configs, strict=True):
-                self._apply_one(key, assignment, config)
-                self._applied[key] = assignment
+                try:
+                    self._apply_one(key, assignment, config)
+                except Exception as exc:  # this partition waits for the next pass; the others go on
+                    failed.append((key, exc))
+                else:
+                    self._applied[key] = assignment
                 await loop_slice.pause()
-        touched = len(changed)
+        self.unapplied = len(failed)
+        if failed:
+            (topic, index), first = failed[0]
+            log.error("partitions could not be hosted; retrying", count=len(failed),
+                      topic=topic, partition=index, error=str(first),
+                      hint=open_files_hint(first))  # fmt: skip
+        touched = len(changed) - len(failed)
         if remove_others:
             for key in [k for k in self._partitions if k not in desired]:
                 self.remove(*key)
@@ -303,7 +334,8 @@ class ReplicaManager:
                     log_.assign_leader_epoch(assignment.leader_epoch)
             except Exception as exc:
                 log.warning("creating a partition log failed", topic=assignment.topic,
-                            partition=assignment.partition, error=str(exc))  # fmt: skip
+                            partition=assignment.partition, error=str(exc),
+                            hint=open_files_hint(exc))  # fmt: skip
 
     def _config_of(self, assignment: PartitionAssignment, base_config: LogConfig) -> LogConfig:
         """The partition's log config: the broker defaults merged with its topic's configs."""
