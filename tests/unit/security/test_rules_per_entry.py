@@ -113,6 +113,16 @@ def test_topic_and_group_lists_are_answered_per_name() -> None:
     assert [(t.name, t.error_code) for t in answer.topics] == [
         ("b", ErrorCode.TOPIC_AUTHORIZATION_FAILED)
     ]
+    create = controller_pb2.CreateTopicsRequest()
+    for name in ("a", "b"):
+        create.topics.add(name=name, num_partitions=1)
+    with pytest.raises(TopicAuthorizationFailedError):  # CREATE on neither
+        _split("CreateTopics", caller, create)
+    creator = _caller(AclBinding.create("TOPIC", "a", ALICE, "CREATE"))
+    narrowed, refused = _split("CreateTopics", creator, create)
+    assert [t.name for t in narrowed.topics] == ["a"]
+    everywhere = _caller(AclBinding.create("CLUSTER", "", ALICE, "CREATE"))
+    assert _split("CreateTopics", everywhere, create) == (create, [])
     groups = coordinator_pb2.DescribeGroupsRequest(group_ids=["g", "h"])
     narrowed, refused = _split("DescribeGroups", caller, groups)
     assert list(narrowed.group_ids) == ["g"]
