@@ -164,6 +164,13 @@ class DataPath:
         """The per-partition results of a fetch, in request order."""
         return [resolve(r) for r in (await self._fetch(request, deadline))[0]]
 
+    async def fetch_unresolved(
+        self, request: storage_pb2.FetchRequest, deadline: float
+    ) -> list[FetchResult]:
+        """``fetch_results`` with the leaders' results as they came (read lazily: see
+        ``wire``)."""
+        return (await self._fetch(request, deadline))[0]
+
     async def _fetch(
         self, request: storage_pb2.FetchRequest, deadline: float
     ) -> tuple[list[FetchResult], LazyFetchResponse | None]:

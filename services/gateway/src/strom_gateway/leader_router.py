@@ -147,6 +147,12 @@ class _Leader:
             )
             for method in _METHODS
         }
+        #: ProduceStream taking messages or requests already serialized (the Kafka listener's).
+        self.produce_stream = channel.stream_stream(
+            _SERVICE + "ProduceStream",
+            request_serializer=serialize,
+            response_deserializer=storage_pb2.ProduceResponse.FromString,
+        )
 
 
 class LeaderRouter:
@@ -169,6 +175,11 @@ class LeaderRouter:
         """A stub to the storage node at ``address`` (one channel per node, reused; untraced:
         a call made for one request passes ``metadata=trace_metadata()``)."""
         return self._leader(address).stub
+
+    def produce_stream(self, address: str) -> grpc.aio.StreamStreamMultiCallable:
+        """ProduceStream to the storage node at ``address``: requests may be messages or their
+        serialized bytes (sent as they are)."""
+        return self._leader(address).produce_stream
 
     def _leader(self, address: str) -> _Leader:
         leader = self._leaders.get(address)

@@ -8,6 +8,10 @@ answers are awaited concurrently and leave in request order. A share whose leade
 retriable leadership error, or whose upstream stream broke, is retried through
 ``DataPath.produce_held`` (unary, new leader) within the deadline.
 
+A request may also come serialized (``RawProduce``, the Kafka listener's: its record bytes
+never become a message): it goes to its leader as those very bytes, and is parsed only when it
+must be split or retried.
+
 Memory: each request holds its size in the ``ByteBudget`` until its response has left, and
 reading stops while the budget is spent or ``MAX_IN_FLIGHT`` requests are pending.
 """
@@ -18,41 +22,68 @@ import asyncio
 import contextlib
 import time
 from collections import deque
-from collections.abc import AsyncIterator
-from typing import cast
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+from typing import TypeAlias, cast
 
 import grpc
 import structlog
 
-from strom.protocol.v1 import common_pb2, storage_pb2, storage_pb2_grpc
+from strom.protocol.v1 import common_pb2, storage_pb2
 from strom_gateway.data_path import DataPath, produce_error
-from strom_gateway.leader_router import RETRY_CODES
+from strom_gateway.leader_router import RETRY_CODES, PartitionItem
 
 log = structlog.get_logger(__name__)
 
-__all__ = ["MAX_IN_FLIGHT", "ProduceStreamRelay"]
+__all__ = ["MAX_IN_FLIGHT", "ProduceStreamRelay", "RawProduce"]
 
 #: Requests one client stream may have in flight through the gateway (as a storage node).
 MAX_IN_FLIGHT = 32
 
 
+@dataclass(slots=True)
+class RawProduce:
+    """A serialized ProduceRequest and its partitions' (topic, partition), in order."""
+
+    raw: bytes
+    items: Sequence[PartitionItem]
+    correlation_id: int = 0
+    _parsed: storage_pb2.ProduceRequest | None = None
+
+    def message(self) -> storage_pb2.ProduceRequest:
+        """The request parsed (once; only to split or retry it)."""
+        if self._parsed is None:
+            self._parsed = storage_pb2.ProduceRequest.FromString(self.raw)
+        return self._parsed
+
+
+#: What a relay takes: a request message, or one already serialized.
+AnyProduce: TypeAlias = storage_pb2.ProduceRequest | RawProduce
+
+
+def _message(request: AnyProduce) -> storage_pb2.ProduceRequest:
+    return request.message() if isinstance(request, RawProduce) else request
+
+
 class _Upstream:
     """One ProduceStream to one leader; answers matched to requests by order."""
 
-    def __init__(self, stub: storage_pb2_grpc.StorageNodeStub) -> None:
-        self._requests: asyncio.Queue[storage_pb2.ProduceRequest | None] = asyncio.Queue()
+    def __init__(self, call: grpc.aio.StreamStreamMultiCallable) -> None:
+        self._requests: asyncio.Queue[storage_pb2.ProduceRequest | bytes | None]
+        self._requests = asyncio.Queue()
         self._waiting: deque[asyncio.Future[storage_pb2.ProduceResponse]] = deque()
         self.broken = False
-        self._call = stub.ProduceStream(self._outgoing())
+        self._call = call(self._outgoing())
         self._reader = asyncio.ensure_future(self._read())
 
-    async def _outgoing(self) -> AsyncIterator[storage_pb2.ProduceRequest]:
+    async def _outgoing(self) -> AsyncIterator[storage_pb2.ProduceRequest | bytes]:
         while (request := await self._requests.get()) is not None:
             yield request
 
     def send(
-        self, request: storage_pb2.ProduceRequest
+        self, request: storage_pb2.ProduceRequest | bytes
     ) -> asyncio.Future[storage_pb2.ProduceResponse]:
+        """``request``: a message, or its serialized bytes."""
         future: asyncio.Future[storage_pb2.ProduceResponse]
         future = asyncio.get_running_loop().create_future()
         if self.broken:
@@ -101,12 +132,12 @@ class ProduceStreamRelay:
     def _upstream(self, address: str) -> _Upstream:
         upstream = self._upstreams.get(address)
         if upstream is None or upstream.broken:
-            stub = self._data.router.stub(address)
-            upstream = self._upstreams[address] = _Upstream(stub)
+            call = self._data.router.produce_stream(address)
+            upstream = self._upstreams[address] = _Upstream(call)
         return upstream
 
     async def run(
-        self, requests: AsyncIterator[storage_pb2.ProduceRequest]
+        self, requests: AsyncIterator[AnyProduce]
     ) -> AsyncIterator[storage_pb2.ProduceResponse]:
         pending: asyncio.Queue[tuple[asyncio.Task[storage_pb2.ProduceResponse], int] | None]
         pending = asyncio.Queue(MAX_IN_FLIGHT)
@@ -115,7 +146,10 @@ class ProduceStreamRelay:
         async def read() -> None:
             try:
                 async for request in requests:
-                    size = request.ByteSize()
+                    if isinstance(request, RawProduce):
+                        size = len(request.raw)
+                    else:
+                        size = request.ByteSize()
                     await budget.acquire(size)
                     try:
                         task = await self._dispatch(request)
@@ -145,27 +179,27 @@ class ProduceStreamRelay:
                     budget.release(left[1])
             await asyncio.gather(*(u.close() for u in self._upstreams.values()))
 
-    async def _dispatch(
-        self, request: storage_pb2.ProduceRequest
-    ) -> asyncio.Task[storage_pb2.ProduceResponse]:
+    async def _dispatch(self, request: AnyProduce) -> asyncio.Task[storage_pb2.ProduceResponse]:
         """Send the request's shares to their leaders now (keeping order); the task awaits
         the answers."""
         deadline = time.monotonic() + self._timeout_s
         router = self._data.router
-        items = list(request.partitions)
+        items = request.items if isinstance(request, RawProduce) else list(request.partitions)
         by_leader, final, retry = await router.group(items, range(len(items)), deadline)
         sent: list[tuple[list[int], asyncio.Future[storage_pb2.ProduceResponse]]] = []
         for address, indexes in by_leader.items():
+            share: storage_pb2.ProduceRequest | bytes
             if len(indexes) == len(items):
-                share = request
+                share = request.raw if isinstance(request, RawProduce) else request
             else:
+                full = _message(request)
                 share = storage_pb2.ProduceRequest(
-                    acks=request.acks,
-                    timeout_ms=request.timeout_ms,
-                    partitions=[items[i] for i in indexes],
-                    correlation_id=request.correlation_id,
-                    client_id=request.client_id,
-                    transactional_id=request.transactional_id,
+                    acks=full.acks,
+                    timeout_ms=full.timeout_ms,
+                    partitions=[full.partitions[i] for i in indexes],
+                    correlation_id=full.correlation_id,
+                    client_id=full.client_id,
+                    transactional_id=full.transactional_id,
                 )
             sent.append((indexes, self._upstream(address).send(share)))
         later = [i for i, _, _ in retry]
@@ -176,8 +210,8 @@ class ProduceStreamRelay:
 
     async def _complete(
         self,
-        request: storage_pb2.ProduceRequest,
-        items: list[storage_pb2.ProducePartitionData],
+        request: AnyProduce,
+        items: Sequence[PartitionItem],
         sent: list[tuple[list[int], asyncio.Future[storage_pb2.ProduceResponse]]],
         later: list[int],
         errors: dict[int, tuple[common_pb2.ErrorCode, str]],
@@ -204,13 +238,14 @@ class ProduceStreamRelay:
                     retry.append(i)
         if retry:
             self._data.router.metadata.mark_stale({items[i].topic for i in retry})
+            full = _message(request)
             again = storage_pb2.ProduceRequest(
-                acks=request.acks,
-                timeout_ms=request.timeout_ms,
-                partitions=[items[i] for i in sorted(retry)],
-                correlation_id=request.correlation_id,
-                client_id=request.client_id,
-                transactional_id=request.transactional_id,
+                acks=full.acks,
+                timeout_ms=full.timeout_ms,
+                partitions=[full.partitions[i] for i in sorted(retry)],
+                correlation_id=full.correlation_id,
+                client_id=full.client_id,
+                transactional_id=full.transactional_id,
             )
             retried = await self._data.produce_held(again, deadline)
             for i, result in zip(sorted(retry), retried.partitions, strict=True):

@@ -16,7 +16,14 @@ from strom.protocol.v1 import storage_pb2
 from strom_server.rpc.produce_request import read_produce_request
 from strom_server.rpc.protowire import LEN, VARINT, fields, int32
 
-__all__ = ["FetchResult", "LazyFetchResponse", "PartitionRef", "produce_partitions"]
+__all__ = [
+    "FetchResult",
+    "LazyFetchResponse",
+    "PartitionRef",
+    "produce_partitions",
+    "resolve",
+    "serialized",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +65,8 @@ class _LazyResult:
     error_code: int
     response: _RawFetchResponse
     index: int
+    #: The serialized result itself: a view of the response (read by the Kafka listener).
+    entry: memoryview
 
     def resolve(self) -> storage_pb2.FetchPartitionResult:
         return self.response.message().partitions[self.index]
@@ -88,7 +97,7 @@ class LazyFetchResponse:
                     elif sub == 3 and sub_kind == VARINT:
                         code = int32(sub_value)
                 self.partitions.append(
-                    _LazyResult(topic, partition, code, self._raw, len(self.partitions))
+                    _LazyResult(topic, partition, code, self._raw, len(self.partitions), value)
                 )
 
     @property
@@ -107,3 +116,9 @@ FetchResult: TypeAlias = storage_pb2.FetchPartitionResult | _LazyResult
 def resolve(result: FetchResult) -> storage_pb2.FetchPartitionResult:
     """A real result message for a lazily read one; anything else as it is."""
     return result.resolve() if isinstance(result, _LazyResult) else result
+
+
+def serialized(result: FetchResult) -> memoryview | None:
+    """A leader's result as its own serialized bytes (a view of the response); None for a
+    result the gateway made."""
+    return result.entry if isinstance(result, _LazyResult) else None

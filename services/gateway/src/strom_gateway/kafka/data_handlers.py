@@ -4,6 +4,11 @@ path. Record batches pass through as the bytes the client sent or the leader sto
 Produce requests of one connection go through one ``ProduceStreamRelay`` (``ProducePipe``), so
 each leader sees them in the connection's order, as an idempotent producer's sequence numbers
 need; their answers leave in that order too.
+
+Neither direction copies record batches into protobuf messages (``upstream_wire``): a
+Produce's batches go upstream inside a ProduceRequest serialized straight from the request
+frame's views, and a Fetch's leaders' answers are read field by field, their records spliced
+into Kafka's response as views of the leaders' bytes.
 """
 
 from __future__ import annotations
@@ -28,8 +33,15 @@ from strom_gateway.kafka.backend import ROUTER_ERRORS, Backend, CallFailed, fail
 from strom_gateway.kafka.frames import Request
 from strom_gateway.kafka.listener import Connection
 from strom_gateway.kafka.security import authorized_as_user, refused_among_unknown
+from strom_gateway.kafka.upstream_wire import (
+    FetchAnswer,
+    fetch_answer,
+    fetch_answer_of,
+    produce_request_bytes,
+)
 from strom_gateway.leader_router import ErrorResult, PartitionItem
-from strom_gateway.produce_stream import ProduceStreamRelay
+from strom_gateway.produce_stream import ProduceStreamRelay, RawProduce
+from strom_gateway.wire import PartitionRef, resolve, serialized
 
 __all__ = [
     "ProducePipe",
@@ -78,13 +90,13 @@ class ProducePipe:
     """One connection's produce requests through one ProduceStreamRelay, answers in order."""
 
     def __init__(self, data: DataPath, timeout_s: float) -> None:
-        self._requests: asyncio.Queue[storage_pb2.ProduceRequest | None] = asyncio.Queue()
+        self._requests: asyncio.Queue[RawProduce | None] = asyncio.Queue()
         self._waiting: deque[asyncio.Future[storage_pb2.ProduceResponse]] = deque()
         self._relay = ProduceStreamRelay(data, timeout_s=timeout_s)
         self.broken = False
         self._task = asyncio.ensure_future(self._run())
 
-    async def _incoming(self) -> AsyncIterator[storage_pb2.ProduceRequest]:
+    async def _incoming(self) -> AsyncIterator[RawProduce]:
         while (request := await self._requests.get()) is not None:
             yield request
 
@@ -104,9 +116,7 @@ class ProducePipe:
             if not future.done():
                 future.set_exception(problem)
 
-    def submit(
-        self, request: storage_pb2.ProduceRequest
-    ) -> asyncio.Future[storage_pb2.ProduceResponse]:
+    def submit(self, request: RawProduce) -> asyncio.Future[storage_pb2.ProduceResponse]:
         future: asyncio.Future[storage_pb2.ProduceResponse]
         future = asyncio.get_running_loop().create_future()
         self._waiting.append(future)
@@ -149,8 +159,8 @@ def _leader_groups(
 async def produce(
     backend: Backend, request: Request, connection: Connection
 ) -> dict[str, Any] | None:
-    """One storage ProduceRequest per leader, built here so that the relay sends each whole
-    (no second copy of the records), submitted in order; the answers merged back."""
+    """One storage ProduceRequest per leader, serialized here from the frame's record views
+    (the relay sends those bytes as they are), submitted in order; the answers merged back."""
     body = request.body
     acks = body["acks"]
     entries = [
@@ -162,28 +172,26 @@ async def produce(
     groups = _leader_groups(backend, entries, per_topic=authorized_as_user(connection))
     submitted = []
     for indexes in groups:
-        forwarded = storage_pb2.ProduceRequest(
+        share = [entries[i] for i in indexes]
+        raw = produce_request_bytes(
             acks=acks,
             timeout_ms=body["timeout_ms"],
             client_id=request.client_id or "",
             transactional_id=body["transactional_id"] or "",
+            entries=share,
         )
-        for i in indexes:
-            topic, partition, records = entries[i]
-            forwarded.partitions.add(
-                topic=topic, partition=partition, records=bytes(records or b"")
-            )
-        submitted.append((forwarded, pipe.submit(forwarded)))
+        refs = [PartitionRef(topic, partition, n) for n, (topic, partition, _) in enumerate(share)]
+        submitted.append((refs, pipe.submit(RawProduce(raw, refs))))
     results: list[storage_pb2.ProducePartitionResult | None] = [None] * len(entries)
-    for indexes, (forwarded, future) in zip(groups, submitted, strict=True):
+    for indexes, (refs, future) in zip(groups, submitted, strict=True):
         try:
             answers = list((await future).partitions)
         except (*ROUTER_ERRORS, ConnectionError) as exc:
-            answers = all_failed(exc, forwarded.partitions, produce_error)
+            answers = all_failed(exc, refs, produce_error)
         if len(answers) != len(indexes):
             answers = all_failed(
                 ConnectionError(f"{len(answers)} answers for {len(indexes)} partitions"),
-                forwarded.partitions,
+                refs,
                 produce_error,
             )
         for i, answer in zip(indexes, answers, strict=True):
@@ -246,13 +254,12 @@ async def fetch(backend: Backend, request: Request, connection: Connection) -> d
     )
     top_error = 0
     wait_s = forwarded.max_wait_ms / 1000
-    results = await _fetch_results(backend, forwarded, wait_s)
+    results = await _fetch_answers(backend, forwarded, wait_s)
     await _explain_refusals(backend, connection, results)
 
-    def entry(r: storage_pb2.FetchPartitionResult) -> dict[str, Any]:
+    def entry(r: FetchAnswer) -> dict[str, Any]:
         aborted = (
-            [{"producer_id": a.producer_id, "first_offset": a.first_offset}
-             for a in r.aborted_transactions]
+            [{"producer_id": pid, "first_offset": first} for pid, first in r.aborted]
             if read_committed else None
         )  # fmt: skip
         return {
@@ -296,13 +303,23 @@ async def _explain_refusals(
             result.error_message = f"not authorized to access topic '{result.topic}'"
 
 
-async def _fetch_results(
+async def _fetch_answers(
     backend: Backend, forwarded: storage_pb2.FetchRequest, wait_s: float
-) -> list[storage_pb2.FetchPartitionResult]:
+) -> list[FetchAnswer]:
+    """Each partition's answer, read from the leaders' bytes (records: views of them)."""
     try:
-        return list(await backend.data.fetch_results(forwarded, backend.deadline(wait_s)))
+        results = await backend.data.fetch_unresolved(forwarded, backend.deadline(wait_s))
     except ROUTER_ERRORS as exc:
-        return all_failed(exc, forwarded.partitions, fetch_error)
+        return [fetch_answer_of(r) for r in all_failed(exc, forwarded.partitions, fetch_error)]
+    answers = []
+    for result in results:
+        entry = serialized(result)
+        if entry is not None:
+            with contextlib.suppress(ValueError):  # if not, the parser names the problem
+                answers.append(fetch_answer(entry))
+                continue
+        answers.append(fetch_answer_of(resolve(result)))
+    return answers
 
 
 async def list_offsets(
