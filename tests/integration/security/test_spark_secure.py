@@ -1,0 +1,78 @@
+"""The Spark connector against a secure cluster: a user's credentials (``strom.security.*``
+options) write a DataFrame to a topic and read it back; without them, or for a topic the user
+may not read, the job fails with the authentication or authorization error."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from pyspark.sql import DataFrame, SparkSession
+from security_testkit import SecureCluster
+
+from strom.security.acl import AclBinding
+from strom.types import NewTopic
+
+# A Spark session and a secure cluster of its own cost about a minute: with the slow tests.
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+# The Spark tests' session settings (tests/integration/spark/spark_testkit.py), not its
+# fixtures: those serve the Spark folder's modules.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "spark"))
+spark_testkit = importlib.import_module("spark_testkit")
+
+
+@pytest.fixture(scope="module")
+def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
+    """A Spark session for this module only (stopped after it, so that the Spark folder's own
+    session starts afresh)."""
+    session = spark_testkit.new_spark_session(
+        "strom-spark-secure", tmp_path_factory.mktemp("warehouse")
+    )
+    try:
+        yield session
+    finally:
+        session.stop()
+
+
+def _options(cluster: SecureCluster, user: str, password: str) -> dict[str, str]:
+    return {
+        "strom.bootstrap.servers": cluster.gateway,
+        "strom.security.protocol": "SASL_SSL",
+        "strom.sasl.mechanism": "SCRAM-SHA-256",
+        "strom.sasl.plain.username": user,
+        "strom.sasl.plain.password": password,
+        "strom.ssl.cafile": cluster.cafile,
+    }
+
+
+def _read(spark: SparkSession, topic: str, options: dict[str, str]) -> DataFrame:
+    return spark.read.format("strom").options(**options).option("subscribe", topic).load()
+
+
+def test_spark_reads_and_writes_with_credentials(
+    spark: SparkSession, cluster: SecureCluster, tmp_path: Path
+) -> None:
+    with cluster.admin() as admin:
+        admin.create_topics([NewTopic("sam-t", 2, 1), NewTopic("sam-secret", 1, 1)])
+    cluster.add_user("sam", "sam-secret")
+    cluster.allow(
+        *(AclBinding.create("TOPIC", "sam-t", "User:sam", op) for op in ("READ", "WRITE")),
+        AclBinding.create("CLUSTER", "", "User:sam", "IDEMPOTENT_WRITE"),
+    )
+    sam = _options(cluster, "sam", "sam-secret")
+    frame = spark.createDataFrame(
+        [(f"k{i}", f"v{i}") for i in range(10)], "key string, value string"
+    )
+    frame.write.format("strom").mode("append").options(**sam).option("topic", "sam-t").save()
+    rows = _read(spark, "sam-t", sam).selectExpr("CAST(value AS STRING) AS v").collect()
+    assert sorted(r.v for r in rows) == sorted(f"v{i}" for i in range(10))
+
+    with pytest.raises(Exception, match="TopicAuthorizationFailedError: not authorized"):
+        _read(spark, "sam-secret", sam).collect()
+    wrong = _options(cluster, "sam", "not-sams")
+    with pytest.raises(Exception, match=r"SASL_AUTHENTICATION_FAILED|SaslAuthenticationFailed"):
+        _read(spark, "sam-t", wrong).collect()
