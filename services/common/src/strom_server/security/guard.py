@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextvars
 import inspect
 import time
+from collections import deque
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -134,6 +135,14 @@ class _Caller:
         return authorizer.allowed_on_some(self.principal, self.host, operation, resource_type)
 
 
+async def _refused(requests: AsyncIterator[Any], error: Exception) -> AsyncIterator[Any]:
+    """A stream's requests, refused with ``error`` once the first arrives (or the stream's end)."""
+    async for _ in requests:
+        break
+    raise error
+    yield  # an async generator
+
+
 class RequestGuard:
     """Wraps method handlers with authentication and the method's ACL rule."""
 
@@ -224,21 +233,43 @@ class RequestGuard:
         authorizing = self.authorizer is not None
         check = rule.check if authorizing else None
         filter_ = rule.filter if authorizing else None
-        entries = rule.entries if authorizing and not streaming else None
+        entries = rule.entries if authorizing else None
+        # A stream's refused entries, oldest first: its handler answers each request in turn
+        # (ProduceStream, FetchStream), and each answer gets its request's refusals.
+        refusals: dict[_Caller, deque[list[tuple[Any, Exception]]]] = {}
 
         async def checked(requests: AsyncIterator[Any], caller: _Caller) -> AsyncIterator[Any]:
-            async for request in requests:
+            pending = refusals.get(caller)
+            async for received in requests:
                 caller.check_still_valid()
-                if check is not None:
+                request = received
+                if pending is not None:
+                    assert entries is not None
+                    if rule.head is not None:
+                        rule.head(caller, request)
+                    request, refused = entries.split(caller, request, refuse_whole=False)
+                    pending.append(refused)
+                elif check is not None:
                     check(caller, request)
                 yield request
 
         def begin(
             request: Any, context: Any
         ) -> tuple[Any, contextvars.Token[str], _Caller, list[tuple[Any, Exception]]]:
-            caller = self.caller(context, method)
+            try:
+                caller = self.caller(context, method)
+            except SaslAuthenticationFailedError as exc:
+                if not streaming:
+                    raise
+                # Refused at the first request, not before: a client writing its first
+                # request while the refusal arrived would see its write fail and the call
+                # end as INTERNAL, instead of this error.
+                anonymous = _Caller(ANONYMOUS, "", None, method)
+                return _refused(request, exc), _principal.set(ANONYMOUS), anonymous, []
             refused: list[tuple[Any, Exception]] = []
             if streaming:
+                if entries is not None:
+                    refusals[caller] = deque()
                 request = checked(request, caller)
             elif entries is not None:
                 if rule.head is not None:
@@ -251,11 +282,18 @@ class RequestGuard:
         if inspect.isasyncgenfunction(behavior):
 
             async def guarded_stream(request: Any, context: Any) -> AsyncIterator[Any]:
-                request, token, _, _ = begin(request, context)
+                request, token, caller, _ = begin(request, context)
+                pending = refusals.get(caller)
                 try:
-                    async for response in behavior(request, context):
-                        yield response
+                    async for answered in behavior(request, context):
+                        refused = pending.popleft() if pending else None
+                        if refused:
+                            assert entries is not None
+                            yield entries.answer(answered, refused)
+                        else:
+                            yield answered
                 finally:
+                    refusals.pop(caller, None)
                     _principal.reset(token)
 
             return guarded_stream

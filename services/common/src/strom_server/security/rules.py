@@ -7,12 +7,12 @@ names what the caller must be allowed (``check``, raising the resource type's
 ``*_AUTHORIZATION_FAILED`` error) and, for metadata and list calls, how the answer is cut to
 what the caller may describe (``filter``). A request naming several topics (groups) is
 authorized per entry as Kafka answers it (``entries``): the refused entries are taken out of
-the request and answered with their ``*_AUTHORIZATION_FAILED`` code beside the others; only a
-request whose every entry is refused (and a stream's request, or a storage node's serialized
-Produce) is refused whole. ``INTERNAL_METHODS`` (calls between services) need CLUSTER_ACTION
-on the cluster, as does any method in no table (only services and super users reach it); a
-unit test holds every RPC of the proto services to one of the tables. The table in
-docs/security.md says the same in words.
+the request and answered with their ``*_AUTHORIZATION_FAILED`` code beside the others; a unary
+request whose every entry is refused is refused whole, a stream's request is answered in its
+place in the stream (entries refused in it, the stream going on). ``INTERNAL_METHODS`` (calls
+between services) need CLUSTER_ACTION on the cluster, as does any method in no table (only
+services and super users reach it); a unit test holds every RPC of the proto services to one
+of the tables. The table in docs/security.md says the same in words.
 """
 
 from __future__ import annotations
@@ -105,9 +105,11 @@ class PerEntry:
             return [_Key(t, p) for t, p, _ in produce_call_from_bytes(request).entries]
         return list(getattr(request, self.entries))
 
-    def split(self, caller: Caller, request: Any) -> tuple[Any, list[tuple[Any, Exception]]]:
-        """``request`` without its refused entries, and those with their errors; raises the
-        first refusal when every entry is refused."""
+    def split(
+        self, caller: Caller, request: Any, *, refuse_whole: bool = True
+    ) -> tuple[Any, list[tuple[Any, Exception]]]:
+        """``request`` without its refused entries, and those with their errors; when every
+        entry is refused, raises the first refusal (``refuse_whole``) or leaves none."""
         if self.skip is not None and self.skip(caller, request):
             return request, []
         decided: dict[str, AuthorizationFailedError | None] = {}
@@ -124,7 +126,7 @@ class PerEntry:
                 refused.append((entry, error))
         if not refused:
             return request, []
-        if not kept:
+        if not kept and refuse_whole:
             raise refused[0][1]
         raw = isinstance(request, bytes)
         narrowed = self.request_type.FromString(request) if raw else type(request)()
