@@ -1,4 +1,5 @@
-"""Applying the controller's metadata: incremental, and never starving the event loop."""
+"""Applying the controller's metadata: incremental, never starving the event loop, and a partition
+that cannot be hosted retried without holding up the others."""
 
 from __future__ import annotations
 
@@ -73,6 +74,33 @@ def test_apply_is_incremental_and_yields_to_the_loop(tmp_path: Path) -> None:
         assert touched == 199
         assert replicas._partitions[("big", 0)].log.config.retention_ms == 1000
         running.cancel()
+        replicas.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_partition_that_cannot_be_hosted_waits_while_the_others_are_served(
+    tmp_path: Path,
+) -> None:
+    async def scenario() -> None:
+        replicas = ReplicaManager(LogManager([tmp_path], clock=SystemClock()), node_id=1)
+        topics, states = _metadata(3)
+        (tmp_path / "big-1").write_bytes(b"")  # a file where its directory must go
+        base = LogConfig()
+        touched = await replicas.apply_assignments(
+            assignments_for(1, topics, states), base, remove_others=True
+        )
+        assert touched == 2 and replicas.unapplied == 1
+        assert sorted(replicas._partitions) == [("big", 0), ("big", 2)]
+        # created in a worker thread, led at the controller's epoch
+        assert replicas._partitions[("big", 0)].log.latest_epoch == 1
+
+        (tmp_path / "big-1").unlink()
+        touched = await replicas.apply_assignments(
+            assignments_for(1, topics, states), base, remove_others=True
+        )
+        assert touched == 1 and replicas.unapplied == 0
+        assert replicas._partitions[("big", 1)].is_leader
         replicas.close()
 
     asyncio.run(scenario())
