@@ -10,7 +10,7 @@ import pytest
 
 from strom.errors import ErrorCode, GroupAuthorizationFailedError, TopicAuthorizationFailedError
 from strom.protocol import v1
-from strom.protocol.v1 import controller_pb2, coordinator_pb2, storage_pb2
+from strom.protocol.v1 import controller_pb2, coordinator_pb2, storage_pb2, transaction_pb2
 from strom.security.acl import AclBinding
 from strom_server.security.authorizer import Authorizer
 from strom_server.security.guard import _Caller
@@ -150,3 +150,38 @@ def test_an_offset_fetch_of_every_partition_answers_only_describable_topics() ->
     assert rule.filter is not None
     answer = rule.filter(caller, coordinator_pb2.OffsetFetchRequest(group_id="g"), response)
     assert [p.topic for p in answer.partitions] == ["a"]
+
+
+def test_transactional_and_admin_requests_are_answered_per_entry() -> None:
+    caller = _caller(
+        AclBinding.create("TRANSACTIONAL_ID", "tx", ALICE, "WRITE"),
+        AclBinding.create("GROUP", "g", ALICE, "READ"),
+        AclBinding.create("GROUP", "g", ALICE, "DELETE"),
+        AclBinding.create("TOPIC", "a", ALICE, "READ"),
+        AclBinding.create("TOPIC", "a", ALICE, "ALTER"),
+    )
+    commit = coordinator_pb2.TxnOffsetCommitRequest(transactional_id="tx", group_id="g")
+    commit.partitions.add(topic="a", partition=0)
+    commit.partitions.add(topic="b", partition=0)
+    narrowed, refused = _split("TxnOffsetCommit", caller, commit)
+    assert [p.topic for p in narrowed.partitions] == ["a"]
+    assert [e.topic for e, _ in refused] == ["b"]
+    delete = coordinator_pb2.OffsetDeleteRequest(group_id="g")
+    delete.partitions.add(topic="b", partition=0)
+    delete.partitions.add(topic="a", partition=1)
+    narrowed, _ = _split("OffsetDelete", caller, delete)
+    assert [(p.topic, p.partition) for p in narrowed.partitions] == [("a", 1)]
+    grow = controller_pb2.CreatePartitionsRequest()
+    grow.topics.add(name="a", count=2)
+    grow.topics.add(name="b", count=2)
+    narrowed, _ = _split("CreatePartitions", caller, grow)
+    assert [t.name for t in narrowed.topics] == ["a"]
+    describe = transaction_pb2.DescribeTransactionsRequest(transactional_ids=["tx", "other"])
+    narrowed, refused = _split("DescribeTransactions", caller, describe)
+    assert list(narrowed.transactional_ids) == ["tx"]
+    rule = rule_for("/x/DescribeTransactions").entries
+    assert rule is not None
+    answer = rule.answer(transaction_pb2.DescribeTransactionsResponse(), refused)
+    assert [(t.transactional_id, t.error_code) for t in answer.transactions] == [
+        ("other", ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    ]

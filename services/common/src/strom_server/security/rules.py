@@ -440,7 +440,10 @@ _RULES: dict[str, Rule] = {
         lambda c, r: _each(c, DELETE, TOPIC, r.names),
         entries=PerEntry("names", "topics", DELETE, TOPIC, ("name",)),
     ),
-    "CreatePartitions": Rule(lambda c, r: _each(c, ALTER, TOPIC, [t.name for t in r.topics])),
+    "CreatePartitions": Rule(
+        lambda c, r: _each(c, ALTER, TOPIC, [t.name for t in r.topics]),
+        entries=PerEntry("topics", "topics", ALTER, TOPIC, ("name",)),
+    ),
     "DescribeConfigs": Rule(_configs(DESCRIBE_CONFIGS)),
     "IncrementalAlterConfigs": Rule(_configs(ALTER_CONFIGS)),
     "ElectLeaders": Rule(_cluster(ALTER)),
@@ -461,7 +464,7 @@ _RULES: dict[str, Rule] = {
         entries=_partitions(DESCRIBE),
         head=_group_head(DESCRIBE),
     ),
-    "OffsetDelete": Rule(_group(DELETE, READ)),
+    "OffsetDelete": Rule(_group(DELETE, READ), entries=_partitions(READ), head=_group_head(DELETE)),
     "ListGroups": Rule(_authenticated, _list_groups_filter),
     "DescribeGroups": Rule(
         _groups(DESCRIBE), entries=PerEntry("group_ids", "groups", DESCRIBE, GROUP, ("group_id",))
@@ -470,12 +473,17 @@ _RULES: dict[str, Rule] = {
         _groups(DELETE), entries=PerEntry("group_ids", "results", DELETE, GROUP, ("group_id",))
     ),
     # transactions
-    "TxnOffsetCommit": Rule(_txn(_txn_offset_commit)),
+    "TxnOffsetCommit": Rule(
+        _txn(_txn_offset_commit), entries=_partitions(READ), head=_txn(_add_offsets)
+    ),
     "AddPartitionsToTxn": Rule(_txn(_add_partitions)),
     "AddOffsetsToTxn": Rule(_txn(_add_offsets)),
     "EndTxn": Rule(_txn()),
     "ListTransactions": Rule(_authenticated, _list_transactions_filter),
-    "DescribeTransactions": Rule(_describe_transactions),
+    "DescribeTransactions": Rule(
+        _describe_transactions,
+        entries=PerEntry("transactional_ids", "transactions", DESCRIBE, TXN, ("transactional_id",)),
+    ),
     "CommitStagedTransactions": Rule(_commit_staged),
     "DescribeStagedCommit": Rule(_cluster(DESCRIBE)),
     # users and ACLs
