@@ -34,7 +34,9 @@ class Reader:
 
     __slots__ = ("buf", "end", "pos")
 
-    def __init__(self, buf: bytes | memoryview, pos: int = 0, end: int | None = None) -> None:
+    def __init__(
+        self, buf: bytes | bytearray | memoryview, pos: int = 0, end: int | None = None
+    ) -> None:
         self.buf = memoryview(buf)
         self.pos = pos
         self.end = len(self.buf) if end is None else end
@@ -301,7 +303,7 @@ def decode(
     s: Struct,
     version: int,
     flexible: bool,
-    buf: bytes | memoryview,
+    buf: bytes | bytearray | memoryview,
     pos: int = 0,
     *,
     exact: bool = True,

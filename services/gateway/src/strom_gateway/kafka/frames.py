@@ -50,7 +50,7 @@ class Unsupported:
     correlation_id: int
 
 
-def parse_request(frame: bytes | memoryview) -> Request | Unsupported:
+def parse_request(frame: bytes | bytearray | memoryview) -> Request | Unsupported:
     """One request frame (without its size prefix)."""
     if len(frame) < _HEADER_FIXED.size:
         raise MalformedMessageError(f"a request header needs 8 bytes, the frame has {len(frame)}")

@@ -23,7 +23,6 @@ import contextlib
 import itertools
 import socket
 import ssl
-import struct
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -31,6 +30,7 @@ from typing import Any, Protocol
 import structlog
 
 from strom_gateway.kafka.codec import MalformedMessageError
+from strom_gateway.kafka.frame_stream import FrameError, FrameStream
 from strom_gateway.kafka.frames import (
     Request,
     Unsupported,
@@ -57,7 +57,6 @@ MAX_IN_FLIGHT = 64
 #: How long requests read before a client closed its connection may still finish (an acks=0
 #: Produce sent just before closing is still written).
 DRAIN_S = 10.0
-_SIZE = struct.Struct(">i")
 
 #: Answers one request: the response body, or None for none (Produce with acks=0).
 Dispatch = Callable[[Request, "Connection"], Awaitable[dict[str, Any] | None]]
@@ -144,8 +143,12 @@ class KafkaListener:
 
     async def start(self) -> int:
         """Bind and listen; returns the bound port."""
-        self._server = await asyncio.start_server(
-            self._serve, self._host, self._port, reuse_address=True, limit=1 << 16, ssl=self._tls
+        self._server = await asyncio.get_running_loop().create_server(
+            lambda: FrameStream(self._max_frame_bytes, opened=self._opened),
+            self._host,
+            self._port,
+            reuse_address=True,
+            ssl=self._tls,
         )
         sock = self._server.sockets[0]
         port: int = sock.getsockname()[1]
@@ -164,56 +167,49 @@ class KafkaListener:
         if self._gate is not None:
             await self._gate.close()
 
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        assert task is not None
+    def _opened(self, stream: FrameStream) -> None:
+        task = asyncio.ensure_future(self._serve(stream))
         self._connections.add(task)
-        sock = writer.get_extra_info("socket")
+        task.add_done_callback(self._connections.discard)
+
+    async def _serve(self, stream: FrameStream) -> None:
+        sock = stream.get_extra_info("socket")
         if sock is not None:
             with contextlib.suppress(OSError):
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        peer = writer.get_extra_info("peername")
+        peer = stream.get_extra_info("peername")
         connection = Connection(f"{peer[0]}:{peer[1]}" if peer else "?")
         if self._gate is not None:
             self._gate.opened(connection)
         pending: asyncio.Queue[asyncio.Task[bytes | None] | bytes | None]
         pending = asyncio.Queue(MAX_IN_FLIGHT)
-        sender = asyncio.ensure_future(self._send(pending, writer, connection))
+        sender = asyncio.ensure_future(self._send(pending, stream, connection))
         try:
-            await self._read(reader, pending, connection, sender)
-        except (ConnectionError, asyncio.IncompleteReadError):
+            await self._read(stream, pending, connection, sender)
+        except ConnectionError:
             pass
         finally:
-            await self._finish(pending, sender, writer, connection)
-            self._connections.discard(task)
+            await self._finish(pending, sender, stream, connection)
 
     async def _read(
         self,
-        reader: asyncio.StreamReader,
+        stream: FrameStream,
         pending: asyncio.Queue[asyncio.Task[bytes | None] | bytes | None],
         connection: Connection,
         sender: asyncio.Future[None],
     ) -> None:
         while not sender.done():
             try:
-                head = await reader.readexactly(4)
-            except asyncio.IncompleteReadError as exc:
-                if exc.partial:
-                    self._malformed(connection, "the connection ended inside a frame size")
+                frame = await stream.next_frame()
+            except FrameError as exc:
+                self._malformed(connection, str(exc))
                 return
-            size = _SIZE.unpack(head)[0]
-            if size < 8 or size > self._max_frame_bytes:
-                self._malformed(connection, f"frame size {size} outside 8..{self._max_frame_bytes}")
-                return
-            try:
-                frame = await reader.readexactly(size)
-            except asyncio.IncompleteReadError:
-                self._malformed(connection, f"the connection ended inside a {size}-byte frame")
+            if frame is None:
                 return
             try:
                 request = parse_request(frame)
             except MalformedMessageError as exc:
-                self._malformed(connection, str(exc), frame[:64])
+                self._malformed(connection, str(exc), bytes(frame[:64]))
                 return
             if isinstance(request, Unsupported):
                 if self._gate is not None and not self._gate.admits(request.api_key, connection):
@@ -253,7 +249,7 @@ class KafkaListener:
     @staticmethod
     async def _send(
         pending: asyncio.Queue[asyncio.Task[bytes | None] | bytes | None],
-        writer: asyncio.StreamWriter,
+        writer: FrameStream,
         connection: Connection,
     ) -> None:
         while (item := await pending.get()) is not None:
@@ -274,7 +270,7 @@ class KafkaListener:
         self,
         pending: asyncio.Queue[asyncio.Task[bytes | None] | bytes | None],
         sender: asyncio.Future[None],
-        writer: asyncio.StreamWriter,
+        writer: FrameStream,
         connection: Connection,
     ) -> None:
         if not sender.done() and not self._closing:
