@@ -234,8 +234,10 @@ class RequestGuard:
         check = rule.check if authorizing else None
         filter_ = rule.filter if authorizing else None
         entries = rule.entries if authorizing else None
-        # A stream's refused entries, oldest first: its handler answers each request in turn
-        # (ProduceStream, FetchStream), and each answer gets its request's refusals.
+        # A stream's refused entries, oldest first, per call: its handler answers each request
+        # in turn (ProduceStream, FetchStream), and each answer gets its request's refusals.
+        # Other streams are checked whole.
+        per_entry_stream = entries is not None and inspect.isasyncgenfunction(behavior)
         refusals: dict[_Caller, deque[list[tuple[Any, Exception]]]] = {}
 
         async def checked(requests: AsyncIterator[Any], caller: _Caller) -> AsyncIterator[Any]:
@@ -268,7 +270,7 @@ class RequestGuard:
                 return _refused(request, exc), _principal.set(ANONYMOUS), anonymous, []
             refused: list[tuple[Any, Exception]] = []
             if streaming:
-                if entries is not None:
+                if per_entry_stream:
                     refusals[caller] = deque()
                 request = checked(request, caller)
             elif entries is not None:
