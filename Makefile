@@ -14,7 +14,7 @@ SOURCES := constraints.txt requirements-dev.txt clients/pyproject.toml clients/s
 NODE_DIR := clients/node
 NODE_STAMP := $(NODE_DIR)/node_modules/.package-lock.json
 
-.PHONY: up test lint bench bench-quick proto chaos clean node
+.PHONY: up test test-slow lint bench bench-quick proto chaos clean node
 
 $(STAMP): $(SOURCES)
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Strom needs Python >= 3.11, found " + sys.version' 
@@ -56,6 +56,11 @@ proto: $(STAMP)
 
 chaos: $(STAMP)
 	$(BIN)/python -m pytest -m slow -s tests/chaos $(PYTEST_ARGS)
+
+# The slow integration tests outside the fault harness (e.g. the streaming driver killed five
+# times, the Spark connector against a secure cluster): too long for every CI run.
+test-slow: $(STAMP) $(NODE_STAMP)
+	$(BIN)/python -m pytest -m slow tests/integration $(PYTEST_ARGS)
 
 clean:
 	rm -rf $(VENV) build clients/build .strom $(NODE_DIR)/node_modules
