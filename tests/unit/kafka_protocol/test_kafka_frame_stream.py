@@ -1,6 +1,7 @@
 """FrameStream cuts whatever chunks the socket delivers into the frames that were sent: small
 ones from its scratch buffer, large ones each received into its own; a bad size or an end
-inside a frame is a FrameError naming it, after the whole frames before it."""
+inside a frame is a FrameError naming it, after the whole frames before it. A response written
+as parts is the frame, its large records as they are."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from strom_gateway.kafka.frame_stream import FrameError, FrameStream
+from strom_gateway.kafka.frames import SPLICE_BYTES, response_frame, response_parts
+from strom_gateway.kafka.messages import FETCH
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 FRAMES = st.lists(
@@ -78,3 +81,25 @@ def test_a_bad_frame_ends_the_stream_after_the_good_ones(tail: bytes, problem: s
             await stream.next_frame()
 
     asyncio.run(run())
+
+
+@SETTINGS
+@given(
+    version=st.sampled_from(range(FETCH.min_version, FETCH.max_version + 1)),
+    sizes=st.lists(st.sampled_from([0, 10, SPLICE_BYTES - 1, SPLICE_BYTES, 200_000]), max_size=4),
+)
+def test_response_parts_are_the_frame(version: int, sizes: list[int]) -> None:
+    """A Fetch response written as parts is the frame, its large records parts untouched."""
+    records = [memoryview(bytes([i]) * size) for i, size in enumerate(sizes)]
+    partitions = [
+        {"partition_index": i, "error_code": 0, "high_watermark": 5, "last_stable_offset": 5,
+         "log_start_offset": 0, "aborted_transactions": None, "preferred_read_replica": -1,
+         "records": r}
+        for i, r in enumerate(records)
+    ]  # fmt: skip
+    body = {"throttle_time_ms": 0, "error_code": 0, "session_id": 0,
+            "responses": [{"topic": "t", "partitions": partitions}]}  # fmt: skip
+    parts = response_parts(FETCH, version, 7, body)
+    assert b"".join(parts) == response_frame(FETCH, version, 7, body)
+    large = [r for r in records if len(r) >= SPLICE_BYTES]
+    assert [p for p in parts if isinstance(p, memoryview)] == large

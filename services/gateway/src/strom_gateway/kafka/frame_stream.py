@@ -185,7 +185,7 @@ class FrameStream(asyncio.BufferedProtocol):
     def get_extra_info(self, name: str, default: Any = None) -> Any:
         return default if self.transport is None else self.transport.get_extra_info(name, default)
 
-    def write(self, data: bytes) -> None:
+    def write(self, data: bytes | memoryview) -> None:
         if self.transport is not None:
             self.transport.write(data)
 

@@ -3,7 +3,9 @@
 ``parse_request`` reads the header of one frame and, when Strom serves the API at that
 version, its body. Anything it cannot serve becomes an ``Unsupported`` (answered with
 UNSUPPORTED_VERSION); bytes that do not parse raise ``MalformedMessageError`` (the connection
-is closed). ``response_frame`` builds a whole response frame, size prefix included.
+is closed). ``response_frame`` builds a whole response frame, size prefix included;
+``response_parts`` the same as a few parts, large record views among them as they are (the
+listener writes them without joining them first).
 """
 
 from __future__ import annotations
@@ -17,17 +19,21 @@ from strom_gateway.kafka.messages import API_VERSIONS, by_key
 from strom_gateway.kafka.schema import Api
 
 __all__ = [
+    "SPLICE_BYTES",
     "UNSUPPORTED_VERSION",
     "Request",
     "Unsupported",
     "parse_request",
     "response_frame",
+    "response_parts",
     "unsupported_frame",
 ]
 
 UNSUPPORTED_VERSION = 35
 _SIZE = struct.Struct(">i")
 _HEADER_FIXED = struct.Struct(">hhi")
+#: Parts of a response at least this large are written as they are, the runs between joined.
+SPLICE_BYTES = 1 << 16
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +79,30 @@ def parse_request(frame: bytes | bytearray | memoryview) -> Request | Unsupporte
 def response_frame(api: Api, version: int, correlation_id: int, body: dict[str, Any]) -> bytes:
     """The whole response frame: size, header (v1 with tagged fields for flexible versions,
     except ApiVersions, whose response header is always v0), body."""
+    return _response(api, version, correlation_id, body).getvalue()
+
+
+def response_parts(
+    api: Api, version: int, correlation_id: int, body: dict[str, Any]
+) -> list[bytes | memoryview]:
+    """``response_frame``'s bytes in order as a few parts: each part of ``SPLICE_BYTES`` or
+    more (a Fetch's records) as it is, the small ones between them joined."""
+    out: list[bytes | memoryview] = []
+    run: list[bytes | memoryview] = []
+    for part in _response(api, version, correlation_id, body).parts:
+        if len(part) < SPLICE_BYTES:
+            run.append(part)
+            continue
+        if run:
+            out.append(b"".join(run))
+            run = []
+        out.append(part)
+    if run:
+        out.append(b"".join(run))
+    return out
+
+
+def _response(api: Api, version: int, correlation_id: int, body: dict[str, Any]) -> Writer:
     flexible = api.flexible(version)
     w = Writer()
     w.parts.append(b"")  # the size, filled in below
@@ -81,7 +111,7 @@ def response_frame(api: Api, version: int, correlation_id: int, body: dict[str, 
         w.uvarint(0)
     encode_into(w, api.response, version, flexible, body)
     w.parts[0] = _SIZE.pack(w.size())
-    return w.getvalue()
+    return w
 
 
 def unsupported_frame(request: Unsupported, api_keys: list[dict[str, int]]) -> bytes:

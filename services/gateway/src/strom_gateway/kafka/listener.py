@@ -25,7 +25,7 @@ import socket
 import ssl
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeAlias
 
 import structlog
 
@@ -36,6 +36,7 @@ from strom_gateway.kafka.frames import (
     Unsupported,
     parse_request,
     response_frame,
+    response_parts,
     unsupported_frame,
 )
 from strom_gateway.kafka.messages import APIS
@@ -57,6 +58,9 @@ MAX_IN_FLIGHT = 64
 #: How long requests read before a client closed its connection may still finish (an acks=0
 #: Produce sent just before closing is still written).
 DRAIN_S = 10.0
+
+#: A response frame, or the task answering a request with one as parts (None: no response).
+_Pending: TypeAlias = "asyncio.Task[list[bytes | memoryview] | None] | bytes | None"
 
 #: Answers one request: the response body, or None for none (Produce with acks=0).
 Dispatch = Callable[[Request, "Connection"], Awaitable[dict[str, Any] | None]]
@@ -181,7 +185,7 @@ class KafkaListener:
         connection = Connection(f"{peer[0]}:{peer[1]}" if peer else "?")
         if self._gate is not None:
             self._gate.opened(connection)
-        pending: asyncio.Queue[asyncio.Task[bytes | None] | bytes | None]
+        pending: asyncio.Queue[_Pending]
         pending = asyncio.Queue(MAX_IN_FLIGHT)
         sender = asyncio.ensure_future(self._send(pending, stream, connection))
         try:
@@ -194,7 +198,7 @@ class KafkaListener:
     async def _read(
         self,
         stream: FrameStream,
-        pending: asyncio.Queue[asyncio.Task[bytes | None] | bytes | None],
+        pending: asyncio.Queue[_Pending],
         connection: Connection,
         sender: asyncio.Future[None],
     ) -> None:
@@ -240,21 +244,23 @@ class KafkaListener:
                     continue
             await pending.put(asyncio.ensure_future(self._answer(request, connection)))
 
-    async def _answer(self, request: Request, connection: Connection) -> bytes | None:
+    async def _answer(
+        self, request: Request, connection: Connection
+    ) -> list[bytes | memoryview] | None:
         body = await self._dispatch(request, connection)
         if body is None:
             return None
-        return response_frame(request.api, request.version, request.correlation_id, body)
+        return response_parts(request.api, request.version, request.correlation_id, body)
 
     @staticmethod
     async def _send(
-        pending: asyncio.Queue[asyncio.Task[bytes | None] | bytes | None],
+        pending: asyncio.Queue[_Pending],
         writer: FrameStream,
         connection: Connection,
     ) -> None:
         while (item := await pending.get()) is not None:
             if isinstance(item, bytes):
-                frame: bytes | None = item
+                frame: list[bytes | memoryview] | bytes | None = item
             else:
                 try:
                     frame = await item
@@ -262,13 +268,17 @@ class KafkaListener:
                     log.exception("kafka request failed; closing its connection",
                                   connection=connection.id, peer=connection.peer)  # fmt: skip
                     return
-            if frame is not None:
+            if isinstance(frame, bytes):
                 writer.write(frame)
+            elif frame is not None:
+                for part in frame:  # a large part is sent or buffered as it is: no join
+                    writer.write(part)
+            if frame is not None:
                 await writer.drain()
 
     async def _finish(
         self,
-        pending: asyncio.Queue[asyncio.Task[bytes | None] | bytes | None],
+        pending: asyncio.Queue[_Pending],
         sender: asyncio.Future[None],
         writer: FrameStream,
         connection: Connection,
