@@ -244,7 +244,9 @@ def run(totals: tuple[int, ...], session_ms: int, keep: bool) -> dict[str, Any]:
                 for probe in probes:
                     probe.stop()
             finally:
+                stopping = time.perf_counter()
                 supervisor.stop_all()
+                progress(f"cluster stopped in {time.perf_counter() - stopping:.1f} s")
     return summary
 
 
