@@ -21,7 +21,8 @@ sampling every 5 s), data in a temporary directory, everything stopped at the en
 * Memory: the console's RSS (``/proc/PID/status`` VmRSS) while browsing the whole large topic
   from its first record to its last, following each page's "next page" positions: pages of
   500 records per partition (``--quick``: 50), as text (each value cut at 4 KiB for display).
-  RSS before, after 10 %, 50 % and 100 % of the topic; ratio last / first (flat: close to 1).
+  RSS before, after 10 %, 50 % and 100 % of the topic; ratios last / first and last / 10 %
+  (flat: close to 1; the first pages raise RSS to the high-water mark of one page).
 
 The last line is ``SUMMARY {json}``.
 
@@ -155,9 +156,17 @@ def start_console(gateway: str, workdir: Path) -> tuple[subprocess.Popen[bytes],
     return popen, port
 
 
+_COOKIES: dict[int, str] = {}  # the console's session cookie, by port: one browser tab
+
+
 def get(conn: http.client.HTTPConnection, path: str) -> tuple[int, bytes]:
-    conn.request("GET", path)
+    """GET ``path`` with the session cookie the console gave (as a browser tab would)."""
+    cookie = _COOKIES.get(conn.port)
+    conn.request("GET", path, headers={"Cookie": cookie} if cookie else {})
     response = conn.getresponse()
+    given = response.getheader("set-cookie")
+    if given:
+        _COOKIES[conn.port] = given.split(";", 1)[0]
     return response.status, response.read()
 
 
@@ -356,6 +365,7 @@ def run(
                     rss_50pct_mib=round(at[0.5], 1), rss_100pct_mib=round(at[1.0], 1),
                     rss_max_mib=round(max(rss), 1),
                     rss_last_vs_first=round(at[1.0] / rss[0], 2),
+                    rss_last_vs_10pct=round(at[1.0] / at[0.1], 2),
                     browsed_mib=round(total * VALUE_BYTES / 2**20), browse_pages=len(rss) - 1,
                     browse_s=round(browsed["seconds"], 1),
                 )  # fmt: skip
