@@ -1,6 +1,7 @@
 """``strom cluster up --secure`` starts the console as the super user behind the admin's login:
 the admin's client settings, user ``admin`` and a password file (owner-only) holding the
-admin's password, and the registry's https URL; and a console given secure settings without a login refuses to start."""
+admin's password, and the registry's https URL; and a console given secure settings without a
+login refuses to start."""
 
 from __future__ import annotations
 
