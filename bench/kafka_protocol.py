@@ -287,6 +287,9 @@ def run(profile: Profile, quick: bool, keep: bool) -> dict[str, Any]:
         progress("warming up (one small round of each)")
         kafka_produce(kafka, messages[:10_000])
         strom_produce(gateway, values[:10_000])
+        # A first consume costs the gateway ~80 ms more than the next (10 MB in --quick).
+        kafka_consume(kafka, 10_000)
+        strom_consume(gateway, 10_000)
         best_rounds(profile, pid, cases, best)
         reads: dict[str, Callable[[], None]] = {
             "kafka_consume": lambda: kafka_consume(kafka, profile.records),
