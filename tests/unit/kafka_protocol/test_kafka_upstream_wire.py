@@ -48,7 +48,7 @@ def fetch_results(draw: st.DrawFn) -> storage_pb2.FetchPartitionResult:
     result = storage_pb2.FetchPartitionResult(
         topic=draw(TEXT),
         partition=draw(INT32),
-        error_code=draw(st.integers(0, 120)),
+        error_code=draw(st.integers(0, 120)),  # type: ignore[arg-type]
         error_message=draw(TEXT),
         high_watermark=draw(INT64),
         last_stable_offset=draw(INT64),
