@@ -24,8 +24,7 @@ from strom.cluster.login import client_security
 from strom.errors import ConfigurationError
 from strom.security import (
     SecurityConfig,
-    properties_to_options,
-    read_properties,
+    command_config_options,
     set_default_security,
 )
 from strom.security.acl import WILDCARD, AclBinding, AclFilter
@@ -78,11 +77,7 @@ def offer_everywhere(parser: argparse.ArgumentParser) -> None:
 
 def apply_command_config(path: str, args: argparse.Namespace) -> None:
     """Make every client of this command use the security settings in ``path``."""
-    options = properties_to_options(read_properties(path))
-    try:
-        config = SecurityConfig(**options)  # type: ignore[arg-type]
-    except ConfigurationError as exc:
-        raise ConfigurationError(f"{path}: {exc}") from None
+    config = SecurityConfig(**command_config_options(path))  # type: ignore[arg-type]
     bootstrap = getattr(args, "bootstrap_server", None) or os.environ.get(
         "STROM_BOOTSTRAP_SERVERS", DEFAULT_BOOTSTRAP
     )

@@ -7,13 +7,19 @@ from strom.security.channels import (
     default_security,
     set_default_security,
 )
-from strom.security.config import SecurityConfig, properties_to_options, read_properties
+from strom.security.config import (
+    SecurityConfig,
+    command_config_options,
+    properties_to_options,
+    read_properties,
+)
 
 __all__ = [
     "AUTHORIZATION_KEY",
     "ChannelSecurity",
     "SecurityConfig",
     "TokenSource",
+    "command_config_options",
     "default_security",
     "properties_to_options",
     "read_properties",

@@ -142,3 +142,14 @@ def properties_to_options(properties: Mapping[str, str]) -> dict[str, str]:
         if name is not None:
             options[name] = value
     return options
+
+
+def command_config_options(path: str | Path, what: str | None = None) -> dict[str, str]:
+    """The client security options of a ``--command-config`` properties file, validated;
+    ConfigurationError naming ``what`` (default: the file) for a bad one."""
+    options = properties_to_options(read_properties(path))
+    try:
+        SecurityConfig(**options)  # type: ignore[arg-type]
+    except ConfigurationError as exc:
+        raise ConfigurationError(f"{what or path}: {exc}") from None
+    return options

@@ -6,8 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from strom.errors import ConfigurationError
-from strom.security import SecurityConfig, properties_to_options, read_properties
+from strom.security import command_config_options
 from strom_server.runtime.config import ServerConfig, override, setting
 from strom_server.runtime.values import HostPort
 
@@ -97,12 +96,9 @@ class ConsoleConfig:
         ConfigurationError naming the file for a bad one."""
         if not self.command_config:
             return {}
-        options = properties_to_options(read_properties(self.command_config))
-        try:
-            SecurityConfig(**options)  # type: ignore[arg-type]
-        except ConfigurationError as exc:
-            raise ConfigurationError(f"--command-config {self.command_config}: {exc}") from None
-        return options
+        return command_config_options(
+            self.command_config, f"--command-config {self.command_config}"
+        )
 
     def password(self) -> str | None:
         """The login password (first line of ``password_file``), None when login is off."""

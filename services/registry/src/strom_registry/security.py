@@ -16,8 +16,7 @@ import ssl
 from dataclasses import dataclass, field
 from typing import Any
 
-from strom.errors import ConfigurationError
-from strom.security import SecurityConfig, properties_to_options, read_properties
+from strom.security import command_config_options
 from strom_registry.access import Access
 from strom_registry.config import RegistryConfig
 from strom_server.etcd.keys import ClusterKeys
@@ -36,12 +35,7 @@ def client_options(config: RegistryConfig) -> dict[str, Any]:
     """The clients' security options from ``command-config`` (validated; {} without one)."""
     if not config.command_config:
         return {}
-    options = properties_to_options(read_properties(config.command_config))
-    try:
-        SecurityConfig(**options)  # type: ignore[arg-type]
-    except ConfigurationError as exc:
-        raise ConfigurationError(f"command-config {config.command_config}: {exc}") from None
-    return options
+    return command_config_options(config.command_config, f"command-config {config.command_config}")
 
 
 def configure_etcd(config: RegistryConfig) -> None:
