@@ -58,7 +58,7 @@ chaos: $(STAMP)
 	$(BIN)/python -m pytest -m slow -s tests/chaos $(PYTEST_ARGS)
 
 # The slow integration tests outside the fault harness (e.g. the streaming driver killed five
-# times, the Spark connector against a secure cluster): too long for every CI run.
+# times): too long for every CI run.
 test-slow: $(STAMP) $(NODE_STAMP)
 	$(BIN)/python -m pytest -m slow tests/integration $(PYTEST_ARGS)
 

@@ -4,38 +4,30 @@ may not read, the job fails with the authentication or authorization error."""
 
 from __future__ import annotations
 
-import importlib
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from cluster_testkit import start_local_cluster
 from pyspark.sql import DataFrame, SparkSession
-from security_testkit import SecureCluster
 
 from strom.security.acl import AclBinding
 from strom.types import NewTopic
 
-# A Spark session and a secure cluster of its own cost about a minute: with the slow tests.
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = pytest.mark.integration
 
-# The Spark tests' session settings (tests/integration/spark/spark_testkit.py), not its
-# fixtures: those serve the Spark folder's modules.
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "spark"))
-spark_testkit = importlib.import_module("spark_testkit")
+# The security tests' secure cluster class (tests/integration/security/security_testkit.py).
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "security"))
+from security_testkit import SecureCluster  # noqa: E402
 
 
 @pytest.fixture(scope="module")
-def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
-    """A Spark session for this module only (stopped after it, so that the Spark folder's own
-    session starts afresh)."""
-    session = spark_testkit.new_spark_session(
-        "strom-spark-secure", tmp_path_factory.mktemp("warehouse")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecureCluster]:
+    """A secure cluster of this module's own (the folder's shared Spark session reaches it)."""
+    yield from start_local_cluster(  # type: ignore[misc]
+        tmp_path_factory.mktemp("secure-spark"), cluster_class=SecureCluster, secure=True
     )
-    try:
-        yield session
-    finally:
-        session.stop()
 
 
 def _options(cluster: SecureCluster, user: str, password: str) -> dict[str, str]:
@@ -54,7 +46,7 @@ def _read(spark: SparkSession, topic: str, options: dict[str, str]) -> DataFrame
 
 
 def test_spark_reads_and_writes_with_credentials(
-    spark: SparkSession, cluster: SecureCluster, tmp_path: Path
+    spark: SparkSession, cluster: SecureCluster
 ) -> None:
     with cluster.admin() as admin:
         admin.create_topics([NewTopic("sam-t", 2, 1), NewTopic("sam-secret", 1, 1)])
