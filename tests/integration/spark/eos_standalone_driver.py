@@ -6,11 +6,12 @@ SparkContext per process, and the folder's other tests hold a local one).
 The cases run one after the other in one session (one driver, two executors: JVMs are the
 slow part of this test).
 
-CASE ``speculation``: partition 0's first attempt sends its first rows, then stalls until
+CASE ``speculation``: partition 0's first attempt to run sends its first rows, then stalls until
 Spark starts a speculative copy on the other host, which wins. CASE ``executor-lost``:
-partition 1's first attempt sends its first rows, then SIGKILLs its own executor's JVM.
+partition 1's first attempt to run sends its first rows, then SIGKILLs its own executor's JVM.
 Either way the write is exactly_once: the job must succeed with each row visible once.
-Every attempt leaves a marker file ``MARKERS/<case>/<partition>-<attempt>`` when it starts."""
+Every attempt leaves a marker file ``MARKERS/<case>/<partition>-<attempt>`` when it starts;
+the attempt that claims ``fault-<partition>`` first stalls or kills."""
 
 from __future__ import annotations
 
@@ -44,14 +45,26 @@ def _executor_jvm() -> int:
     raise RuntimeError("no executor JVM among this process's ancestors")
 
 
+def _first_to_claim(path: Path) -> bool:
+    """True for the one caller that creates ``path`` (the attempts share this machine)."""
+    try:
+        os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+    except FileExistsError:
+        return False
+    return True
+
+
 def rows_of(case: str, markers: str, per_partition: int):  # type: ignore[no-untyped-def]
     def rows(index: int, _: Iterator[int]) -> Iterator[tuple[str]]:
         context = TaskContext.get()
         assert context is not None
         attempt = context.attemptNumber()
         Path(markers, case, f"{index}-{attempt}").touch()
+        # The fault hits the first attempt that gets this far (an attempt 0 may fail before
+        # running this, e.g. on an executor lost in the previous case).
+        first = _first_to_claim(Path(markers, case, f"fault-{index}"))
         for i in range(per_partition):
-            if i == FIRST_ROWS and attempt == 0:
+            if i == FIRST_ROWS and first:
                 if case == "speculation" and index == 0:
                     time.sleep(120)  # until Spark kills it: the copy on the other host wins
                 if case == "executor-lost" and index == 1:

@@ -60,9 +60,12 @@ def written(tmp_path_factory: pytest.TempPathFactory, spark_cluster) -> dict[str
     return {case: w for case, w in cases.items() if f"WRITE DONE {case}" in text}
 
 
-def attempts(written: dict[str, Written], case: str) -> set[str]:
+def attempts(written: dict[str, Written], case: str, partition: int) -> list[str]:
+    """The attempts of ``partition`` that ran (its fault injected by one of them)."""
     assert case in written, f"the {case} write did not complete"
-    return {p.name for p in written[case].markers.iterdir()}
+    names = {p.name for p in written[case].markers.iterdir()}
+    assert f"fault-{partition}" in names, sorted(names)
+    return sorted(n for n in names if n.startswith(f"{partition}-"))
 
 
 def expected() -> Counter[str]:
@@ -87,7 +90,7 @@ def test_speculative_copy_wins_and_the_stalled_attempt_adds_nothing(  # type: ig
     written: dict[str, Written], spark_cluster
 ) -> None:
     # Spark did start a speculative copy of partition 0 (on the other host).
-    assert {"0-0", "0-1"} <= attempts(written, "speculation")
+    assert len(attempts(written, "speculation", 0)) >= 2
     w = written["speculation"]
     assert assert_exactly_once_and_nothing_open(spark_cluster, w.topic, w.prefix) >= ROWS
 
@@ -96,6 +99,6 @@ def test_executor_lost_mid_write_adds_nothing(  # type: ignore[no-untyped-def]
     written: dict[str, Written], spark_cluster
 ) -> None:
     # Partition 1 ran again after its executor died.
-    assert {"1-0", "1-1"} <= attempts(written, "executor-lost")
+    assert len(attempts(written, "executor-lost", 1)) >= 2
     w = written["executor-lost"]
     assert assert_exactly_once_and_nothing_open(spark_cluster, w.topic, w.prefix) >= ROWS
