@@ -15,9 +15,9 @@ sampling every 5 s), data in a temporary directory, everything stopped at the en
   page) and a group page (``/groups/bench-group-0``), 200 each (``--quick``: 50) after 5
   warm-up requests; p50 and p99. Baselines: ``/healthz`` (the HTTP floor: uvicorn, the guard,
   routing) and the cluster calls a page would make if it asked the cluster per request, made
-  directly by a ``strom.aio.Admin`` in this process (the cluster's floor; the overview and the
-  topics list serve the sampler's snapshot instead, so they come out far below it). Ratio:
-  page p50 / (healthz p50 + calls p50).
+  directly by a ``strom.aio.Admin`` in this process (the cluster's floor; the overview, the
+  topics list and the groups list serve the sampler's snapshot instead, so they come out far
+  below it). Ratio: page p50 / (healthz p50 + calls p50).
 * Memory: the console's RSS (``/proc/PID/status`` VmRSS) while browsing the whole large topic
   from its first record to its last, following each page's "next page" positions: pages of
   500 records per partition (``--quick``: 50), as text (each value cut at 4 KiB for display).
