@@ -3,42 +3,27 @@ from the same settings as the gRPC listeners (``ssl.certfile``, ``ssl.keyfile``,
 ``ssl.cafile``, ``ssl.client.auth``).
 
 ``server_context`` re-reads the certificate and key when either file changes, checked at each
-new TLS handshake (as ``strom_server.security.tls`` does for gRPC): a renewed certificate is
-served without a restart. ``client_context`` trusts ``cafile`` and presents a certificate when
-given one.
+new TLS handshake by the gRPC listeners' ``CertificateFiles``: a renewed certificate is served
+without a restart. ``client_context`` trusts ``cafile`` and presents a certificate when given
+one.
 """
 
 from __future__ import annotations
 
-import os
 import ssl
 from pathlib import Path
 
 from strom.errors import ConfigurationError
-from strom_server.runtime.logs import get_logger
+from strom_server.security.tls import CertificateFiles
 
 __all__ = ["client_context", "server_context"]
 
-log = get_logger(__name__)
 
-
-def _stamp(paths: list[Path]) -> tuple[tuple[int, int], ...]:
-    stamps = []
-    for path in paths:
-        try:
-            status = os.stat(path)
-        except OSError:
-            stamps.append((0, 0))
-        else:
-            stamps.append((status.st_mtime_ns, status.st_size))
-    return tuple(stamps)
-
-
-def _load(certfile: str, keyfile: str, cafile: str, client_auth: str) -> ssl.SSLContext:
+def _load(files: CertificateFiles, client_auth: str) -> ssl.SSLContext:
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    context.load_cert_chain(certfile, keyfile)
-    if client_auth != "none":
-        context.load_verify_locations(cafile)
+    context.load_cert_chain(files.certfile, files.keyfile)
+    if client_auth != "none" and files.cafile is not None:
+        context.load_verify_locations(files.cafile)
         context.verify_mode = ssl.CERT_REQUIRED if client_auth == "required" else ssl.CERT_OPTIONAL
     return context
 
@@ -54,26 +39,17 @@ def server_context(
             raise ConfigurationError(f"{what}: no such file: {name}")
     if client_auth != "none" and not cafile:
         raise ConfigurationError(f"ssl.client.auth={client_auth} needs ssl.cafile")
-    paths = [Path(p) for p in (certfile, keyfile, cafile) if p]
-    current = {"stamp": _stamp(paths), "context": _load(certfile, keyfile, cafile, client_auth)}
+    files = CertificateFiles(certfile, keyfile, cafile)
+    first = _load(files, client_auth)
+    current = [first]
 
     def renew(sock: ssl.SSLObject, _name: str | None, _first: ssl.SSLContext) -> None:
-        stamp = _stamp(paths)
-        if stamp != current["stamp"]:
-            try:
-                current["context"] = _load(certfile, keyfile, cafile, client_auth)
-            except (OSError, ssl.SSLError) as exc:  # half-written files: keep the old ones
-                log.warning("tls files changed but cannot be read yet", error=str(exc))
-            else:
-                current["stamp"] = stamp
-                log.info("tls certificate reloaded", files=[str(p) for p in paths])
-        context = current["context"]
-        assert isinstance(context, ssl.SSLContext)
-        if sock.context is not context:
-            sock.context = context
+        fresh = files.reload_if_changed(lambda: _load(files, client_auth))
+        if fresh is not None:
+            current[0] = fresh
+        if sock.context is not current[0]:
+            sock.context = current[0]
 
-    first = current["context"]
-    assert isinstance(first, ssl.SSLContext)
     first.sni_callback = renew  # type: ignore[assignment]
     return first
 
