@@ -32,7 +32,7 @@ from strom_gateway.data_path import (
 from strom_gateway.kafka.backend import ROUTER_ERRORS, Backend, CallFailed, failure, kafka_code
 from strom_gateway.kafka.frames import Request
 from strom_gateway.kafka.listener import Connection
-from strom_gateway.kafka.security import authorized_as_user, refused_among_unknown
+from strom_gateway.kafka.security import refused_among_unknown
 from strom_gateway.kafka.upstream_wire import (
     FetchAnswer,
     fetch_answer,
@@ -140,19 +140,15 @@ def _pipe(backend: Backend, connection: Connection) -> ProducePipe:
     return pipe
 
 
-def _leader_groups(
-    backend: Backend, entries: list[tuple[str, int, Any]], *, per_topic: bool = False
-) -> list[list[int]]:
+def _leader_groups(backend: Backend, entries: list[tuple[str, int, Any]]) -> list[list[int]]:
     """Indexes of ``entries`` (topic, partition, records) grouped by cached leader, in first-seen
-    order (an unknown leader is a group of its own: the relay finds it); ``per_topic`` also
-    splits them by topic (on a secured listener, so that a topic the user may not write fails
-    alone: a leader authorizes a ProduceStream's requests whole)."""
+    order (an unknown leader is a group of its own: the relay finds it). On a secured listener
+    a leader answers a topic the user may not write per entry, the others are written."""
     metadata = backend.data.router.metadata
-    groups: dict[tuple[int, str], list[int]] = {}
+    groups: dict[int, list[int]] = {}
     for i, (topic, partition, _) in enumerate(entries):
         leader = metadata.leader(topic, partition)
-        key = (-1 if leader is None else leader.node_id, topic if per_topic else "")
-        groups.setdefault(key, []).append(i)
+        groups.setdefault(-1 if leader is None else leader.node_id, []).append(i)
     return list(groups.values())
 
 
@@ -169,7 +165,7 @@ async def produce(
         for p in topic["partition_data"]
     ]
     pipe = _pipe(backend, connection)
-    groups = _leader_groups(backend, entries, per_topic=authorized_as_user(connection))
+    groups = _leader_groups(backend, entries)
     submitted = []
     for indexes in groups:
         share = [entries[i] for i in indexes]
