@@ -13,6 +13,7 @@ from strom_server.rpc.produce_request import (  # noqa: F401 (the servicer's nam
     produce_call,
     produce_call_from_bytes,
 )
+from strom_server.rpc.protowire import len_field, len_prefix, varint_field
 from strom_storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP
 from strom_storage.node import (
     FetchPartitionRequest,
@@ -106,49 +107,30 @@ def fetch_response(
     return response
 
 
-def _varint(value: int) -> bytes:
-    """Protobuf base-128 varint; negative numbers as their 64-bit two's complement."""
-    value &= (1 << 64) - 1
-    out = bytearray()
-    while value > 0x7F:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
-def _int_field(tag: int, value: int) -> bytes:
-    return bytes((tag,)) + _varint(value) if value else b""
-
-
-def _len_field(tag: int, data: bytes | memoryview) -> list[bytes | memoryview]:
-    return [bytes((tag,)), _varint(len(data)), data] if data else []
-
-
 def encode_fetch_response(correlation_id: int, results: Sequence[FetchPartitionResult]) -> bytes:
     """The serialized FetchResponse, byte for byte what ``fetch_response(...)
     .SerializeToString()`` gives, built with one copy of the record bytes instead of three
     (into the message, out of it, into gRPC). Field numbers: storage.proto."""
-    parts: list[bytes | memoryview] = [_int_field(0x08, correlation_id)]
+    parts: list[bytes | memoryview] = [varint_field(0x08, correlation_id)]
     for r in results:
         code, message = error_fields(r.error)
         body = [
-            *_len_field(0x0A, r.topic.encode()),
-            _int_field(0x10, r.partition),
-            _int_field(0x18, code),
-            *_len_field(0x22, message.encode()),
-            _int_field(0x28, r.high_watermark),
-            _int_field(0x30, r.last_stable_offset),
-            _int_field(0x38, r.log_start_offset),
-            *_len_field(0x42, r.records),
-            _int_field(0x50, -1),  # preferred_read_replica: none
+            *len_field(0x0A, r.topic.encode()),
+            varint_field(0x10, r.partition),
+            varint_field(0x18, code),
+            *len_field(0x22, message.encode()),
+            varint_field(0x28, r.high_watermark),
+            varint_field(0x30, r.last_stable_offset),
+            varint_field(0x38, r.log_start_offset),
+            *len_field(0x42, r.records),
+            varint_field(0x50, -1),  # preferred_read_replica: none
         ]
         for pid, first in r.aborted_transactions:
-            body += _len_field(0x5A, _int_field(0x08, pid) + _int_field(0x10, first)) or [
+            body += len_field(0x5A, varint_field(0x08, pid) + varint_field(0x10, first)) or [
                 b"\x5a\x00"  # an empty AbortedTransaction (producer 0 at offset 0)
             ]
         size = sum(map(len, body))
-        parts += [b"\x12", _varint(size), *body]
+        parts += [len_prefix(0x12, size), *body]
     return b"".join(parts)
 
 

@@ -1,4 +1,5 @@
-"""Just enough of the protobuf wire format to read a message's small fields without parsing it.
+"""Just enough of the protobuf wire format to read a message's small fields without parsing it,
+and to write a data-path message around record bytes without copying them into a message.
 
 The data path's messages carry one large ``bytes`` field (record batches) beside a few small
 ones. Parsing such a message copies the large field once into the parser's memory and once
@@ -6,6 +7,10 @@ more into a Python ``bytes`` when it is read; reading the small fields here and 
 large one as a ``memoryview`` of the received bytes copies nothing. Fields of an unexpected
 wire type are skipped, as a parser keeps them as unknown fields. A message these functions
 cannot read raises ``ValueError``; callers then parse it normally, which names the problem.
+
+The writers (``varint``, ``varint_field``, ``len_prefix``, ``len_field``) write a field as
+``SerializeToString`` does (a zero or empty proto3 field not at all), so that a message joined
+from their parts is byte for byte the serialized message.
 """
 
 from __future__ import annotations
@@ -13,7 +18,19 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-__all__ = ["I32", "I64", "LEN", "VARINT", "fields", "int32", "int64"]
+__all__ = [
+    "I32",
+    "I64",
+    "LEN",
+    "VARINT",
+    "fields",
+    "int32",
+    "int64",
+    "len_field",
+    "len_prefix",
+    "varint",
+    "varint_field",
+]
 
 VARINT, I64, LEN, I32 = 0, 1, 2, 5
 
@@ -67,3 +84,30 @@ def int64(value: int) -> int:
     """A varint read as a protobuf int64."""
     value &= 0xFFFFFFFFFFFFFFFF
     return value - (1 << 64) if value & 0x8000000000000000 else value
+
+
+def varint(value: int) -> bytes:
+    """Protobuf base-128 varint; negative numbers as their 64-bit two's complement (ten
+    bytes, as protobuf writes a negative int32 or int64)."""
+    value &= 0xFFFFFFFFFFFFFFFF
+    out = bytearray()
+    while value > 0x7F:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def varint_field(key: int, value: int) -> bytes:
+    """A varint field (``key``: its one-byte tag); nothing for 0."""
+    return bytes((key,)) + varint(value) if value else b""
+
+
+def len_prefix(key: int, size: int) -> bytes:
+    """The tag and length of a length-delimited field of ``size`` bytes (its bytes follow)."""
+    return bytes((key,)) + varint(size)
+
+
+def len_field(key: int, data: bytes | memoryview) -> list[bytes | memoryview]:
+    """A length-delimited field as parts (``data`` itself, not copied); none when empty."""
+    return [len_prefix(key, len(data)), data] if data else []

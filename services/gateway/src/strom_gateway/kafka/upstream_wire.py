@@ -14,30 +14,21 @@ from dataclasses import dataclass, field
 from typing import cast
 
 from strom.protocol.v1 import common_pb2, storage_pb2
-from strom_server.rpc.protowire import LEN, VARINT, fields, int32, int64
+from strom_server.rpc.protowire import (
+    LEN,
+    VARINT,
+    fields,
+    int32,
+    int64,
+    len_field,
+    len_prefix,
+    varint_field,
+)
 
 __all__ = ["FetchAnswer", "fetch_answer", "fetch_answer_of", "produce_request_bytes"]
 
 #: (topic, partition, records) of one partition of a Produce.
 ProduceEntry = tuple[str, int, "bytes | memoryview | None"]
-
-
-def _uvarint(value: int) -> bytes:
-    value &= 0xFFFFFFFFFFFFFFFF  # negative int32/int64: ten bytes, as protobuf writes them
-    out = bytearray()
-    while value > 0x7F:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
-def _varint_field(key: int, value: int) -> bytes:
-    return bytes((key,)) + _uvarint(value) if value else b""
-
-
-def _len_prefix(key: int, size: int) -> bytes:
-    return bytes((key,)) + _uvarint(size)
 
 
 def produce_request_bytes(
@@ -49,23 +40,13 @@ def produce_request_bytes(
     entries: Iterable[ProduceEntry],
 ) -> bytes:
     """A serialized ProduceRequest of ``entries``, as ``SerializeToString`` would write it."""
-    parts: list[bytes | memoryview] = [_varint_field(0x08, acks), _varint_field(0x10, timeout_ms)]
+    parts: list[bytes | memoryview] = [varint_field(0x08, acks), varint_field(0x10, timeout_ms)]
     for topic, partition, records in entries:
-        name = topic.encode()
-        head = (_len_prefix(0x0A, len(name)) + name if name else b"") + _varint_field(
-            0x10, partition
-        )
-        size = len(head)
+        body = [*len_field(0x0A, topic.encode()), varint_field(0x10, partition)]
         if records:
-            tail = _len_prefix(0x1A, len(records))
-            size += len(tail) + len(records)
-            parts += (_len_prefix(0x1A, size), head, tail, records)
-        else:
-            parts += (_len_prefix(0x1A, size), head)
-    for key, text in ((0x2A, client_id), (0x32, transactional_id)):
-        if text:
-            data = text.encode()
-            parts += (_len_prefix(key, len(data)), data)
+            body += len_field(0x1A, records)
+        parts += (len_prefix(0x1A, sum(map(len, body))), *body)
+    parts += (*len_field(0x2A, client_id.encode()), *len_field(0x32, transactional_id.encode()))
     return b"".join(parts)
 
 
