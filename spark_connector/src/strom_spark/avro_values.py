@@ -156,15 +156,17 @@ def _fullname(schema: dict[str, Any], namespace: str) -> str:
 
 # --- in the tasks ------------------------------------------------------------------------
 
-_DECODERS: dict[tuple[str, str], AvroDeserializer] = {}
-_ENCODERS: dict[tuple[str, str, str], AvroSerializer] = {}
+# Per format (the registry's credentials included: a task never uses another job's).
+_DECODERS: dict[AvroValueFormat, AvroDeserializer] = {}
+_ENCODERS: dict[AvroValueFormat, AvroSerializer] = {}
 
 
 def _decoder(value_format: AvroValueFormat) -> AvroDeserializer:
-    key = (value_format.registry_url, value_format.schema)
-    found = _DECODERS.get(key)
+    found = _DECODERS.get(value_format)
     if found is None:
-        found = _DECODERS[key] = AvroDeserializer(value_format.registry(), value_format.schema)
+        found = _DECODERS[value_format] = AvroDeserializer(
+            value_format.registry(), value_format.schema
+        )
     return found
 
 
@@ -184,11 +186,10 @@ def decode_values(batch: pa.RecordBatch, value_format: AvroValueFormat) -> pa.Re
 
 
 def _encoder(value_format: AvroValueFormat) -> AvroSerializer:
-    key = (value_format.registry_url, value_format.subject, value_format.schema)
-    found = _ENCODERS.get(key)
+    found = _ENCODERS.get(value_format)
     if found is None:
         subject = value_format.subject
-        found = _ENCODERS[key] = AvroSerializer(
+        found = _ENCODERS[value_format] = AvroSerializer(
             value_format.registry(), value_format.schema,
             subject_name_strategy=lambda _topic, _record, _is_key: subject, auto_register=False,
         )  # fmt: skip

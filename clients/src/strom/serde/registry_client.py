@@ -108,16 +108,14 @@ class SchemaRegistryClient:
             raise ConfigurationError(f"schema registry URL {url!r}: expected http://host:port")
         if parts.username is not None and basic_auth_user_info is None:
             basic_auth_user_info = f"{unquote(parts.username)}:{unquote(parts.password or '')}"
-        self.url = url.replace(f"{parts.netloc}", parts.netloc.rpartition("@")[2], 1)
+        self.url = url.replace(parts.netloc, parts.netloc.rpartition("@")[2], 1)  # no password
         self._auth = _basic_auth_header(basic_auth_user_info)
-        if ssl_cafile is not None and parts.scheme != "https":
+        https = parts.scheme == "https"
+        if ssl_cafile is not None and not https:
             raise ConfigurationError(f"ssl_cafile {ssl_cafile!r} needs an https:// registry URL")
-        self._ssl = (
-            ssl.create_default_context(cafile=ssl_cafile) if parts.scheme == "https" else None
-        )
-        self._https = parts.scheme == "https"
+        self._ssl = ssl.create_default_context(cafile=ssl_cafile) if https else None
         self._host = parts.hostname
-        self._port = parts.port or (443 if self._https else 80)
+        self._port = parts.port or (443 if https else 80)
         self._base = parts.path.rstrip("/")
         self._timeout = timeout_s
         self._lock = threading.Lock()
