@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+from typing import Any
 
 import pytest
 
@@ -41,11 +42,14 @@ def _caller(*acls: AclBinding) -> _Caller:
 
 
 def _split(method: str, caller: _Caller, request: object) -> tuple[object, list]:
-    rule = rule_for(f"/strom.protocol.v1.Gateway/{method}")
-    assert rule.entries is not None
-    if rule.head is not None:
-        rule.head(caller, request)
-    return rule.entries.split(caller, request)
+    return rule_for(f"/strom.protocol.v1.Gateway/{method}").split(caller, request)
+
+
+def _answered(method: str, response: Any, refused: list) -> Any:
+    """``response`` with ``method``'s answers to the ``refused`` entries."""
+    entries = rule_for(f"/strom.protocol.v1.Gateway/{method}").entries
+    assert entries is not None
+    return entries.answer(response, refused)
 
 
 def test_a_fetch_of_an_allowed_and_a_refused_topic_is_answered_per_partition() -> None:
@@ -56,12 +60,12 @@ def test_a_fetch_of_an_allowed_and_a_refused_topic_is_answered_per_partition() -
     narrowed, refused = _split("Fetch", caller, request)
     assert [p.topic for p in narrowed.partitions] == ["a", "a"]
     assert [(e.topic, e.partition) for e, _ in refused] == [("b", 1)]
-    rule = rule_for("/strom.protocol.v1.StorageNode/Fetch").entries
-    assert rule is not None
     # the storage node answers Fetch pre-serialized: the refused result is appended
     served = storage_pb2.FetchResponse(correlation_id=7)
     served.partitions.add(topic="a", partition=0, high_watermark=3)
-    answer = storage_pb2.FetchResponse.FromString(rule.answer(served.SerializeToString(), refused))
+    answer = storage_pb2.FetchResponse.FromString(
+        _answered("Fetch", served.SerializeToString(), refused)
+    )
     assert answer.correlation_id == 7
     assert [(p.topic, p.partition, p.error_code) for p in answer.partitions] == [
         ("a", 0, 0),
@@ -88,9 +92,7 @@ def test_a_serialized_produce_keeps_its_allowed_entries_and_transactional_id() -
     assert (kept.acks, kept.transactional_id, kept.client_id) == (-1, "tx", "c")
     assert [(p.topic, p.records) for p in kept.partitions] == [("a", b"batch-a")]
     assert [e.topic for e, _ in refused] == ["b"]
-    rule = rule_for("/strom.protocol.v1.Gateway/Produce").entries
-    assert rule is not None
-    answer = storage_pb2.ProduceResponse.FromString(rule.answer(b"", refused))
+    answer = storage_pb2.ProduceResponse.FromString(_answered("Produce", b"", refused))
     assert [(p.topic, p.error_code) for p in answer.partitions] == [
         ("b", ErrorCode.TOPIC_AUTHORIZATION_FAILED)
     ]
@@ -107,9 +109,7 @@ def test_topic_and_group_lists_are_answered_per_name() -> None:
         "DeleteTopics", caller, controller_pb2.DeleteTopicsRequest(names=["a", "b"])
     )
     assert list(narrowed.names) == ["a"]
-    rule = rule_for("/x/DeleteTopics").entries
-    assert rule is not None
-    answer = rule.answer(controller_pb2.DeleteTopicsResponse(), refused)
+    answer = _answered("DeleteTopics", controller_pb2.DeleteTopicsResponse(), refused)
     assert [(t.name, t.error_code) for t in answer.topics] == [
         ("b", ErrorCode.TOPIC_AUTHORIZATION_FAILED)
     ]
@@ -126,9 +126,7 @@ def test_topic_and_group_lists_are_answered_per_name() -> None:
     groups = coordinator_pb2.DescribeGroupsRequest(group_ids=["g", "h"])
     narrowed, refused = _split("DescribeGroups", caller, groups)
     assert list(narrowed.group_ids) == ["g"]
-    describe = rule_for("/x/DescribeGroups").entries
-    assert describe is not None
-    answer = describe.answer(coordinator_pb2.DescribeGroupsResponse(), refused)
+    answer = _answered("DescribeGroups", coordinator_pb2.DescribeGroupsResponse(), refused)
     assert [(g.group_id, g.error_code) for g in answer.groups] == [
         ("h", ErrorCode.GROUP_AUTHORIZATION_FAILED)
     ]
@@ -179,9 +177,8 @@ def test_transactional_and_admin_requests_are_answered_per_entry() -> None:
     describe = transaction_pb2.DescribeTransactionsRequest(transactional_ids=["tx", "other"])
     narrowed, refused = _split("DescribeTransactions", caller, describe)
     assert list(narrowed.transactional_ids) == ["tx"]
-    rule = rule_for("/x/DescribeTransactions").entries
-    assert rule is not None
-    answer = rule.answer(transaction_pb2.DescribeTransactionsResponse(), refused)
+    response = transaction_pb2.DescribeTransactionsResponse()
+    answer = _answered("DescribeTransactions", response, refused)
     assert [(t.transactional_id, t.error_code) for t in answer.transactions] == [
         ("other", ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     ]

@@ -246,10 +246,7 @@ class RequestGuard:
                 caller.check_still_valid()
                 request = received
                 if pending is not None:
-                    assert entries is not None
-                    if rule.head is not None:
-                        rule.head(caller, request)
-                    request, refused = entries.split(caller, request, refuse_whole=False)
+                    request, refused = rule.split(caller, request, refuse_whole=False)
                     pending.append(refused)
                 elif check is not None:
                     check(caller, request)
@@ -274,9 +271,7 @@ class RequestGuard:
                     refusals[caller] = deque()
                 request = checked(request, caller)
             elif entries is not None:
-                if rule.head is not None:
-                    rule.head(caller, request)
-                request, refused = entries.split(caller, request)
+                request, refused = rule.split(caller, request)
             elif check is not None:
                 check(caller, request)
             return request, _principal.set(caller.principal), caller, refused

@@ -100,22 +100,18 @@ class PerEntry:
     def _name(self, entry: Any) -> str:
         return entry if isinstance(entry, str) else str(getattr(entry, self.keys[0]))
 
-    def _listed(self, request: Any) -> list[Any]:
-        if isinstance(request, bytes):  # a Produce: its topics without parsing the records
-            return [_Key(t, p) for t, p, _ in produce_call_from_bytes(request).entries]
-        return list(getattr(request, self.entries))
-
     def split(
-        self, caller: Caller, request: Any, *, refuse_whole: bool = True
+        self, caller: Caller, request: Any, read: Any, *, refuse_whole: bool = True
     ) -> tuple[Any, list[tuple[Any, Exception]]]:
-        """``request`` without its refused entries, and those with their errors; when every
-        entry is refused, raises the first refusal (``refuse_whole``) or leaves none."""
-        if self.skip is not None and self.skip(caller, request):
+        """``request`` (``read`` as ``readable`` gives it) without its refused entries, and
+        those with their errors; when every entry is refused, raises the first refusal
+        (``refuse_whole``) or leaves none."""
+        if self.skip is not None and self.skip(caller, read):
             return request, []
         decided: dict[str, AuthorizationFailedError | None] = {}
         kept: list[int] = []
         refused: list[tuple[Any, Exception]] = []
-        for index, entry in enumerate(self._listed(request)):
+        for index, entry in enumerate(getattr(read, self.entries)):
             name = self._name(entry)
             if name not in decided:
                 decided[name] = caller.refusal(self.operation, self.rtype, name)
@@ -171,14 +167,41 @@ class _Key:
 
 
 @dataclass(frozen=True, slots=True)
+class _ReadProduce:
+    """A serialized Produce as rules read it: its fields, the records not parsed."""
+
+    transactional_id: str
+    partitions: list[_Key]
+
+
+def readable(request: Any) -> Any:
+    """What rules read of ``request``: a serialized Produce's fields (read once, its records
+    left in place), else the request itself."""
+    if isinstance(request, bytes):
+        call = produce_call_from_bytes(request)
+        return _ReadProduce(call.transactional_id, [_Key(t, p) for t, p, _ in call.entries])
+    return request
+
+
+@dataclass(frozen=True, slots=True)
 class Rule:
-    """``check`` authorizes a whole request; with ``entries``, a unary request is checked by
-    ``head`` (its part outside the entries, may be None) and then entry by entry."""
+    """``check`` authorizes a whole request; with ``entries``, a request is checked by
+    ``head`` (its part outside the entries, may be None) and then entry by entry (``split``)."""
 
     check: Check | None = None
     filter: Filter | None = None
     entries: PerEntry | None = None
     head: Check | None = None
+
+    def split(
+        self, caller: Caller, request: Any, *, refuse_whole: bool = True
+    ) -> tuple[Any, list[tuple[Any, Exception]]]:
+        """``head``, then ``entries.split`` (a rule with ``entries``)."""
+        assert self.entries is not None
+        read = readable(request)
+        if self.head is not None:
+            self.head(caller, read)
+        return self.entries.split(caller, request, read, refuse_whole=refuse_whole)
 
 
 def _each(caller: Caller, operation: Operation, rtype: ResourceType, names: Iterable[str]) -> None:
@@ -214,13 +237,8 @@ def _produce(caller: Caller, request: Any) -> None:
 
 
 def _produce_head(caller: Caller, request: Any) -> None:
-    transactional_id = (
-        produce_call_from_bytes(request).transactional_id
-        if isinstance(request, bytes)
-        else request.transactional_id
-    )
-    if transactional_id:
-        caller.require(WRITE, TXN, transactional_id)
+    if request.transactional_id:
+        caller.require(WRITE, TXN, request.transactional_id)
 
 
 def _replica_head(caller: Caller, request: Any) -> None:
