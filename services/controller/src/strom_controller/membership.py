@@ -3,8 +3,8 @@
 The election key names only the active controller; the registration lists every running one,
 standbys included, so that the gateway can report them all (``MetadataResponse.controllers``).
 It is informational: nothing is fenced or decided on it. A lost lease (etcd unreachable past
-the TTL) is followed by a fresh lease and registration; closing revokes the lease so the key
-goes at once.
+the TTL) or any other failure is followed by a fresh lease and registration; closing revokes
+the lease so the key goes at once.
 
 Not thread-safe: one event loop.
 """
@@ -58,6 +58,13 @@ class ControllerMembership:
                 log.warning("controller registration lease expired; registering again")
             except EtcdUnavailableError as exc:
                 log.warning("controller registration paused: etcd unreachable", error=str(exc))
+                await self._clock.sleep(backoff)
+                backoff = min(backoff * 2, 2.0)
+            except Exception:
+                # e.g. the put refused because the lease expired since its grant: as the
+                # election does, log and register again, rather than end the task unseen
+                # (close() suppresses its exception) and drop out of the listing for good.
+                log.exception("controller registration failed; registering again")
                 await self._clock.sleep(backoff)
                 backoff = min(backoff * 2, 2.0)
 
