@@ -1,4 +1,5 @@
-"""The Kafka listener's TLS: the gateway's certificate served, a renewed certificate served to
+"""The Kafka listener's TLS (``http_tls.server_context``, as the schema registry's): the
+gateway's certificate served, a renewed certificate served to
 the next connection without a restart, and client certificates asked for when configured."""
 
 from __future__ import annotations
@@ -11,8 +12,8 @@ import pytest
 from cryptography import x509
 
 from strom.errors import ConfigurationError
-from strom_gateway.kafka.tls import ReloadingTls
 from strom_server.security.certificates import LocalCa
+from strom_server.security.http_tls import server_context
 
 
 async def _served_serial(context: ssl.SSLContext, cafile: Path) -> int:
@@ -37,24 +38,24 @@ async def _served_serial(context: ssl.SSLContext, cafile: Path) -> int:
 def test_a_renewed_certificate_is_served_to_the_next_connection(tmp_path: Path) -> None:
     ca = LocalCa(tmp_path)
     first = ca.issue("gateway")
-    tls = ReloadingTls(str(first.certfile), str(first.keyfile), str(ca.cafile), "none")
-    serial = asyncio.run(_served_serial(tls.context, ca.cafile))
+    tls = server_context(str(first.certfile), str(first.keyfile), str(ca.cafile), "none")
+    serial = asyncio.run(_served_serial(tls, ca.cafile))
     assert serial == x509.load_pem_x509_certificate(first.certfile.read_bytes()).serial_number
     renewed = ca.issue("gateway")  # the same files, rewritten
     expected = x509.load_pem_x509_certificate(renewed.certfile.read_bytes()).serial_number
     assert expected != serial
-    assert asyncio.run(_served_serial(tls.context, ca.cafile)) == expected
-    assert asyncio.run(_served_serial(tls.context, ca.cafile)) == expected
+    assert asyncio.run(_served_serial(tls, ca.cafile)) == expected
+    assert asyncio.run(_served_serial(tls, ca.cafile)) == expected
 
 
 def test_client_certificates_are_asked_for_when_configured(tmp_path: Path) -> None:
     ca = LocalCa(tmp_path)
     pair = ca.issue("gateway")
-    required = ReloadingTls(str(pair.certfile), str(pair.keyfile), str(ca.cafile), "required")
-    assert required.context.verify_mode == ssl.CERT_REQUIRED
-    requested = ReloadingTls(str(pair.certfile), str(pair.keyfile), str(ca.cafile), "requested")
-    assert requested.context.verify_mode == ssl.CERT_OPTIONAL
+    required = server_context(str(pair.certfile), str(pair.keyfile), str(ca.cafile), "required")
+    assert required.verify_mode == ssl.CERT_REQUIRED
+    requested = server_context(str(pair.certfile), str(pair.keyfile), str(ca.cafile), "requested")
+    assert requested.verify_mode == ssl.CERT_OPTIONAL
     with pytest.raises(ConfigurationError, match=r"ssl\.cafile"):
-        ReloadingTls(str(pair.certfile), str(pair.keyfile), "", "required")
+        server_context(str(pair.certfile), str(pair.keyfile), "", "required")
     with pytest.raises(ConfigurationError, match=r"ssl\.certfile"):
-        ReloadingTls("", str(pair.keyfile), "", "none")
+        server_context("", str(pair.keyfile), "", "none")

@@ -1,6 +1,6 @@
-"""TLS for services that serve or call HTTP (the schema registry): ``ssl.SSLContext``s built
-from the same settings as the gRPC listeners (``ssl.certfile``, ``ssl.keyfile``,
-``ssl.cafile``, ``ssl.client.auth``).
+"""TLS for listeners other than gRPC's (the schema registry's HTTPS, the gateway's Kafka
+listener) and for HTTP clients: ``ssl.SSLContext``s built from the same settings as the gRPC
+listeners (``ssl.certfile``, ``ssl.keyfile``, ``ssl.cafile``, ``ssl.client.auth``).
 
 ``server_context`` re-reads the certificate and key when either file changes, checked at each
 new TLS handshake by the gRPC listeners' ``CertificateFiles``: a renewed certificate is served
@@ -34,7 +34,7 @@ def server_context(
     """A server's TLS context, reloaded when its files change (module docstring)."""
     for what, name in (("ssl.certfile", certfile), ("ssl.keyfile", keyfile)):
         if not name:
-            raise ConfigurationError(f"{what} is required for an HTTPS listener")
+            raise ConfigurationError(f"{what} is required for a TLS listener")
         if not Path(name).is_file():
             raise ConfigurationError(f"{what}: no such file: {name}")
     if client_auth != "none" and not cafile:

@@ -10,9 +10,9 @@ from strom_gateway.kafka.listener import KafkaListener
 from strom_gateway.kafka.principals import Routes, RoutesFactory, UserBackends
 from strom_gateway.kafka.sasl import SaslServer
 from strom_gateway.kafka.security import KAFKA_PROTOCOLS, KafkaSecurity, listener_protocol
-from strom_gateway.kafka.tls import ReloadingTls
 from strom_server.runtime.logs import get_logger
 from strom_server.runtime.values import split_host_port
+from strom_server.security.http_tls import server_context
 from strom_server.security.setup import ServerSecurity
 
 log = get_logger(__name__)
@@ -27,9 +27,9 @@ def _gate(security: ServerSecurity, base: Backend, routes: RoutesFactory) -> Kaf
     protocol = listener_protocol(config.security_protocol)
     tls = None
     if protocol == "SASL_SSL":
-        tls = ReloadingTls(
+        tls = server_context(
             config.ssl_certfile, config.ssl_keyfile, config.ssl_cafile, config.ssl_client_auth
-        ).context
+        )
     sasl = None
     if protocol != "PLAINTEXT":
         sasl = SaslServer(security.authenticator, security.store.credentials, plain=tls is not None)
