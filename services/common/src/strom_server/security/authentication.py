@@ -22,7 +22,7 @@ from strom.security.scram import ScramCredential, ScramServerExchange
 from strom_server.security import audit
 from strom_server.security.tokens import TokenIssuer
 
-__all__ = ["FREE_FAILURES", "MAX_DELAY_S", "LoginResult", "ScramAuthenticator"]
+__all__ = ["FREE_FAILURES", "MAX_DELAY_S", "LoginResult", "LoginThrottle", "ScramAuthenticator"]
 
 FREE_FAILURES = 5
 MAX_DELAY_S = 5.0
@@ -40,6 +40,28 @@ class LoginResult:
     principal: str
 
 
+class LoginThrottle:
+    """Failed logins per user, audited: after ``FREE_FAILURES`` in a row each further attempt
+    first waits (0.1 s doubling, up to ``MAX_DELAY_S``); a success resets the count."""
+
+    def __init__(self, sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
+        self._sleep = sleep
+        self._failures: dict[str, int] = {}
+
+    async def wait(self, user: str) -> None:
+        """Wait out ``user``'s delay, if any."""
+        failures = self._failures.get(user, 0)
+        if failures >= FREE_FAILURES:
+            await self._sleep(min(0.1 * 2 ** (failures - FREE_FAILURES), MAX_DELAY_S))
+
+    def failed(self, user: str, host: str, reason: str) -> None:
+        self._failures[user] = self._failures.get(user, 0) + 1
+        audit.login_failed(user, host, reason)
+
+    def succeeded(self, user: str) -> None:
+        self._failures.pop(user, None)
+
+
 class ScramAuthenticator:
     """SCRAM sessions and tokens (see the module docstring)."""
 
@@ -53,24 +75,14 @@ class ScramAuthenticator:
         """``sleep`` waits out a throttled attempt (injected: tests need not wait)."""
         self._credentials = credentials
         self._issuer = issuer
-        self._sleep = sleep
+        self._throttle = LoginThrottle(sleep)
         self._sessions: OrderedDict[str, tuple[ScramServerExchange, float]] = OrderedDict()
-        self._failures: dict[str, int] = {}
-
-    async def _throttle(self, user: str) -> None:
-        failures = self._failures.get(user, 0)
-        if failures >= FREE_FAILURES:
-            await self._sleep(min(0.1 * 2 ** (failures - FREE_FAILURES), MAX_DELAY_S))
-
-    def _failed(self, user: str, host: str, reason: str) -> None:
-        self._failures[user] = self._failures.get(user, 0) + 1
-        audit.login_failed(user, host, reason)
 
     async def first(self, mechanism: str, client_first: bytes, host: str) -> tuple[str, bytes]:
         """Step 1: (session id, server-first-message)."""
         exchange = ScramServerExchange(mechanism)
         user = exchange.parse_first(client_first)
-        await self._throttle(user)
+        await self._throttle.wait(user)
         stored = [c for c in await self._credentials(user) if c.mechanism == exchange.mechanism]
         server_first = exchange.server_first(stored[0] if stored else None)
         self._expire()
@@ -88,12 +100,12 @@ class ScramAuthenticator:
         try:
             server_final = exchange.verify_final(client_final)
         except SaslAuthenticationFailedError:
-            self._failed(exchange.username, host, "wrong password or unknown user")
-            await self._throttle(exchange.username)
+            self._throttle.failed(exchange.username, host, "wrong password or unknown user")
+            await self._throttle.wait(exchange.username)
             raise SaslAuthenticationFailedError(
                 "authentication failed: invalid credentials"
             ) from None
-        self._failures.pop(exchange.username, None)
+        self._throttle.succeeded(exchange.username)
         principal = f"User:{exchange.username}"
         token = self._issuer.issue(principal)
         return LoginResult(server_final, token, self._issuer.lifetime_s, principal)

@@ -21,8 +21,7 @@ from collections.abc import Awaitable, Callable
 
 from strom.errors import SaslAuthenticationFailedError
 from strom.security.scram import ScramCredential, hash_name, salted_password
-from strom_server.security import audit
-from strom_server.security.authentication import FREE_FAILURES, MAX_DELAY_S, CredentialLookup
+from strom_server.security.authentication import CredentialLookup, LoginThrottle
 
 __all__ = ["PasswordChecker"]
 
@@ -48,10 +47,9 @@ class PasswordChecker:
     ) -> None:
         self._credentials = credentials
         self._cache_s = cache_s
-        self._sleep = sleep
+        self._throttle = LoginThrottle(sleep)
         self._key = secrets.token_bytes(32)
         self._verified: dict[tuple[str, bytes], float] = {}
-        self._failures: dict[str, int] = {}
 
     async def check(self, user: str, password: str, host: str = "") -> str:
         """The principal of ``user`` when ``password`` is theirs; else
@@ -60,17 +58,14 @@ class PasswordChecker:
         now = time.monotonic()
         if self._verified.get((user, digest), 0.0) > now:
             return f"User:{user}"
-        failures = self._failures.get(user, 0)
-        if failures >= FREE_FAILURES:
-            await self._sleep(min(0.1 * 2 ** (failures - FREE_FAILURES), MAX_DELAY_S))
+        await self._throttle.wait(user)
         stored = await self._credentials(user) if user else []
         # PBKDF2 takes milliseconds: off the event loop.
         ok = any([await asyncio.to_thread(_matches, c, password) for c in stored])
         if not ok:
-            self._failures[user] = failures + 1
-            audit.login_failed(user, host, "wrong password or unknown user (basic auth)")
+            self._throttle.failed(user, host, "wrong password or unknown user (basic auth)")
             raise SaslAuthenticationFailedError("authentication failed: invalid credentials")
-        self._failures.pop(user, None)
+        self._throttle.succeeded(user)
         if len(self._verified) >= _CACHE_LIMIT:
             self._verified = {k: t for k, t in self._verified.items() if t > now}
             if len(self._verified) >= _CACHE_LIMIT:
