@@ -251,17 +251,23 @@ class Sampler:
         return found
 
     async def _refresh_min_isr(self, names: list[str]) -> None:
-        for name in list(self.min_isr):
-            if name not in names:
-                del self.min_isr[name]
+        present = set(names)  # a set: thousands of topics, each looked up once per sample
+        for name in list(self.min_isr):  # a copy: a page may drop an entry meanwhile
+            if name not in present:
+                self.min_isr.pop(name, None)
         missing = [n for n in names if n not in self.min_isr][:_CONFIG_LOOKUPS_PER_SAMPLE]
-        for name in missing:
-            try:
-                configs = await self.admin.describe_configs(name)
-            except StromError:
-                continue
+        limit = asyncio.Semaphore(_GROUP_CONCURRENCY)
+
+        async def one(name: str) -> None:
+            async with limit:
+                try:
+                    configs = await self.admin.describe_configs(name)
+                except StromError:
+                    return  # deleted meanwhile, or the controller is moving: next sample
             value = configs.get("min.insync.replicas")
             self.min_isr[name] = int(value.value) if value is not None else 1
+
+        await asyncio.gather(*(one(n) for n in missing))
 
 
 def in_turn(followed: Sequence[str], start: int, count: int) -> tuple[list[str], int]:
