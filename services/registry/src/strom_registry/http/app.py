@@ -27,7 +27,7 @@ from opentelemetry import metrics, trace
 
 from strom.security.acl import Operation
 from strom_registry import errors
-from strom_registry.access import ANONYMOUS, Access
+from strom_registry.access import ANONYMOUS, Access, forbidden
 from strom_registry.registry import Registry
 from strom_server.runtime.logs import get_logger
 
@@ -119,10 +119,7 @@ class Routes:
             return schema_id
         self.r.schema(schema_id)  # 40403 first for an unknown id
         if not self._visible(request, self.r.subjects_of(schema_id, deleted=True)):
-            principal = _caller(request)[0]
-            raise errors.RegistryError(
-                403, 40301, f"{principal} is denied operation DESCRIBE on schema id {schema_id}"
-            )
+            raise forbidden(_caller(request)[0], Operation.DESCRIBE, f"schema id {schema_id}")
         return schema_id
 
     async def schema_by_id(self, request: web.Request) -> web.Response:
