@@ -86,19 +86,18 @@ def assert_exactly_once_and_nothing_open(cluster, topic: str, prefix: str) -> in
     return len(topic_values(cluster, topic, read_committed=False))
 
 
-def test_speculative_copy_wins_and_the_stalled_attempt_adds_nothing(  # type: ignore[no-untyped-def]
-    written: dict[str, Written], spark_cluster
+@pytest.mark.parametrize(
+    ("case", "partition"),
+    [
+        # Spark starts a speculative copy of partition 0 on the other host; the copy wins.
+        pytest.param("speculation", 0, id="speculative_copy_wins_stalled_attempt_adds_nothing"),
+        # Partition 1 runs again after its executor died.
+        pytest.param("executor-lost", 1, id="executor_lost_mid_write_adds_nothing"),
+    ],
+)
+def test_a_partition_run_twice_is_written_once(  # type: ignore[no-untyped-def]
+    written: dict[str, Written], spark_cluster, case: str, partition: int
 ) -> None:
-    # Spark did start a speculative copy of partition 0 (on the other host).
-    assert len(attempts(written, "speculation", 0)) >= 2
-    w = written["speculation"]
-    assert assert_exactly_once_and_nothing_open(spark_cluster, w.topic, w.prefix) >= ROWS
-
-
-def test_executor_lost_mid_write_adds_nothing(  # type: ignore[no-untyped-def]
-    written: dict[str, Written], spark_cluster
-) -> None:
-    # Partition 1 ran again after its executor died.
-    assert len(attempts(written, "executor-lost", 1)) >= 2
-    w = written["executor-lost"]
+    assert len(attempts(written, case, partition)) >= 2
+    w = written[case]
     assert assert_exactly_once_and_nothing_open(spark_cluster, w.topic, w.prefix) >= ROWS
