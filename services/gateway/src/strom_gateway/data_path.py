@@ -10,7 +10,7 @@ gateway makes callers wait instead of growing without limit.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TypeVar
 
 from google.protobuf.message import Message
@@ -96,14 +96,7 @@ class DataPath:
             if len(share) == len(items):
                 return raw
             full = request()
-            return storage_pb2.ProduceRequest(
-                acks=full.acks,
-                timeout_ms=full.timeout_ms,
-                partitions=[full.partitions[item.index] for item in share],
-                correlation_id=full.correlation_id,
-                client_id=full.client_id,
-                transactional_id=full.transactional_id,
-            )
+            return produce_share(full, [full.partitions[item.index] for item in share])
 
         async with self.budget.hold(len(raw)):
             results, whole = await self.router.scatter(
@@ -125,18 +118,7 @@ class DataPath:
         self, request: storage_pb2.ProduceRequest, deadline: float
     ) -> storage_pb2.ProduceResponse:
         """``produce`` for a caller that already holds the request's bytes."""
-        build = _whole_or(
-            request,
-            request.partitions,
-            lambda parts: storage_pb2.ProduceRequest(
-                acks=request.acks,
-                timeout_ms=request.timeout_ms,
-                partitions=parts,
-                correlation_id=request.correlation_id,
-                client_id=request.client_id,
-                transactional_id=request.transactional_id,
-            ),
-        )
+        build = _whole_or(request, request.partitions, lambda parts: produce_share(request, parts))
         results, whole = await self.router.scatter(
             PRODUCE, request.partitions, build, produce_error, deadline
         )
@@ -267,6 +249,20 @@ class DataPath:
         if whole is not None:
             return whole
         return storage_pb2.OffsetForLeaderEpochResponse(partitions=results)
+
+
+def produce_share(
+    request: storage_pb2.ProduceRequest, partitions: Iterable[storage_pb2.ProducePartitionData]
+) -> storage_pb2.ProduceRequest:
+    """``request`` with only ``partitions`` (a leader's share of it, or those to retry)."""
+    return storage_pb2.ProduceRequest(
+        acks=request.acks,
+        timeout_ms=request.timeout_ms,
+        partitions=partitions,
+        correlation_id=request.correlation_id,
+        client_id=request.client_id,
+        transactional_id=request.transactional_id,
+    )
 
 
 def produce_error(

@@ -30,7 +30,7 @@ import grpc
 import structlog
 
 from strom.protocol.v1 import common_pb2, storage_pb2
-from strom_gateway.data_path import DataPath, produce_error
+from strom_gateway.data_path import DataPath, produce_error, produce_share
 from strom_gateway.leader_router import RETRY_CODES, PartitionItem
 
 log = structlog.get_logger(__name__)
@@ -193,14 +193,7 @@ class ProduceStreamRelay:
                 share = request.raw if isinstance(request, RawProduce) else request
             else:
                 full = _message(request)
-                share = storage_pb2.ProduceRequest(
-                    acks=full.acks,
-                    timeout_ms=full.timeout_ms,
-                    partitions=[full.partitions[i] for i in indexes],
-                    correlation_id=full.correlation_id,
-                    client_id=full.client_id,
-                    transactional_id=full.transactional_id,
-                )
+                share = produce_share(full, [full.partitions[i] for i in indexes])
             sent.append((indexes, self._upstream(address).send(share)))
         later = [i for i, _, _ in retry]
         errors = {i: (code, message) for i, code, message in final}
@@ -239,14 +232,7 @@ class ProduceStreamRelay:
         if retry:
             self._data.router.metadata.mark_stale({items[i].topic for i in retry})
             full = _message(request)
-            again = storage_pb2.ProduceRequest(
-                acks=full.acks,
-                timeout_ms=full.timeout_ms,
-                partitions=[full.partitions[i] for i in sorted(retry)],
-                correlation_id=full.correlation_id,
-                client_id=full.client_id,
-                transactional_id=full.transactional_id,
-            )
+            again = produce_share(full, [full.partitions[i] for i in sorted(retry)])
             retried = await self._data.produce_held(again, deadline)
             for i, result in zip(sorted(retry), retried.partitions, strict=True):
                 results[i] = result
