@@ -1,5 +1,6 @@
 """Log-dir reports (DescribeLogDirs' domain side): each directory's replicas and their sizes,
-the topic filter, and a directory whose filesystem cannot be read."""
+the topic filter, a directory whose filesystem cannot be read, and the node's answer built
+from the reports."""
 
 from __future__ import annotations
 
@@ -7,8 +8,16 @@ from pathlib import Path
 
 from storage_batches import simple_batch
 
+from strom.protocol.v1 import common_pb2
 from strom_server.runtime.clock import ManualClock
-from strom_storage.log.log_dirs import FilesystemUsage, describe_log_dirs, filesystem_usage
+from strom_storage.convert import log_dirs_response
+from strom_storage.log.log_dirs import (
+    FilesystemUsage,
+    LogDirReport,
+    ReplicaSize,
+    describe_log_dirs,
+    filesystem_usage,
+)
 from strom_storage.log.log_manager import LogManager
 
 
@@ -58,3 +67,23 @@ def test_an_unreadable_filesystem_is_reported_with_the_replicas(
 def test_filesystem_usage_of_a_real_directory(tmp_path: Path) -> None:
     usage = filesystem_usage(tmp_path)
     assert usage.total_bytes > 0 and 0 <= usage.usable_bytes <= usage.total_bytes
+
+
+def test_the_answer_groups_replicas_by_topic_and_marks_an_unreadable_directory() -> None:
+    replicas = [ReplicaSize("audit", 0, 7, 0), ReplicaSize("orders", 0, 5, 1)]
+    replicas.append(ReplicaSize("orders", 2, 3, 0))
+    reports = [
+        LogDirReport("/a", FilesystemUsage(100, 40), replicas),
+        LogDirReport("/b", None, [ReplicaSize("orders", 1, 9, 0)], "/b: Input/output error"),
+    ]
+    (node,) = log_dirs_response(4, reports).brokers
+    assert node.node_id == 4 and [d.path for d in node.log_dirs] == ["/a", "/b"]
+    good, bad = node.log_dirs
+    assert (good.error_code, good.total_bytes, good.usable_bytes) == (0, 100, 40)
+    shown = [(t.name, [(p.partition, p.size_bytes, p.offset_lag) for p in t.partitions])
+             for t in good.topics]  # fmt: skip
+    assert shown == [("audit", [(0, 7, 0)]), ("orders", [(0, 5, 1), (2, 3, 0)])]
+    assert bad.error_code == common_pb2.KAFKA_STORAGE_ERROR
+    assert (bad.total_bytes, bad.usable_bytes) == (-1, -1)
+    assert bad.error_message == "/b: Input/output error"
+    assert [(t.name, [p.partition for p in t.partitions]) for t in bad.topics] == [("orders", [1])]

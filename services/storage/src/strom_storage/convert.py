@@ -15,6 +15,7 @@ from strom_server.rpc.produce_request import (  # noqa: F401 (the servicer's nam
 )
 from strom_server.rpc.protowire import len_field, len_prefix, varint_field
 from strom_storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP
+from strom_storage.log.log_dirs import LogDirReport
 from strom_storage.node import (
     FetchPartitionRequest,
     FetchPartitionResult,
@@ -252,3 +253,29 @@ def describe_producers_result(result: ProducersResult) -> transaction_pb2.Descri
             for p in result.producers
         ],
     )
+
+
+def log_dirs_response(
+    node_id: int, reports: list[LogDirReport]
+) -> storage_pb2.DescribeLogDirsResponse:
+    """A node's DescribeLogDirs answer: one ``BrokerLogDirs``, its replicas by topic."""
+    node = storage_pb2.BrokerLogDirs(node_id=node_id)
+    for report in reports:
+        entry = node.log_dirs.add(path=report.path, total_bytes=-1, usable_bytes=-1)
+        if report.usage is None:
+            entry.error_code = common_pb2.KAFKA_STORAGE_ERROR
+            entry.error_message = report.error
+        else:
+            entry.total_bytes = report.usage.total_bytes
+            entry.usable_bytes = report.usage.usable_bytes
+        topic: storage_pb2.LogDirTopic | None = None
+        for replica in report.replicas:
+            if topic is None or topic.name != replica.topic:
+                topic = entry.topics.add(name=replica.topic)
+            topic.partitions.add(
+                partition=replica.partition,
+                size_bytes=replica.size_bytes,
+                offset_lag=replica.offset_lag,
+                is_future=replica.is_future,
+            )
+    return storage_pb2.DescribeLogDirsResponse(brokers=[node])

@@ -13,7 +13,7 @@ from strom.protocol.v1 import common_pb2, storage_pb2, storage_pb2_grpc, transac
 from strom_server.rpc.errors import error_fields
 from strom_server.rpc.raw_methods import add_with_raw_methods
 from strom_storage import convert
-from strom_storage.log.log_dirs import LogDirReport, describe_log_dirs
+from strom_storage.log.log_dirs import describe_log_dirs
 from strom_storage.node import ListOffsetsResult, ReplicaManager
 
 __all__ = ["StorageServicer", "add_to_server"]
@@ -223,29 +223,4 @@ class StorageServicer(storage_pb2_grpc.StorageNodeServicer):
         reports = await asyncio.to_thread(
             describe_log_dirs, logs.log_dirs, logs.logs(), request.topics
         )
-        return _log_dirs_response(self.replicas.node_id, reports)
-
-
-def _log_dirs_response(
-    node_id: int, reports: list[LogDirReport]
-) -> storage_pb2.DescribeLogDirsResponse:
-    node = storage_pb2.BrokerLogDirs(node_id=node_id)
-    for report in reports:
-        entry = node.log_dirs.add(path=report.path, total_bytes=-1, usable_bytes=-1)
-        if report.usage is None:
-            entry.error_code = common_pb2.KAFKA_STORAGE_ERROR
-            entry.error_message = report.error
-        else:
-            entry.total_bytes = report.usage.total_bytes
-            entry.usable_bytes = report.usage.usable_bytes
-        topic: storage_pb2.LogDirTopic | None = None
-        for replica in report.replicas:
-            if topic is None or topic.name != replica.topic:
-                topic = entry.topics.add(name=replica.topic)
-            topic.partitions.add(
-                partition=replica.partition,
-                size_bytes=replica.size_bytes,
-                offset_lag=replica.offset_lag,
-                is_future=replica.is_future,
-            )
-    return storage_pb2.DescribeLogDirsResponse(brokers=[node])
+        return convert.log_dirs_response(self.replicas.node_id, reports)
