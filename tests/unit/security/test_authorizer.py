@@ -139,7 +139,7 @@ def test_produce_rule_reads_serialized_requests_as_the_storage_node_does() -> No
     transactional id in them, and bytes that are no ProduceRequest are INVALID_REQUEST (as the
     node answers them without security), not an unexpected error."""
     auth = Authorizer([acl("orders", "WRITE"), acl("tx", "WRITE", rtype="TRANSACTIONAL_ID")])
-    check = rule_for("/strom.protocol.v1.StorageNode/Produce").check
+    check = rule_for("/strom.protocol.v1.StorageNode/Produce").require
     assert check is not None
     caller = _Caller(ALICE, "127.0.0.1", auth, "Produce")
     request = storage_pb2.ProduceRequest(transactional_id="tx")

@@ -231,7 +231,7 @@ class RequestGuard:
         self, method: str, rule: Rule, behavior: Callable[..., Any], streaming: bool
     ) -> Callable[..., Any] | None:
         authorizing = self.authorizer is not None
-        check = rule.check if authorizing else None
+        check = rule.require if authorizing else None
         filter_ = rule.filter if authorizing else None
         entries = rule.entries if authorizing else None
         # A stream's refused entries, oldest first, per call: its handler answers each request

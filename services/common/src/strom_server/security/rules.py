@@ -185,8 +185,9 @@ def readable(request: Any) -> Any:
 
 @dataclass(frozen=True, slots=True)
 class Rule:
-    """``check`` authorizes a whole request; with ``entries``, a request is checked by
-    ``head`` (its part outside the entries, may be None) and then entry by entry (``split``)."""
+    """``check`` authorizes a whole request; with ``entries`` (and no ``check``), a request is
+    checked by ``head`` (its part outside the entries, may be None) and then entry by entry
+    (``split``)."""
 
     check: Check | None = None
     filter: Filter | None = None
@@ -202,6 +203,17 @@ class Rule:
         if self.head is not None:
             self.head(caller, read)
         return self.entries.split(caller, request, read, refuse_whole=refuse_whole)
+
+    def require(self, caller: Caller, request: Any) -> None:
+        """The whole request authorized (a stream whose handler cannot answer per entry):
+        ``check``, or the head and every entry."""
+        if self.entries is None:
+            if self.check is not None:
+                self.check(caller, request)
+            return
+        _, refused = self.split(caller, request)
+        if refused:
+            raise refused[0][1]
 
 
 def _each(caller: Caller, operation: Operation, rtype: ResourceType, names: Iterable[str]) -> None:
@@ -223,19 +235,6 @@ def _cluster(operation: Operation) -> Check:
 # -- the data path ---------------------------------------------------------------------------
 
 
-def _produce(caller: Caller, request: Any) -> None:
-    if isinstance(request, bytes):  # a raw method's request (the storage node's Produce)
-        call = produce_call_from_bytes(request)
-        topics = [topic for topic, _, _ in call.entries]
-        transactional_id = call.transactional_id
-    else:
-        topics = _partition_topics(request)
-        transactional_id = request.transactional_id
-    if transactional_id:
-        caller.require(WRITE, TXN, transactional_id)
-    _each(caller, WRITE, TOPIC, topics)
-
-
 def _produce_head(caller: Caller, request: Any) -> None:
     if request.transactional_id:
         caller.require(WRITE, TXN, request.transactional_id)
@@ -248,23 +247,6 @@ def _replica_head(caller: Caller, request: Any) -> None:
 
 def _is_replica(caller: Caller, request: Any) -> bool:
     return bool(request.replica_id >= 0)
-
-
-def _replica_or(operation: Operation) -> Check:
-    def check(caller: Caller, request: Any) -> None:
-        if request.replica_id >= 0:
-            caller.require(CLUSTER_ACTION, CLUSTER, CLUSTER_NAME)
-        else:
-            _each(caller, operation, TOPIC, _partition_topics(request))
-
-    return check
-
-
-def _topics_in(field: str, operation: Operation) -> Check:
-    def check(caller: Caller, request: Any) -> None:
-        _each(caller, operation, TOPIC, _partition_topics(request, field))
-
-    return check
 
 
 def _single_topic(operation: Operation) -> Check:
@@ -292,12 +274,6 @@ def _metadata_filter(caller: Caller, request: Any, response: Any) -> Any:
     del response.topics[:]
     response.topics.extend(kept)
     return response
-
-
-def _create_topics(caller: Caller, request: Any) -> None:
-    if caller.allowed(CREATE, CLUSTER, CLUSTER_NAME):
-        return
-    _each(caller, CREATE, TOPIC, [t.name for t in request.topics])
 
 
 def _configs(operation: Operation) -> Check:
@@ -328,18 +304,9 @@ def _find_coordinator(caller: Caller, request: Any) -> None:
     caller.require(DESCRIBE, rtype, request.group_id)
 
 
-def _group(operation: Operation, topics: Operation | None = None) -> Check:
+def _group(operation: Operation) -> Check:
     def check(caller: Caller, request: Any) -> None:
         caller.require(operation, GROUP, request.group_id)
-        if topics is not None:
-            _each(caller, topics, TOPIC, _partition_topics(request))
-
-    return check
-
-
-def _groups(operation: Operation) -> Check:
-    def check(caller: Caller, request: Any) -> None:
-        _each(caller, operation, GROUP, request.group_ids)
 
     return check
 
@@ -360,11 +327,6 @@ def _txn(extra: Check | None = None) -> Check:
     return check
 
 
-def _txn_offset_commit(caller: Caller, request: Any) -> None:
-    caller.require(READ, GROUP, request.group_id)
-    _each(caller, READ, TOPIC, _partition_topics(request))
-
-
 def _add_partitions(caller: Caller, request: Any) -> None:
     _each(caller, WRITE, TOPIC, _partition_topics(request))
 
@@ -378,10 +340,6 @@ def _list_transactions_filter(caller: Caller, request: Any, response: Any) -> An
     del response.transactions[:]
     response.transactions.extend(kept)
     return response
-
-
-def _describe_transactions(caller: Caller, request: Any) -> None:
-    _each(caller, DESCRIBE, TXN, request.transactional_ids)
 
 
 def _commit_staged(caller: Caller, request: Any) -> None:
@@ -400,13 +358,6 @@ def _may_create_any(caller: Caller, request: Any) -> bool:
     return caller.allowed(CREATE, CLUSTER, CLUSTER_NAME)
 
 
-def _group_head(operation: Operation) -> Check:
-    def check(caller: Caller, request: Any) -> None:
-        caller.require(operation, GROUP, request.group_id)
-
-    return check
-
-
 def _offset_fetch_filter(caller: Caller, request: Any, response: Any) -> Any:
     """An OffsetFetch of every partition (none named) answers only describable topics."""
     if request.partitions:
@@ -418,7 +369,6 @@ def _offset_fetch_filter(caller: Caller, request: Any, response: Any) -> Any:
 
 
 _PRODUCE = Rule(
-    _produce,
     entries=_partitions(
         WRITE,
         request_type=storage_pb2.ProduceRequest,
@@ -430,38 +380,31 @@ _PRODUCE = Rule(
 
 def _replica_or_each(operation: Operation, response_type: Any = None) -> Rule:
     entries = _partitions(operation, skip=_is_replica, response_type=response_type)
-    return Rule(_replica_or(operation), entries=entries, head=_replica_head)
+    return Rule(entries=entries, head=_replica_head)
 
 
 _FETCH = _replica_or_each(READ, storage_pb2.FetchResponse)
 
 
 _RULES: dict[str, Rule] = {
-    # data path (the entries of unary requests one by one; a stream's requests whole)
+    # data path
     "Produce": _PRODUCE,
     "ProduceStream": _PRODUCE,
     "Fetch": _FETCH,
     "FetchStream": _FETCH,
     "ListOffsets": _replica_or_each(DESCRIBE),
     "OffsetForLeaderEpoch": _replica_or_each(DESCRIBE),
-    "DeleteRecords": Rule(_topics_in("partitions", DELETE), entries=_partitions(DELETE)),
+    "DeleteRecords": Rule(entries=_partitions(DELETE)),
     "ProduceRecords": Rule(_single_topic(WRITE)),
     "FetchRecords": Rule(_single_topic(READ)),
-    "DescribeProducers": Rule(_topics_in("partitions", READ), entries=_partitions(READ)),
+    "DescribeProducers": Rule(entries=_partitions(READ)),
     # metadata and admin
     "Metadata": Rule(_authenticated, _metadata_filter),
     "CreateTopics": Rule(
-        _create_topics,
-        entries=PerEntry("topics", "topics", CREATE, TOPIC, ("name",), skip=_may_create_any),
+        entries=PerEntry("topics", "topics", CREATE, TOPIC, ("name",), skip=_may_create_any)
     ),
-    "DeleteTopics": Rule(
-        lambda c, r: _each(c, DELETE, TOPIC, r.names),
-        entries=PerEntry("names", "topics", DELETE, TOPIC, ("name",)),
-    ),
-    "CreatePartitions": Rule(
-        lambda c, r: _each(c, ALTER, TOPIC, [t.name for t in r.topics]),
-        entries=PerEntry("topics", "topics", ALTER, TOPIC, ("name",)),
-    ),
+    "DeleteTopics": Rule(entries=PerEntry("names", "topics", DELETE, TOPIC, ("name",))),
+    "CreatePartitions": Rule(entries=PerEntry("topics", "topics", ALTER, TOPIC, ("name",))),
     "DescribeConfigs": Rule(_configs(DESCRIBE_CONFIGS)),
     "IncrementalAlterConfigs": Rule(_configs(ALTER_CONFIGS)),
     "ElectLeaders": Rule(_cluster(ALTER)),
@@ -475,32 +418,22 @@ _RULES: dict[str, Rule] = {
     "SyncGroup": Rule(_group(READ)),
     "Heartbeat": Rule(_group(READ)),
     "LeaveGroup": Rule(_group(READ)),
-    "OffsetCommit": Rule(_group(READ, READ), entries=_partitions(READ), head=_group_head(READ)),
+    "OffsetCommit": Rule(entries=_partitions(READ), head=_group(READ)),
     "OffsetFetch": Rule(
-        _group(DESCRIBE, DESCRIBE),
-        _offset_fetch_filter,
-        entries=_partitions(DESCRIBE),
-        head=_group_head(DESCRIBE),
+        filter=_offset_fetch_filter, entries=_partitions(DESCRIBE), head=_group(DESCRIBE)
     ),
-    "OffsetDelete": Rule(_group(DELETE, READ), entries=_partitions(READ), head=_group_head(DELETE)),
+    "OffsetDelete": Rule(entries=_partitions(READ), head=_group(DELETE)),
     "ListGroups": Rule(_authenticated, _list_groups_filter),
-    "DescribeGroups": Rule(
-        _groups(DESCRIBE), entries=PerEntry("group_ids", "groups", DESCRIBE, GROUP, ("group_id",))
-    ),
-    "DeleteGroups": Rule(
-        _groups(DELETE), entries=PerEntry("group_ids", "results", DELETE, GROUP, ("group_id",))
-    ),
+    "DescribeGroups": Rule(entries=PerEntry("group_ids", "groups", DESCRIBE, GROUP, ("group_id",))),
+    "DeleteGroups": Rule(entries=PerEntry("group_ids", "results", DELETE, GROUP, ("group_id",))),
     # transactions
-    "TxnOffsetCommit": Rule(
-        _txn(_txn_offset_commit), entries=_partitions(READ), head=_txn(_add_offsets)
-    ),
+    "TxnOffsetCommit": Rule(entries=_partitions(READ), head=_txn(_add_offsets)),
     "AddPartitionsToTxn": Rule(_txn(_add_partitions)),
     "AddOffsetsToTxn": Rule(_txn(_add_offsets)),
     "EndTxn": Rule(_txn()),
     "ListTransactions": Rule(_authenticated, _list_transactions_filter),
     "DescribeTransactions": Rule(
-        _describe_transactions,
-        entries=PerEntry("transactional_ids", "transactions", DESCRIBE, TXN, ("transactional_id",)),
+        entries=PerEntry("transactional_ids", "transactions", DESCRIBE, TXN, ("transactional_id",))
     ),
     "CommitStagedTransactions": Rule(_commit_staged),
     "DescribeStagedCommit": Rule(_cluster(DESCRIBE)),
