@@ -95,6 +95,6 @@ class LoopSlice:
 
     async def pause(self) -> None:
         """Yield the loop if the slice is used up, and start the next one."""
-        if self._monotonic() >= self._end:
+        if self.due():
             await asyncio.sleep(0)
             self._end = self._monotonic() + self.slice_s
