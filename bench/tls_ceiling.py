@@ -1,5 +1,7 @@
 """The ceiling of TLS on this machine, for bench/security.py: what TLS costs bare gRPC and a bare
-socket, measured the way the benchmark measures Strom.
+socket, measured the way the benchmark measures Strom. Run alone
+(``.venv/bin/python bench/tls_ceiling.py [--quick]``) it prints these figures and their
+TLS/plaintext ratios; bench/security.py measures them beside Strom in the same rounds.
 
 A server process (``python bench/tls_ceiling.py SERVE CERT KEY``) listens four times on
 loopback: a trivial grpc.aio servicer (a ``ProduceRequest`` with one 1 MiB ``bytes`` field in,
@@ -21,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import random
 import socket
 import socketserver
 import ssl
@@ -31,12 +34,15 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import grpc
 import grpc.aio
+from benchkit import bench_arguments, print_summary, progress, work_dir
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from strom.protocol.v1 import storage_pb2
+from strom_server.security.certificates import LocalCa
 
 __all__ = ["Ceiling", "measure_ceiling", "running_ceiling"]
 
@@ -250,8 +256,31 @@ async def measure_ceiling(ceiling: Ceiling, payload: bytes, batches: int) -> dic
     return figures
 
 
+def run(quick: bool, keep: bool) -> dict[str, Any]:
+    """The ceiling alone (``make bench`` runs every bench/*.py): the same figures
+    bench/security.py measures beside Strom, with TLS/plaintext ratios, best of 2 rounds."""
+    batches = 60 if quick else 300
+    payload = random.randbytes(MiB)
+    with work_dir("strom-bench-tls-ceiling-", keep) as workdir:
+        ca = LocalCa(workdir / "ca")
+        sink = ca.issue("sink")
+        with running_ceiling(sink.certfile, sink.keyfile, ca.cafile) as ceiling:
+            rounds = [asyncio.run(measure_ceiling(ceiling, payload, batches)) for _ in range(2)]
+    best = {name: max(r[name] for r in rounds) for name in rounds[0]}
+    ratios = {
+        "grpc_tls_vs_plaintext": best["grpc_tls_mib_s"] / best["grpc_plaintext_mib_s"],
+        "grpc_tls_token_vs_plaintext": best["grpc_tls_token_mib_s"] / best["grpc_plaintext_mib_s"],
+        "socket_tls_vs_plaintext": best["socket_tls_mib_s"] / best["socket_plaintext_mib_s"],
+    }
+    for name, value in {**best, **ratios}.items():
+        progress(f"{name}: {value:,.2f}")
+    return {"quick": quick, "batches": batches, **best, "ratios": ratios}
+
+
 if __name__ == "__main__":
-    if len(sys.argv) != 4 or sys.argv[1] != "SERVE":
-        raise SystemExit("usage: python bench/tls_ceiling.py SERVE CERTFILE KEYFILE")
-    cert, key = sys.argv[2], sys.argv[3]
-    asyncio.run(_serve(cert, key, [(Path(key).read_bytes(), Path(cert).read_bytes())]))
+    if len(sys.argv) == 4 and sys.argv[1] == "SERVE":  # the server process of running_ceiling
+        cert, key = sys.argv[2], sys.argv[3]
+        asyncio.run(_serve(cert, key, [(Path(key).read_bytes(), Path(cert).read_bytes())]))
+    else:
+        arguments = bench_arguments(__doc__ or "", "fewer batches (under a minute)").parse_args()
+        print_summary(lambda: run(arguments.quick, arguments.keep))
