@@ -334,8 +334,10 @@ class Sender:
                 self._refresh_metadata(now)
                 continue
             node = leader.leader
-            if self._inflight.get(pk) and self._inflight_node.get(pk) != node:
-                continue  # answers from the old leader first, so order holds
+            if self._inflight.get(pk) and (
+                self._inflight_node.get(pk) != node or self._unproven(pk)
+            ):
+                continue  # answers from the old leader (or to the first batch) first
             by_node.setdefault(node, []).append(pk)
         for node, pks in by_node.items():
             self._send_to(node, pks, now)
@@ -393,6 +395,8 @@ class Sender:
                 )
                 self._inflight[pk] = self._inflight.get(pk, 0) + len(group)
                 self._inflight_node[pk] = node
+                if self._unproven(pk):
+                    pks.remove(pk)  # no second request before the first one's answer
             if not groups:
                 break
             correlation_id = next(self._correlation)
@@ -412,6 +416,15 @@ class Sender:
                     for batch in group:
                         self._complete(batch, -1, -1, None)
                         self._landed((batch.topic, batch.partition))
+
+    def _unproven(self, pk: PartitionKey) -> bool:
+        """Idempotence: no batch of ``pk`` was acknowledged under the current producer id yet.
+
+        Such a partition has one request in flight at a time. A node takes any sequence as the
+        first from a producer it does not know, so were a later request to land while an earlier
+        one is refused (a node that starts hosting a new partition between the two), the earlier
+        batches would be out of order for good and retried until delivery_timeout_ms."""
+        return self.idempotent and pk not in self.pid.acked
 
     def _prepare(self, batch: ProducerBatch) -> bytes:
         """The bytes to send: built once; sequenced on the first send with idempotence."""
