@@ -58,6 +58,13 @@ def test_a_partition_pipelines_only_once_its_first_batch_is_acknowledged() -> No
         assert _requests_in_flight(producer) == 1  # the second, now the partition is known
         send_one(b"third")
         assert _requests_in_flight(producer) == 2  # pipelined from now on
+        # A new epoch of the same producer id (a transaction's): the leader knows the producer
+        # and takes the new epoch only from sequence 0, so the partition keeps pipelining.
+        sender.pid.set_id(7, 1)
+        assert not sender._unproven((TOPIC, 0))
+        # A new producer id: unknown to the leader again.
+        sender.pid.set_id(8, 0)
+        assert sender._unproven((TOPIC, 0))
         await producer.close(0)
 
     asyncio.run(run())

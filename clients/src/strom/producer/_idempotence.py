@@ -42,7 +42,7 @@ def restamp(data: bytes, producer_id: int, producer_epoch: int, base_sequence: i
 class ProducerIdState:
     """Producer id, epoch and the next sequence per partition. Event-loop only."""
 
-    __slots__ = ("acked", "producer_epoch", "producer_id", "sequences")
+    __slots__ = ("acked", "known_to", "producer_epoch", "producer_id", "sequences")
 
     def __init__(self) -> None:
         self.producer_id = -1
@@ -50,12 +50,17 @@ class ProducerIdState:
         self.sequences: dict[tuple[str, int], int] = {}
         # The sequence a partition's oldest unacknowledged batch must have.
         self.acked: dict[tuple[str, int], int] = {}
+        # Partitions whose leader acknowledged a batch under this producer id (any epoch): it
+        # knows the producer, so it takes a new epoch only from sequence 0.
+        self.known_to: set[tuple[str, int]] = set()
 
     @property
     def has_id(self) -> bool:
         return self.producer_id >= 0
 
     def set_id(self, producer_id: int, producer_epoch: int) -> None:
+        if producer_id != self.producer_id:
+            self.known_to.clear()
         self.producer_id = producer_id
         self.producer_epoch = producer_epoch
         self.sequences.clear()
@@ -73,6 +78,7 @@ class ProducerIdState:
 
     def acknowledge(self, pk: tuple[str, int], base_sequence: int, count: int) -> None:
         self.acked[pk] = (base_sequence + count) % _SEQUENCE_LIMIT
+        self.known_to.add(pk)
 
     def is_next(self, pk: tuple[str, int], base_sequence: int) -> bool:
         """True when ``base_sequence`` is the partition's oldest unacknowledged sequence, so a

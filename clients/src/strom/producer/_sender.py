@@ -418,13 +418,14 @@ class Sender:
                         self._landed((batch.topic, batch.partition))
 
     def _unproven(self, pk: PartitionKey) -> bool:
-        """Idempotence: no batch of ``pk`` was acknowledged under the current producer id yet.
+        """Idempotence: no batch of ``pk`` was acknowledged under the current producer id yet
+        (any epoch: a leader that knows the producer takes a new epoch only from sequence 0).
 
         Such a partition has one request in flight at a time. A node takes any sequence as the
         first from a producer it does not know, so were a later request to land while an earlier
         one is refused (a node that starts hosting a new partition between the two), the earlier
         batches would be out of order for good and retried until delivery_timeout_ms."""
-        return self.idempotent and pk not in self.pid.acked
+        return self.idempotent and pk not in self.pid.known_to
 
     def _prepare(self, batch: ProducerBatch) -> bytes:
         """The bytes to send: built once; sequenced on the first send with idempotence."""
