@@ -54,6 +54,7 @@ class StorageServicer(storage_pb2_grpc.StorageNodeServicer):
     async def _until_closing(self, requests: AsyncIterator[Any]) -> AsyncIterator[Any]:
         """``requests`` until the stream ends or the servicer closes."""
         closing = asyncio.ensure_future(self._closing.wait())
+        following: asyncio.Future[Any] | None = None
         try:
             iterator = aiter(requests)
             while not self._closing.is_set():
@@ -62,7 +63,6 @@ class StorageServicer(storage_pb2_grpc.StorageNodeServicer):
                     {following, closing}, return_when=asyncio.FIRST_COMPLETED
                 )
                 if following not in done:
-                    following.cancel()
                     return
                 try:
                     yield following.result()
@@ -70,6 +70,12 @@ class StorageServicer(storage_pb2_grpc.StorageNodeServicer):
                     return
         finally:
             closing.cancel()
+            if following is not None:
+                # Cancelled if pending; its outcome (the stream's end: StopAsyncIteration)
+                # taken if it finished meanwhile, else asyncio logs it as never retrieved.
+                following.cancel()
+                if following.done() and not following.cancelled():
+                    following.exception()
 
     async def Produce(
         self, raw: bytes, context: grpc.aio.ServicerContext
