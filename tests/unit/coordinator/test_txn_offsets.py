@@ -320,3 +320,30 @@ def test_a_partition_given_up_during_the_verification_writes_nothing() -> None:
         assert log.batches == []
 
     run(scenario)
+
+
+def test_a_marker_waits_for_the_offsets_its_transaction_is_still_writing() -> None:
+    """TxnOffsetCommit verified, its pending records not yet acknowledged, and the abort marker
+    arrives: the marker must see (and drop) those offsets. Before, it found nothing pending,
+    the write landed after it, and require_stable fetches answered UNSTABLE_OFFSET_COMMIT until
+    the producer's next transaction, on this coordinator and on any that reloaded the log."""
+
+    async def scenario() -> None:
+        log = MemoryLog()
+        m = manager(log)
+        await m.commit_offsets("g", -1, "", [CommitPartition("t", 0, 7)])
+        log.gate = asyncio.Event()  # every append waits
+        staging = asyncio.ensure_future(m.txn_commit_offsets(txn(("t", 0, 10))))
+        await asyncio.sleep(0)  # verified; its append is held
+        marker = asyncio.ensure_future(m.end_txn(["g"], PID, 3, committed=False))
+        for _ in range(5):
+            await asyncio.sleep(0)
+        assert not marker.done(), "the marker did not wait for the offsets being written"
+        log.gate.set()
+        (staged,) = await staging
+        (ended,) = await marker
+        assert staged.error is None and ended.error is None
+        assert await stable(m, ("t", 0)) == {("t", 0): 7}
+        assert await stable(reloaded(log), ("t", 0)) == {("t", 0): 7}
+
+    run(scenario)

@@ -14,6 +14,13 @@ makes them committed offsets (commit) or drops them (abort).
   dropped either way; one batch holds the commit records and every tombstone. Nothing pending
   is NONE: markers are resent by the transaction coordinator and must be idempotent.
 
+A marker waits for the TxnOffsetCommits of its (group, producer id) that are in flight (being
+verified or written) before it decides: one whose offsets were verified before the transaction
+ended but written after its marker would otherwise stay pending for good, in the cache and in
+the log, and require_stable fetches would answer UNSTABLE_OFFSET_COMMIT until the producer's
+next transaction ends. Kafka gets the same order from appending the offsets and the marker to
+the partition one after the other.
+
 Loading a partition rebuilds pending offsets from their records (``persist``); the transaction
 coordinator re-sends the markers of transactions it had not completed.
 
@@ -24,6 +31,7 @@ pending entry is forgotten only if it is still the one written.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable, Sequence
 from typing import Protocol
@@ -87,6 +95,8 @@ class TxnOffsetStore:
         self._verifier = verifier
         self._stats: GroupStatsListener = stats or NullStats()
         self._now_ms = wall_clock_ms or (lambda: int(time.time() * 1000))
+        #: TxnOffsetCommits being verified or written, per (group id, producer id).
+        self._in_flight: dict[tuple[str, int], set[asyncio.Future[None]]] = {}
 
     async def commit(self, partition: int, req: TxnCommitRequest) -> list[PartitionResult]:
         """TxnOffsetCommit for a group of ``partition`` (routed by the caller): stage the
@@ -104,6 +114,26 @@ class TxnOffsetStore:
         results = [PartitionResult(p.topic, p.partition, check(p)) for p in req.partitions]
         if all(r.error is not None for r in results):
             return results
+        key = (req.group_id, req.producer_id)
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._in_flight.setdefault(key, set()).add(done)
+        try:
+            return await self._stage(partition, req, group, results)
+        finally:
+            in_flight = self._in_flight[key]
+            in_flight.discard(done)
+            if not in_flight:
+                del self._in_flight[key]
+            done.set_result(None)
+
+    async def _stage(
+        self,
+        partition: int,
+        req: TxnCommitRequest,
+        group: Group,
+        results: list[PartitionResult],
+    ) -> list[PartitionResult]:
+        """Verify the transaction, then write the accepted offsets as pending records."""
         refusal = await self._verifier.verify(
             req.transactional_id,
             req.producer_id,
@@ -163,6 +193,10 @@ class TxnOffsetStore:
         self, group_id: str, producer_id: int, producer_epoch: int, committed: bool
     ) -> None:
         check_group_id(group_id)
+        self._partitions.route(group_id)
+        in_flight = self._in_flight.get((group_id, producer_id))
+        if in_flight:
+            await asyncio.wait(list(in_flight))
         partition = self._partitions.route(group_id)
         group = self._groups.get(group_id)
         staged = group.pending_txn.get(producer_id) if group is not None else None
