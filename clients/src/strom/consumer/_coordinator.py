@@ -121,6 +121,7 @@ class ConsumerCoordinator:
         )
         self._wake_poll = wake_poll
         self._timeout = options.request_timeout_ms / 1000
+        self._api_timeout = options.default_api_timeout_ms / 1000
         self._metadata_max_age = metadata_max_age_ms / 1000
         self.member_id = ""
         self.generation = -1
@@ -656,9 +657,10 @@ class ConsumerCoordinator:
                 found[tp] = (OffsetAndMetadata(st.position), st.position_epoch)
         return found
 
-    async def commit(self, offsets: CommitOffsets) -> None:
+    async def commit(self, offsets: CommitOffsets, *, wait: bool = False) -> None:
         """Commit ``{tp: (offset, leader_epoch)}`` ("next offset to read"), retrying coordinator
-        moves within request_timeout_ms. During a rebalance: ``RebalanceInProgressError``
+        moves within default_api_timeout_ms (``wait``: a synchronous commit) or
+        request_timeout_ms (an asynchronous one). During a rebalance: ``RebalanceInProgressError``
         (retriable); with a generation that is no longer the group's:
         ``IllegalGenerationError`` or ``UnknownMemberIdError`` (not retriable)."""
         if self._fatal is not None:
@@ -677,7 +679,7 @@ class ConsumerCoordinator:
                     "max_poll_interval_ms, or its session timed out); its partitions may "
                     "belong to another member now. The next poll() rejoins the group."
                 )
-        await self._send_commit(offsets)
+        await self._send_commit(offsets, self._api_timeout if wait else self._timeout)
 
     async def _commit_quietly(self, offsets: CommitOffsets, when: str) -> None:
         """Auto-commit at a rebalance or close: failures are logged, never raised."""
@@ -688,7 +690,7 @@ class ConsumerCoordinator:
         except Exception as exc:
             log.warning("group %r: auto-commit %s failed: %s", self.group_id, when, exc)
 
-    async def _send_commit(self, offsets: CommitOffsets) -> None:
+    async def _send_commit(self, offsets: CommitOffsets, timeout_s: float | None = None) -> None:
         if not offsets:
             return
         managed = self.group_managed
@@ -700,7 +702,7 @@ class ConsumerCoordinator:
             member_id=member_id,
             group_instance_id=(self.options.group_instance_id or "") if managed else "",
         )
-        code, message = await send_commit(self._link, request, self._timeout)
+        code, message = await send_commit(self._link, request, self._timeout, timeout_s)
         if code:
             raise self._commit_error(code, message, generation, member_id)
 
@@ -756,13 +758,17 @@ class ConsumerCoordinator:
 
     # -- committed offsets -----------------------------------------------------------------------
 
-    async def fetch_committed(self, partitions: Iterable[TopicPartition]) -> Committed:
-        """The group's committed offsets (OffsetFetch): ``{tp: (offset, leader_epoch) | None}``."""
+    async def fetch_committed(
+        self, partitions: Iterable[TopicPartition], timeout_s: float | None = None
+    ) -> Committed:
+        """The group's committed offsets (OffsetFetch): ``{tp: (offset, leader_epoch) | None}``,
+        retrying for ``timeout_s`` (default: default_api_timeout_ms)."""
         return await fetch_committed(
             self._link,
             self.group_id,
             partitions,
             self._timeout,
+            api_timeout_s=self._api_timeout if timeout_s is None else timeout_s,
             require_stable=self.options.require_stable,
         )
 
@@ -773,7 +779,7 @@ class ConsumerCoordinator:
         if not waiting:
             return
         try:
-            committed = await self.fetch_committed(waiting)
+            committed = await self.fetch_committed(waiting, self._timeout)
         except StromError as exc:
             log.warning("group %r: fetching committed offsets failed: %s", self.group_id, exc)
             return

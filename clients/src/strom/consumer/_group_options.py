@@ -30,6 +30,8 @@ class GroupOptions:
     auto_commit_interval_ms: int
     retry_backoff_ms: int
     request_timeout_ms: int
+    #: How long committed() and commit() retry (Kafka's default.api.timeout.ms).
+    default_api_timeout_ms: int = 60000
     client_id: str = "strom-python"
     #: OffsetFetch waits out offsets pending in a transaction (read_committed, KIP-447).
     require_stable: bool = False
@@ -57,6 +59,7 @@ def group_options(config: ConsumerConfig) -> GroupOptions | None:
         auto_commit_interval_ms=config.auto_commit_interval_ms,
         retry_backoff_ms=config.retry_backoff_ms,
         request_timeout_ms=config.request_timeout_ms,
+        default_api_timeout_ms=config.default_api_timeout_ms,
         client_id=config.client_id,
         require_stable=config.isolation_level == "read_committed",
     )

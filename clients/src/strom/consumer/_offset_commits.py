@@ -1,9 +1,12 @@
 """OffsetCommit and OffsetFetch on a group's coordinator, with Kafka's retries.
 
 Both retry NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE, COORDINATOR_LOAD_IN_PROGRESS and network
-errors (finding the coordinator again) within the caller's timeout. What any other commit
-error means for the membership is the ``ConsumerCoordinator``'s business: ``send_commit``
-returns it.
+errors (finding the coordinator again) until the caller's deadline, as Kafka's consumer does
+within ``default.api.timeout.ms``: each request gets at most ``request_timeout_s``, the whole
+call ``api_timeout_s``, and a call that runs out of time raises ``StromTimeoutError`` naming
+the last error (never an answer it did not get: "no committed offset" comes only from a
+coordinator that served the group). What any other commit error means for the membership is
+the ``ConsumerCoordinator``'s business: ``send_commit`` returns it.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from strom.consumer._coordinator_link import (
     CoordinatorLink,
     retriable_group_error,
 )
-from strom.errors import StromError, for_code
+from strom.errors import StromError, StromTimeoutError, for_code
 from strom.protocol.v1 import common_pb2, coordinator_pb2
 from strom.types import OffsetAndMetadata, TopicPartition
 
@@ -57,17 +60,20 @@ def commit_request(
 
 
 async def send_commit(
-    link: CoordinatorLink, request: coordinator_pb2.OffsetCommitRequest, timeout_s: float
+    link: CoordinatorLink,
+    request: coordinator_pb2.OffsetCommitRequest,
+    request_timeout_s: float,
+    api_timeout_s: float | None = None,
 ) -> tuple[int, str]:
     """Send the commit; ``(0, "")`` when every partition was committed, else the first
-    partition error ``(code, message)`` that retrying did not cure."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout_s
+    partition error ``(code, message)`` that retrying within ``api_timeout_s`` (default:
+    ``request_timeout_s``) did not cure."""
+    retry = _Retry(link, request_timeout_s, api_timeout_s)
     while True:
         try:
-            response = await link.call("OffsetCommit", request, timeout_s, deadline)
+            response = await link.call("OffsetCommit", request, retry.rpc_timeout(), retry.deadline)
         except StromError as exc:
-            if retriable_group_error(exc) and loop.time() + link.backoff_s < deadline:
+            if retriable_group_error(exc) and retry.has_time():
                 await link.backoff()
                 continue
             raise
@@ -75,7 +81,7 @@ async def send_commit(
         if not failed:
             return 0, ""
         code, message = failed[0].error_code, failed[0].error_message
-        if code not in _RETRIED or loop.time() + link.backoff_s >= deadline:
+        if code not in _RETRIED or not retry.has_time():
             return code, message
         if code in COORDINATOR_ERRORS:
             link.mark_unknown(for_code(code, message))
@@ -86,19 +92,20 @@ async def fetch_committed(
     link: CoordinatorLink,
     group_id: str,
     partitions: Iterable[TopicPartition],
-    timeout_s: float,
+    request_timeout_s: float,
     *,
+    api_timeout_s: float | None = None,
     require_stable: bool = False,
 ) -> Committed:
-    """The group's committed offsets for ``partitions`` (OffsetFetch). With
-    ``require_stable`` (read_committed consumers, KIP-447) a partition whose offset a
-    transaction still has pending answers UNSTABLE_OFFSET_COMMIT, retried here until the
-    transaction has ended: otherwise the offset read would be the one before it."""
+    """The group's committed offsets for ``partitions`` (OffsetFetch), retrying within
+    ``api_timeout_s`` (default: ``request_timeout_s``). With ``require_stable``
+    (read_committed consumers, KIP-447) a partition whose offset a transaction still has
+    pending answers UNSTABLE_OFFSET_COMMIT, retried here until the transaction has ended:
+    otherwise the offset read would be the one before it."""
     wanted = sorted(set(partitions))
     if not wanted:
         return {}
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout_s
+    retry = _Retry(link, request_timeout_s, api_timeout_s)
     request = coordinator_pb2.OffsetFetchRequest(
         group_id=group_id,
         partitions=[
@@ -108,7 +115,7 @@ async def fetch_committed(
     )
     while True:
         try:
-            response = await link.call("OffsetFetch", request, timeout_s, deadline)
+            response = await link.call("OffsetFetch", request, retry.rpc_timeout(), retry.deadline)
             code, message = response.error_code, response.error_message
             if not code:
                 failed = [p for p in response.partitions if p.error_code]
@@ -120,12 +127,15 @@ async def fetch_committed(
                     link.mark_unknown(for_code(code, message))
                 raise for_code(code, f"group {group_id!r}: OffsetFetch: {message}")
         except StromError as exc:
-            if (retriable_group_error(exc) or exc.retriable) and (
-                loop.time() + link.backoff_s < deadline
-            ):
+            if not (retriable_group_error(exc) or exc.retriable):
+                raise
+            if retry.has_time():
                 await link.backoff()
                 continue
-            raise
+            raise StromTimeoutError(
+                f"group {group_id!r}: committed offsets not fetched within "
+                f"{retry.api_timeout_s * 1000:.0f} ms (last error: {exc})"
+            ) from exc
         found: Committed = dict.fromkeys(wanted)
         for p in response.partitions:
             tp = TopicPartition(p.topic, p.partition)
@@ -135,3 +145,24 @@ async def fetch_committed(
                     p.committed_leader_epoch,
                 )
         return found
+
+
+class _Retry:
+    """The deadline of one group call: each request at most ``request_timeout_s``, all of
+    them together ``api_timeout_s``."""
+
+    def __init__(
+        self, link: CoordinatorLink, request_timeout_s: float, api_timeout_s: float | None
+    ) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._link = link
+        self._request_timeout_s = request_timeout_s
+        self.api_timeout_s = request_timeout_s if api_timeout_s is None else api_timeout_s
+        self.deadline = self._loop.time() + self.api_timeout_s
+
+    def rpc_timeout(self) -> float:
+        return max(min(self._request_timeout_s, self.deadline - self._loop.time()), 0.01)
+
+    def has_time(self) -> bool:
+        """Whether a backoff and another request fit before the deadline."""
+        return self._loop.time() + self._link.backoff_s < self.deadline

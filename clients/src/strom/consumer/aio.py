@@ -580,7 +580,7 @@ class Consumer:
         """
         self._check_open()
         coordinator = self._group("commit()")
-        await coordinator.commit(self._commit_offsets(offsets))
+        await coordinator.commit(self._commit_offsets(offsets), wait=True)
 
     def commit_async(
         self,
@@ -618,25 +618,33 @@ class Consumer:
         return task
 
     @overload
-    async def committed(self, partitions: TopicPartition) -> OffsetAndMetadata | None: ...
+    async def committed(
+        self, partitions: TopicPartition, *, timeout_ms: int | None = None
+    ) -> OffsetAndMetadata | None: ...
 
     @overload
     async def committed(
-        self, partitions: Iterable[TopicPartition]
+        self, partitions: Iterable[TopicPartition], *, timeout_ms: int | None = None
     ) -> dict[TopicPartition, OffsetAndMetadata | None]: ...
 
     async def committed(
-        self, partitions: TopicPartition | Iterable[TopicPartition]
+        self,
+        partitions: TopicPartition | Iterable[TopicPartition],
+        *,
+        timeout_ms: int | None = None,
     ) -> OffsetAndMetadata | dict[TopicPartition, OffsetAndMetadata | None] | None:
         """The group's committed offset for one partition (None when there is none), or a
-        dict for a set of partitions (OffsetFetch)."""
+        dict for a set of partitions (OffsetFetch). A coordinator moving or loading, or (with
+        read_committed) an offset pending in a transaction, is waited out for up to
+        ``timeout_ms`` (default: ``default_api_timeout_ms``), then ``StromTimeoutError``."""
         self._check_open()
         coordinator = self._group("committed()")
+        timeout_s = None if timeout_ms is None else _positive("timeout_ms", timeout_ms, 0) / 1000
         if isinstance(partitions, TopicPartition):
-            found = await coordinator.fetch_committed([partitions])
+            found = await coordinator.fetch_committed([partitions], timeout_s)
             one = found.get(partitions)
             return None if one is None else one[0]
-        many = await coordinator.fetch_committed(list(partitions))
+        many = await coordinator.fetch_committed(list(partitions), timeout_s)
         return {tp: None if v is None else v[0] for tp, v in many.items()}
 
     def _commit_offsets(

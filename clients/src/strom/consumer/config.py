@@ -81,6 +81,10 @@ class ConsumerConfig:
     """Called on non-null values."""
     request_timeout_ms: int = 30000
     """One request's deadline (a fetch gets ``fetch_max_wait_ms`` on top)."""
+    default_api_timeout_ms: int = 60000
+    """How long a blocking group call (``committed()``, ``commit()``) retries retriable errors
+    (the coordinator moving or loading, an offset pending in a transaction) before raising
+    ``StromTimeoutError``; each request still gets at most ``request_timeout_ms``."""
     retry_backoff_ms: int = 100
     """Wait before re-fetching a partition after a retriable error."""
     metadata_max_age_ms: int = 300000
@@ -142,6 +146,7 @@ class ConsumerConfig:
         _at_least("max_partition_fetch_bytes", self.max_partition_fetch_bytes)
         _at_least("retry_backoff_ms", self.retry_backoff_ms, 0)
         _at_least("request_timeout_ms", self.request_timeout_ms)
+        _at_least("default_api_timeout_ms", self.default_api_timeout_ms)
         self._check_group_options()
         if self.consumer_timeout_ms is not None:
             _at_least("consumer_timeout_ms", self.consumer_timeout_ms, 0)
@@ -246,6 +251,7 @@ class ConsumerOptions(TypedDict, total=False):
     key_deserializer: Deserializer | None
     value_deserializer: Deserializer | None
     request_timeout_ms: int
+    default_api_timeout_ms: int
     retry_backoff_ms: int
     metadata_max_age_ms: int
     consumer_timeout_ms: int | None

@@ -273,20 +273,27 @@ class Consumer:
         return self._bg.submit(commit())
 
     @overload
-    def committed(self, partitions: TopicPartition) -> OffsetAndMetadata | None: ...
+    def committed(
+        self, partitions: TopicPartition, *, timeout_ms: int | None = None
+    ) -> OffsetAndMetadata | None: ...
 
     @overload
     def committed(
-        self, partitions: Iterable[TopicPartition]
+        self, partitions: Iterable[TopicPartition], *, timeout_ms: int | None = None
     ) -> dict[TopicPartition, OffsetAndMetadata | None]: ...
 
     def committed(
-        self, partitions: TopicPartition | Iterable[TopicPartition]
+        self,
+        partitions: TopicPartition | Iterable[TopicPartition],
+        *,
+        timeout_ms: int | None = None,
     ) -> OffsetAndMetadata | dict[TopicPartition, OffsetAndMetadata | None] | None:
-        """The group's committed offset for ``tp`` (None if none), or a dict for several."""
+        """The group's committed offset for ``tp`` (None if none), or a dict for several;
+        retriable errors are retried for ``timeout_ms`` (default: ``default_api_timeout_ms``),
+        then ``StromTimeoutError``."""
         if isinstance(partitions, TopicPartition):
-            return self._run(self._aio.committed(partitions))
-        return self._run(self._aio.committed(list(partitions)))
+            return self._run(self._aio.committed(partitions, timeout_ms=timeout_ms))
+        return self._run(self._aio.committed(list(partitions), timeout_ms=timeout_ms))
 
     # -- life cycle ----------------------------------------------------------------------------
 
