@@ -20,7 +20,7 @@ Errors, as Kafka's KIP-691 classifies them (the loop does this):
   transactional id took over; exit with status 3;
 * anything else from a transaction (``TransactionAbortableError``, a failed record, the
   coordinator's timeout abort, a rebalance that moved our partitions): abort, rewind the
-  consumer to the committed offsets, carry on;
+  consumer to where the aborted transaction started reading (offsets the loop kept), carry on;
 * a commit that times out is retried by calling ``commit_transaction()`` again, never aborted.
 
 SIGINT or SIGTERM commits the open transaction and exits with status 0.

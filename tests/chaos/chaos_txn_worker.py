@@ -6,7 +6,10 @@ that the nemesis can kill it with SIGKILL mid-transaction.
 It reads IN_TOPIC with read_committed in GROUP and, per poll, in one transaction writes
 ``<in partition>:<in offset>:<value>`` for each record to OUT_TOPIC (same partition number) and
 the next input offsets with ``send_offsets_to_transaction``, then commits. An abortable error
-aborts and rewinds to the committed offsets; a fenced producer exits 3 (a newer worker with the
+aborts and rewinds each partition to the first offset the aborted transaction read (kept here,
+as ``strom.TransactionalLoop`` does: asking the coordinator for the committed offsets can fail
+while it moves, and no answer may ever send the worker back to the start of its input); a
+fenced producer exits 3 (a newer worker with the
 same transactional id took over). A restarted worker with the same transactional id fences the
 killed one and aborts whatever it left open. The journal gets ``B`` for each transaction begun,
 ``C <n>`` after each commit of n records, ``A <error>`` after each abort.
@@ -80,25 +83,20 @@ def main(argv: list[str]) -> int:
                         producer.abort_transaction()
                     except (ProducerFencedError, InvalidProducerEpochError):
                         return FENCED_EXIT
-                    rewind(consumer, list(batches))
+                    rewind(consumer, {tp: records[0].offset for tp, records in batches.items()})
         finally:
             producer.close(timeout=30)
             consumer.close()
     return 0
 
 
-def rewind(consumer: Consumer, partitions: list[TopicPartition]) -> None:
-    """Back to the committed offsets, so that the aborted records are processed again."""
-    for tp in partitions:
-        try:
-            committed = consumer.committed(tp)
-        except StromError:
-            committed = None
-        if tp in consumer.assignment():
-            if committed is None:
-                consumer.seek_to_beginning(tp)
-            else:
-                consumer.seek(tp, committed.offset)
+def rewind(consumer: Consumer, started: dict[TopicPartition, int]) -> None:
+    """Back to where the aborted transaction started reading, so that its records are processed
+    again (partitions no longer assigned start from the committed offsets at their new owner)."""
+    assigned = consumer.assignment()
+    for tp, offset in started.items():
+        if tp in assigned:
+            consumer.seek(tp, offset)
 
 
 if __name__ == "__main__":

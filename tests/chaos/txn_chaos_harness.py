@@ -26,7 +26,10 @@ Checker, after healing and draining (every count must be 0):
 * duplicates: a record visible twice in ``txn``;
 * non-monotonic offsets: the live reader went backwards within a partition;
 * pipeline records missing / duplicated: an acknowledged ``txn-in`` record absent from, or
-  present more than once in, ``txn-out`` (exactly-once processing across worker kills).
+  present more than once in, ``txn-out`` (exactly-once processing across worker kills). Each
+  duplicated input is explained from the log (``txn_attribution``): every committed copy with
+  its offset, transactional id, producer id and epoch (the transaction) and commit marker; the
+  table shows the first ones, ``pipeline-duplicates.txt`` in the run's directory all of them.
 """
 
 from __future__ import annotations
@@ -48,6 +51,7 @@ from chaos_harness import (
     wait_for_full_isr,
 )
 from cluster_testkit import LocalCluster, read_values
+from txn_attribution import committed_copies, describe_duplicates
 
 from strom import Consumer, Producer, StromError, TopicPartition
 from strom.errors import InvalidProducerEpochError, ProducerFencedError
@@ -61,6 +65,15 @@ PARTITIONS = 3
 REPLICAS = 3
 PIPELINE_GROUP = "txn-pipeline"
 WORKER_SCRIPT = Path(__file__).with_name("chaos_txn_worker.py")
+#: How many duplicated inputs the table explains (the file has them all).
+_DUPLICATES_SHOWN = 10
+
+
+def worker_transactional_id(slot: int) -> str:
+    """The transactional id of the pipeline worker in ``slot`` (kept across its restarts)."""
+    return f"chaos-pipeline-{slot}"
+
+
 _FATAL = (ProducerFencedError, InvalidProducerEpochError)
 
 
@@ -89,6 +102,8 @@ class TxnOutcome:
     #: records of aborted transactions that a read_uncommitted reader finds in the log
     aborted_in_log: int = 0
     faults: list[str] = field(default_factory=list)
+    #: One line per duplicated pipeline input: who wrote each committed copy.
+    duplicates_explained: list[str] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def error(self, where: str, exc: BaseException) -> None:
@@ -256,7 +271,7 @@ class PipelineWorkers:
         journal = self._dir / f"worker-{slot}-{self._starts}.log"
         argv = [
             sys.executable, str(WORKER_SCRIPT), self.cluster.gateway, PIPELINE_GROUP,
-            IN_TOPIC, OUT_TOPIC, f"chaos-pipeline-{slot}", str(journal),
+            IN_TOPIC, OUT_TOPIC, worker_transactional_id(slot), str(journal),
         ]  # fmt: skip
         with open(journal.with_suffix(".out"), "wb") as log:
             self.slots[slot] = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
@@ -304,7 +319,7 @@ class PipelineWorkers:
 # -- checker --------------------------------------------------------------------------------------
 
 
-def check(cluster: LocalCluster, outcome: TxnOutcome) -> dict[str, int]:
+def check(cluster: LocalCluster, outcome: TxnOutcome, workers: int) -> dict[str, int]:
     final = read_values(cluster, TXN_TOPIC, isolation_level="read_committed", timeout_s=120)
     visible = Counter(final)
     aborted_reads = lost = partial = 0
@@ -323,6 +338,8 @@ def check(cluster: LocalCluster, outcome: TxnOutcome) -> dict[str, int]:
     )  # fmt: skip
     output_values = read_values(cluster, OUT_TOPIC, isolation_level="read_committed", timeout_s=120)
     output = Counter(v.split(":", 2)[2] for v in output_values)
+    if any(n > 1 for n in output.values()):
+        explain_duplicates(cluster, outcome, workers)
     return {
         "aborted reads": aborted_reads,
         "committed writes lost": lost,
@@ -332,6 +349,18 @@ def check(cluster: LocalCluster, outcome: TxnOutcome) -> dict[str, int]:
         "pipeline records missing": sum(1 for i in outcome.input_acked if i not in output),
         "pipeline records duplicated": sum(n - 1 for n in output.values()),
     }
+
+
+def explain_duplicates(cluster: LocalCluster, outcome: TxnOutcome, workers: int) -> None:
+    """Fill ``outcome.duplicates_explained`` from ``txn-out``'s log and write it to
+    ``pipeline-duplicates.txt`` in the run's directory."""
+    txn_ids = [worker_transactional_id(slot) for slot in range(workers)]
+    with cluster.admin() as admin:
+        owners = {d.producer_id: d.transactional_id for d in admin.describe_transactions(txn_ids)}
+    copies = committed_copies(cluster, OUT_TOPIC, PARTITIONS)
+    outcome.duplicates_explained = describe_duplicates(copies, OUT_TOPIC, owners)
+    path = cluster.spec.data_dir / "pipeline-duplicates.txt"
+    path.write_text("".join(line + "\n" for line in outcome.duplicates_explained))
 
 
 def table(results: dict[str, int], outcome: TxnOutcome, settings: TxnChaosSettings) -> str:
@@ -348,6 +377,13 @@ def table(results: dict[str, int], outcome: TxnOutcome, settings: TxnChaosSettin
         f"{'-' * width}  -----",
         *(f"{name.ljust(width)}  {count}" for name, count in results.items()),
     ]
+    if outcome.duplicates_explained:
+        shown = outcome.duplicates_explained[:_DUPLICATES_SHOWN]
+        lines += [
+            f"duplicated pipeline inputs ({len(outcome.duplicates_explained)}; the first "
+            f"{len(shown)}, all in pipeline-duplicates.txt):",
+            *(f"  {line}" for line in shown),
+        ]
     return "\n".join(lines)
 
 
@@ -405,7 +441,7 @@ def txn_chaos_run(data_dir: Path, settings: TxnChaosSettings) -> tuple[dict[str,
                 workers.stop_all()
                 stop_readers.set()
                 reader.join(60)
-        results = check(cluster, outcome)
+        results = check(cluster, outcome, settings.workers)
         print(table(results, outcome, settings), flush=True)
         return results, outcome
     finally:
