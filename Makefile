@@ -14,7 +14,7 @@ SOURCES := constraints.txt requirements-dev.txt clients/pyproject.toml clients/s
 NODE_DIR := clients/node
 NODE_STAMP := $(NODE_DIR)/node_modules/.package-lock.json
 
-.PHONY: up test test-slow lint bench bench-quick proto chaos clean node
+.PHONY: up test test-slow lint bench bench-quick proto chaos chaos-seeds clean node
 
 $(STAMP): $(SOURCES)
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Strom needs Python >= 3.11, found " + sys.version' 
@@ -56,6 +56,14 @@ proto: $(STAMP)
 
 chaos: $(STAMP)
 	$(BIN)/python -m pytest -m slow -s tests/chaos $(PYTEST_ARGS)
+
+# One fault-harness workload over many seeds (one clean run proves little): every anomaly count
+# per seed and summed; fails if any is not 0. WORKLOAD=txn|replication|partition.
+WORKLOAD ?= txn
+CHAOS_SEEDS ?= 20
+CHAOS_SECONDS ?= 240
+chaos-seeds: $(STAMP)
+	$(BIN)/python tests/chaos/seeds.py --workload $(WORKLOAD) --seeds $(CHAOS_SEEDS) --seconds $(CHAOS_SECONDS)
 
 # The slow integration tests outside the fault harness (e.g. the streaming driver killed five
 # times): too long for every CI run.

@@ -338,8 +338,8 @@ def check(cluster: LocalCluster, outcome: TxnOutcome, workers: int) -> dict[str,
     )  # fmt: skip
     output_values = read_values(cluster, OUT_TOPIC, isolation_level="read_committed", timeout_s=120)
     output = Counter(v.split(":", 2)[2] for v in output_values)
-    if any(n > 1 for n in output.values()):
-        explain_duplicates(cluster, outcome, workers)
+    explained = explain_duplicates(cluster, outcome, workers)
+    counted = {input_id for input_id, n in output.items() if n > 1}
     return {
         "aborted reads": aborted_reads,
         "committed writes lost": lost,
@@ -348,12 +348,15 @@ def check(cluster: LocalCluster, outcome: TxnOutcome, workers: int) -> dict[str,
         "non-monotonic offsets (live reader)": outcome.live_backwards,
         "pipeline records missing": sum(1 for i in outcome.input_acked if i not in output),
         "pipeline records duplicated": sum(n - 1 for n in output.values()),
+        # The read_committed read and the log's own markers must agree on what was duplicated.
+        "pipeline duplicates read vs log differ": len(counted ^ explained),
     }
 
 
-def explain_duplicates(cluster: LocalCluster, outcome: TxnOutcome, workers: int) -> None:
+def explain_duplicates(cluster: LocalCluster, outcome: TxnOutcome, workers: int) -> set[str]:
     """Fill ``outcome.duplicates_explained`` from ``txn-out``'s log and write it to
-    ``pipeline-duplicates.txt`` in the run's directory."""
+    ``pipeline-duplicates.txt`` in the run's directory; the input ids committed more than once
+    according to the log."""
     txn_ids = [worker_transactional_id(slot) for slot in range(workers)]
     with cluster.admin() as admin:
         owners = {d.producer_id: d.transactional_id for d in admin.describe_transactions(txn_ids)}
@@ -361,6 +364,7 @@ def explain_duplicates(cluster: LocalCluster, outcome: TxnOutcome, workers: int)
     outcome.duplicates_explained = describe_duplicates(copies, OUT_TOPIC, owners)
     path = cluster.spec.data_dir / "pipeline-duplicates.txt"
     path.write_text("".join(line + "\n" for line in outcome.duplicates_explained))
+    return {input_id for input_id, found in copies.items() if len(found) > 1}
 
 
 def table(results: dict[str, int], outcome: TxnOutcome, settings: TxnChaosSettings) -> str:
