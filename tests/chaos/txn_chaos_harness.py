@@ -359,7 +359,9 @@ def explain_duplicates(cluster: LocalCluster, outcome: TxnOutcome, workers: int)
     according to the log."""
     txn_ids = [worker_transactional_id(slot) for slot in range(workers)]
     with cluster.admin() as admin:
-        owners = {d.producer_id: d.transactional_id for d in admin.describe_transactions(txn_ids)}
+        owners = {
+            d.producer_id: d.transactional_id for d in admin.describe_transactions(txn_ids).values()
+        }
     copies = committed_copies(cluster, OUT_TOPIC, PARTITIONS)
     outcome.duplicates_explained = describe_duplicates(copies, OUT_TOPIC, owners)
     path = cluster.spec.data_dir / "pipeline-duplicates.txt"
