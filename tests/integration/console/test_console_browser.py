@@ -11,6 +11,7 @@ import time
 from typing import Any
 
 import pytest
+from cluster_testkit import assert_ok, assert_one_line_error, run_strom
 from conftest import HttpSession, eventually, text_of
 from strom_testkit import wait_until
 
@@ -352,3 +353,45 @@ def test_an_open_transaction_is_listed_and_hidden_from_read_committed_browsing(
         what="the committed record to show",
     )
     assert client.get("/transactions/nobody")[0] == 404
+
+
+def test_the_cli_and_the_console_give_the_same_lag_and_reset_plan(
+    cluster: Any, console: Any
+) -> None:
+    """One group, read by ``strom groups`` and by the console's group page and reset dry run:
+    the same lag (negative where the committed offset is past the log end, as Kafka's tool
+    shows it), the same targets, and the same refusal of a shift without a committed offset."""
+    _create(cluster, "same-plan", 2)
+    with Producer(cluster.gateway) as producer:
+        for i in range(10):
+            producer.send("same-plan", value=f"s{i}".encode(), partition=0)
+            producer.send("same-plan", value=f"s{i}".encode(), partition=1)
+        producer.flush()
+    p0, p1 = TopicPartition("same-plan", 0), TopicPartition("same-plan", 1)
+    with Admin(cluster.gateway) as admin:
+        admin.alter_consumer_group_offsets("same-plan-g", {p0: 4, p1: 12})  # p1: past the end
+    cli = ("--bootstrap-server", cluster.gateway, "--json")
+    described = assert_ok(run_strom("groups", "describe", "same-plan-g", *cli)).json()
+    cli_lag = {r["partition"]: r["lag"] for r in described["partitions"]}
+    assert cli_lag == {0: 6, 1: -2}
+    client = HttpSession(console.url)
+    status, page = client.get("/groups/same-plan-g")
+    assert status == 200
+    console_lag = [int(v) for v in re.findall(r'<td class="lag">(-?\d+)</td>', page)]
+    assert console_lag == [cli_lag[0], cli_lag[1]]
+
+    reset = ("groups", "reset-offsets", "--group", "same-plan-g", "--topic", "same-plan")
+    plan = assert_ok(run_strom(*reset, "--shift-by", "-3", *cli)).json()
+    cli_targets = [r["new_offset"] for r in plan["partitions"]]  # partition order
+    assert cli_targets == [1, 9]
+    fields = {"strategy": "shift", "value": "-3", "topic": "same-plan"}
+    status, page = client.post("/groups/same-plan-g/reset", fields)
+    assert status == 200
+    assert [int(v) for v in re.findall(r'<td class="target"><b>(\d+)</b>', page)] == cli_targets
+
+    with Admin(cluster.gateway) as admin:
+        admin.delete_consumer_group_offsets("same-plan-g", [p1])
+    refused = run_strom(*reset, "--shift-by", "1", *cli)
+    line = assert_one_line_error(refused, "no committed offset for same-plan:1")
+    status, page = client.post("/groups/same-plan-g/reset", fields)
+    assert status == 400 and "no committed offset for same-plan:1" in page, line

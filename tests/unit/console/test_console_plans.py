@@ -1,5 +1,5 @@
-"""The console's plain decisions: browse start positions, reset plans, lag, charts, topic
-rows and paging, the overview summary."""
+"""The console's plain decisions: browse start positions, the lag history, charts, topic rows
+and paging, the overview summary (reset plans and lag: tests/unit/clients/test_offsets_plan.py)."""
 
 from __future__ import annotations
 
@@ -15,13 +15,7 @@ from strom.types import (
 )
 from strom_console.browse import BrowseError, StartSpec, start_positions
 from strom_console.charts import line_chart
-from strom_console.lag import LagHistory, lag_rows, total_lag
-from strom_console.offsets_reset import (
-    ResetError,
-    check_resettable,
-    parse_strategy,
-    plan_reset,
-)
+from strom_console.lag import LagHistory
 from strom_console.overview import summarize
 from strom_console.topics import health, paginate, search_topics, topic_rows
 
@@ -46,59 +40,6 @@ def test_start_spec_parsing() -> None:
         StartSpec.parse("timestamp", "yesterday")
     with pytest.raises(BrowseError, match=">= 0"):
         StartSpec.parse("offset", "-1")
-
-
-def test_reset_plans_for_every_strategy() -> None:
-    parts = [A1, A0]
-    committed = {A0: 50, A1: 7}
-    starts, ends = {A0: 10, A1: 0}, {A0: 100, A1: 20}
-
-    def targets(kind: str, value: str = "", by_time: dict | None = None) -> list[int]:
-        plan = plan_reset(
-            parse_strategy(kind, value), parts, committed=committed, log_starts=starts,
-            log_ends=ends, by_timestamp=by_time,
-        )  # fmt: skip
-        assert [r.partition for r in plan] == [0, 1]
-        return [r.target for r in plan]
-
-    assert targets("earliest") == [10, 0]
-    assert targets("latest") == [100, 20]
-    assert targets("offset", "15") == [15, 15]
-    assert targets("offset", "500") == [100, 20]  # clamped
-    assert targets("shift", "-45") == [10, 0]  # clamped at the log start
-    assert targets("shift", "5") == [55, 12]
-    assert targets("timestamp", "1000", {A0: 60, A1: -1}) == [60, 20]
-
-
-def test_a_reset_row_says_when_it_was_clamped_and_the_lag_after() -> None:
-    (row,) = plan_reset(
-        parse_strategy("offset", "1"), [A0], committed={}, log_starts={A0: 10},
-        log_ends={A0: 30},
-    )  # fmt: skip
-    assert (row.current, row.target, row.clamped, row.lag_after) == (None, 10, True, 20)
-
-
-def test_reset_refusals() -> None:
-    with pytest.raises(ResetError, match="unknown reset strategy"):
-        parse_strategy("random")
-    with pytest.raises(ResetError, match="expected a shift"):
-        parse_strategy("shift", "a lot")
-    with pytest.raises(ResetError, match=">= 0"):
-        parse_strategy("offset", "-3")
-    with pytest.raises(ResetError, match="Stable"):
-        check_resettable("g", "Stable")
-    check_resettable("g", "Empty")
-    with pytest.raises(ResetError, match="unknown"):
-        plan_reset(parse_strategy("earliest"), [A0], committed={}, log_starts={}, log_ends={})
-
-
-def test_lag_rows_and_totals() -> None:
-    rows = lag_rows({A0: 5}, {A0: 9, A1: 4}, {A1: "c1 (h)"})
-    assert [(r.partition, r.committed, r.end, r.lag, r.member) for r in rows] == [
-        (0, 5, 9, 4, ""),
-        (1, None, 4, None, "c1 (h)"),
-    ]
-    assert total_lag({A0: 5, A1: 10}, {A0: 9, A1: 8}) == 4  # never negative
 
 
 def test_lag_history_keeps_a_window_and_forgets_idle_groups() -> None:

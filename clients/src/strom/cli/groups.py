@@ -4,7 +4,8 @@
 committed), the log start offset and the lead (committed minus log start: how close retention
 is to deleting records the group has not read). ``reset-offsets`` computes new committed
 offsets (clamped to [log start, log end], as Kafka's tool does) and only prints the plan unless
-``--execute`` is given; it is refused while the group has members.
+``--execute`` is given; it is refused while the group has members. Lag and plans are
+``strom.group.offsets_plan``'s, which the console uses too.
 
 Output is an aligned table, or JSON with ``--json``.
 """
@@ -21,11 +22,9 @@ from typing import Any
 
 from strom.admin import Admin
 from strom.cli.admin_commands import _admin, _common
-from strom.errors import ConfigurationError, GroupIdNotFoundError, NonEmptyGroupError, StromError
+from strom.errors import ConfigurationError, GroupIdNotFoundError, StromError
+from strom.group import offsets_plan
 from strom.types import ConsumerGroupDescription, MemberDescription, TopicPartition
-
-#: States in which a group has no members (offsets may be reset).
-_INACTIVE = ("Empty", "Dead")
 
 
 def add_parsers(commands: Any) -> None:
@@ -172,20 +171,20 @@ def _lag_rows(
     owners: Mapping[TopicPartition, MemberDescription],
     marks: Mapping[TopicPartition, tuple[int, int]],
 ) -> list[PartitionLag]:
+    starts = {tp: start for tp, (start, _) in marks.items()}
+    ends = {tp: end for tp, (_, end) in marks.items()}
     rows = []
-    for tp in sorted(set(committed) | set(owners)):
-        offset = committed.get(tp)
-        start, end = marks.get(tp, (None, None))
-        member = owners.get(tp)
+    for row in offsets_plan.lag_rows(committed, ends, owners, starts):
+        member = owners.get(row.tp)
         rows.append(
             PartitionLag(
-                topic=tp.topic,
-                partition=tp.partition,
-                committed_offset=offset,
-                log_end_offset=end,
-                lag=end - offset if end is not None and offset is not None else None,
-                log_start_offset=start,
-                lead=offset - start if start is not None and offset is not None else None,
+                topic=row.topic,
+                partition=row.partition,
+                committed_offset=row.committed,
+                log_end_offset=row.log_end,
+                lag=row.lag,
+                log_start_offset=row.log_start,
+                lead=row.lead,
                 member_id=member.member_id if member else None,
                 host=member.host if member else None,
                 client_id=member.client_id if member else None,
@@ -346,6 +345,18 @@ def _timestamp_ms(text: str) -> int:
     return int(moment.timestamp() * 1000)
 
 
+def _reset_spec(args: argparse.Namespace) -> offsets_plan.ResetSpec:
+    if args.to_earliest:
+        return offsets_plan.ResetSpec("earliest")
+    if args.to_latest:
+        return offsets_plan.ResetSpec("latest")
+    if args.to_datetime is not None:
+        return offsets_plan.ResetSpec("timestamp", _timestamp_ms(args.to_datetime))
+    if args.to_offset is not None:
+        return offsets_plan.ResetSpec("offset", args.to_offset)
+    return offsets_plan.ResetSpec("shift", args.shift_by)
+
+
 def _targets(
     admin: Admin,
     args: argparse.Namespace,
@@ -354,40 +365,27 @@ def _targets(
     marks: Mapping[TopicPartition, tuple[int, int]],
 ) -> dict[TopicPartition, int]:
     """The new offset of every partition, clamped to [log start, log end]."""
-    if args.to_datetime is not None:
-        when = _timestamp_ms(args.to_datetime)
-        found = admin.list_offsets(dict.fromkeys(partitions, when))
-    targets = {}
-    for tp in partitions:
-        start, end = marks[tp]
-        if args.to_earliest:
-            offset = start
-        elif args.to_latest:
-            offset = end
-        elif args.to_datetime is not None:
-            offset = found[tp].offset if found[tp].offset >= 0 else end
-        elif args.to_offset is not None:
-            offset = args.to_offset
-        else:
-            if tp not in committed:
-                raise ConfigurationError(
-                    f"--shift-by: group {args.group} has no committed offset for "
-                    f"{tp.topic}:{tp.partition}"
-                )
-            offset = committed[tp] + args.shift_by
-        targets[tp] = min(max(offset, start), end)
-    return targets
+    spec = _reset_spec(args)
+    by_timestamp = None
+    if spec.kind == "timestamp":
+        found = admin.list_offsets(dict.fromkeys(partitions, spec.value))
+        by_timestamp = {tp: info.offset for tp, info in found.items()}
+    plan = offsets_plan.plan_reset(
+        spec,
+        partitions,
+        group_id=args.group,
+        committed=committed,
+        log_starts={tp: start for tp, (start, _) in marks.items()},
+        log_ends={tp: end for tp, (_, end) in marks.items()},
+        by_timestamp=by_timestamp,
+    )
+    return {row.tp: row.target for row in plan}
 
 
 def groups_reset_offsets(args: argparse.Namespace) -> int:
     with _admin(args) as admin:
         description = _describe(admin, args.group)
-        if description.members or description.state not in _INACTIVE:
-            raise NonEmptyGroupError(
-                f"group {args.group} has {len(description.members)} active member(s) (state "
-                f"{description.state}): offsets can only be reset while the group is inactive; "
-                "stop its consumers first"
-            )
+        offsets_plan.check_resettable(args.group, description.state, len(description.members))
         committed = {
             tp: om.offset for tp, om in admin.list_consumer_group_offsets(args.group).items()
         }

@@ -27,9 +27,10 @@ from starlette.staticfiles import StaticFiles
 from strom import errors
 from strom.aio import Admin, Producer
 from strom.errors import ConfigurationError, StromError
+from strom.group import offsets_plan
 from strom.serde import SchemaRegistryClient, SchemaRegistryError
 from strom.types import ConsumerRecord, NewTopic, TopicPartition
-from strom_console import browse, filters, lag, messages, offsets_reset, overview, topics
+from strom_console import browse, filters, messages, overview, topics
 from strom_console.charts import line_chart
 from strom_console.config import ConsoleConfig
 from strom_console.guard import Guard, session_of
@@ -279,7 +280,7 @@ def _route(console: Console, handler: Handler) -> Callable[[Request], Awaitable[
             return await handler(console, request)
         except (BadInput, ConfigurationError, browse.BrowseError, filters.FilterError) as exc:
             return console.render(request, "error.html", 400, message=str(exc))
-        except offsets_reset.ResetError as exc:
+        except errors.NonEmptyGroupError as exc:
             return console.render(request, "error.html", 409, message=str(exc))
         except SchemaRegistryError as exc:
             status = exc.status if 400 <= exc.status < 500 else 502
@@ -737,16 +738,17 @@ async def _group_data(console: Console, group_id: str) -> dict[str, Any]:
     }
     wanted = set(committed) | set(assigned)
     ends = await _ends(console, committed, wanted)
-    rows = lag.lag_rows(committed, ends, assigned)
+    rows = offsets_plan.lag_rows(committed, ends, assigned)
     history = console.sampler.history.samples(group_id)
     return {
         "group": described,
         "rows": rows,
-        "total": sum(r.lag or 0 for r in rows),
+        "members": assigned,
+        "total": offsets_plan.total_lag(rows),
         "chart": line_chart([(t, float(v)) for t, v in history]),
         "window_s": console.config.lag_window_s,
         "interval_s": console.config.sample_interval_s,
-        "resettable": described.state in offsets_reset.RESETTABLE_STATES,
+        "resettable": described.state in offsets_plan.RESETTABLE_STATES,
         "topics": sorted({tp.topic for tp in wanted}),
     }
 
@@ -766,7 +768,7 @@ async def reset_offsets(console: Console, request: Request) -> Response:
     group_id = request.path_params["group"]
     form = await request.form()
     described = (await console.admin.describe_consumer_groups([group_id]))[group_id]
-    strategy = offsets_reset.parse_strategy(_field(form, "strategy"), _field(form, "value"))
+    strategy = offsets_plan.ResetSpec.parse(_field(form, "strategy"), _field(form, "value"))
     committed = await _committed(console, group_id)
     topic = _field(form, "topic").strip()
     partition = _field(form, "partition").strip()
@@ -786,9 +788,10 @@ async def reset_offsets(console: Console, request: Request) -> Response:
     by_time = None
     if strategy.kind == "timestamp":
         by_time = await _offsets(console, partitions, strategy.value)
-    plan = offsets_reset.plan_reset(
+    plan = offsets_plan.plan_reset(
         strategy,
         partitions,
+        group_id=group_id,
         committed=committed,
         log_starts=log_starts,
         log_ends=log_ends,
@@ -796,7 +799,7 @@ async def reset_offsets(console: Console, request: Request) -> Response:
     )
     applied = False
     if _field(form, "apply") == "1":
-        offsets_reset.check_resettable(group_id, described.state)
+        offsets_plan.check_resettable(group_id, described.state, len(described.members))
         await console.admin.alter_consumer_group_offsets(
             group_id, {row.tp: row.target for row in plan}
         )

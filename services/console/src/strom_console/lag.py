@@ -1,54 +1,14 @@
-"""Consumer lag: per-partition rows of a group, and the lag history the console samples.
-
-``lag_rows`` joins a group's committed offsets, the partitions' end offsets and its members'
-assignments; ``LagHistory`` keeps ``(time, total lag)`` samples per group for a window, bounded
-in memory whatever runs (old samples are dropped, forgotten groups expire).
+"""The lag history the console samples: ``(time, total lag)`` per group for a window, bounded
+in memory whatever runs (old samples are dropped, forgotten groups expire). Lag itself is
+``strom.group.offsets_plan``'s, as ``strom groups describe`` shows it.
 """
 
 from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 
-from strom.types import TopicPartition
-
-__all__ = ["LagHistory", "LagRow", "lag_rows", "total_lag"]
-
-
-@dataclass(frozen=True, slots=True)
-class LagRow:
-    topic: str
-    partition: int
-    committed: int | None  # None: nothing committed
-    end: int | None  # None: unknown (the leader did not answer)
-    member: str  # the member's client id and host, "" when unassigned
-
-    @property
-    def lag(self) -> int | None:
-        if self.end is None:
-            return None
-        if self.committed is None:
-            return None
-        return max(self.end - self.committed, 0)
-
-
-def lag_rows(
-    committed: Mapping[TopicPartition, int],
-    ends: Mapping[TopicPartition, int],
-    assigned: Mapping[TopicPartition, str],
-) -> list[LagRow]:
-    """One row per partition the group committed or is assigned, sorted by topic, partition."""
-    partitions = sorted(set(committed) | set(assigned))
-    return [
-        LagRow(tp.topic, tp.partition, committed.get(tp), ends.get(tp), assigned.get(tp, ""))
-        for tp in partitions
-    ]
-
-
-def total_lag(committed: Mapping[TopicPartition, int], ends: Mapping[TopicPartition, int]) -> int:
-    """Sum of ``end - committed`` over the committed partitions whose end is known."""
-    return sum(max(ends[tp] - offset, 0) for tp, offset in committed.items() if tp in ends)
+__all__ = ["LagHistory"]
 
 
 class LagHistory:

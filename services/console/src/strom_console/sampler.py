@@ -29,10 +29,11 @@ from strom.admin.log_dirs import BrokerLogDirs
 from strom.aio import Admin
 from strom.cluster import BackgroundLoop
 from strom.errors import StromError
+from strom.group.offsets_plan import lag_rows, total_lag
 from strom.types import ClusterDescription, ConsumerGroupListing, TopicDescription, TopicPartition
 from strom_console import disk, rates
 from strom_console.disk import NodeDisk
-from strom_console.lag import LagHistory, total_lag
+from strom_console.lag import LagHistory
 from strom_console.overview import Overview, summarize
 from strom_console.topics import TopicRow, topic_rows
 from strom_server.runtime.logs import get_logger
@@ -195,7 +196,7 @@ class Sampler:
             elif g in previous.group_offsets:
                 group_offsets[g] = previous.group_offsets[g]
                 group_asked[g] = previous.group_asked[g]
-        group_lag = {g: total_lag(offsets, ends) for g, offsets in group_offsets.items()}
+        group_lag = {g: total_lag(lag_rows(offsets, ends)) for g, offsets in group_offsets.items()}
         self.history.record(now, {g: group_lag[g] for g in fresh})
         seconds = now - previous.taken if previous.taken else 0.0
         records_out = rates.records_out(
