@@ -261,13 +261,14 @@ def test_kcat_lists_produces_and_consumes(cluster: LocalCluster, kafka: str) -> 
     assert consumed.stdout == lines
 
 
+@pytest.mark.parametrize("codec", ["lz4", "snappy"])
 def test_records_cross_between_kafka_clients_and_strom_clients(
-    cluster: LocalCluster, kafka: str
+    cluster: LocalCluster, kafka: str, codec: str
 ) -> None:
-    topic = "kafka-crossing"
+    topic = f"kafka-crossing-{codec}"
     make_topic(cluster, topic, 1)
     values = [b"from librdkafka %d" % i for i in range(30)]
-    produce(kafka, topic, values, **{"compression.type": "lz4"})
+    produce(kafka, topic, values, **{"compression.type": codec})
 
     with StromConsumer(
         bootstrap_servers=cluster.gateway, auto_offset_reset="earliest", enable_auto_commit=False
@@ -282,12 +283,14 @@ def test_records_cross_between_kafka_clients_and_strom_clients(
     assert [r.key for r in got] == [b"k%d" % i for i in range(30)]
     assert [dict(r.headers)["n"] for r in got] == [str(i).encode() for i in range(30)]
 
-    with StromProducer(bootstrap_servers=cluster.gateway, acks="all") as producer:
+    with StromProducer(
+        bootstrap_servers=cluster.gateway, acks="all", compression_type=codec
+    ) as producer:
         for i in range(30):
             producer.send(topic, value=b"from strom %d" % i, key=b"s%d" % i, partition=0)
         producer.flush(30)
     reader = confluent_kafka.Consumer(
-        {"bootstrap.servers": kafka, "group.id": "crossing", "enable.auto.commit": False,
+        {"bootstrap.servers": kafka, "group.id": f"crossing-{codec}", "enable.auto.commit": False,
          **LIBRDKAFKA, **GROUP}
     )  # fmt: skip
     reader.assign([confluent_kafka.TopicPartition(topic, 0, 30)])

@@ -1,8 +1,8 @@
 """Records crossing between Kafka's own client (confluent-kafka, through the gateway's Kafka
-listener) and the Spark connector, in both directions: librdkafka's lz4-compressed batches
-with keys and headers read by the Spark source, a librdkafka transaction aborted and one
-committed read by a read_committed Spark reader, and rows written by the Spark sink read by
-a librdkafka consumer."""
+listener) and the Spark connector, in both directions: librdkafka's lz4- and snappy-compressed
+batches with keys and headers read by the Spark source, a librdkafka transaction aborted and
+one committed read by a read_committed Spark reader, and rows written by the Spark sink read
+by a librdkafka consumer."""
 
 from __future__ import annotations
 
@@ -32,11 +32,12 @@ def _delivered(failures: list[Any]):  # type: ignore[no-untyped-def]
     return lambda err, _msg: failures.append(err) if err else None
 
 
-def test_spark_reads_what_librdkafka_wrote(spark, spark_cluster) -> None:  # type: ignore[no-untyped-def]
+@pytest.mark.parametrize("codec", ["lz4", "snappy"])
+def test_spark_reads_what_librdkafka_wrote(spark, spark_cluster, codec: str) -> None:  # type: ignore[no-untyped-def]
     topic = new_topic(spark_cluster, 2)
     producer = confluent_kafka.Producer(
         {"bootstrap.servers": kafka_address(spark_cluster), "enable.idempotence": True,
-         "compression.type": "lz4", "linger.ms": 5, **LIBRDKAFKA}
+         "compression.type": codec, "linger.ms": 5, **LIBRDKAFKA}
     )  # fmt: skip
     failures: list[Any] = []
     for i in range(300):

@@ -22,7 +22,6 @@ from strom.records import Compression
         ({"acks": True, "enable_idempotence": False}, "acks"),
         ({"enable_idempotence": "yes"}, "enable_idempotence"),
         ({"compression_type": "brotli"}, "compression_type"),
-        ({"compression_type": "snappy"}, "snappy"),
         ({"linger_ms": -1}, "linger_ms"),
         ({"linger_ms": "5"}, "linger_ms"),
         ({"batch_size": 0}, "batch_size"),

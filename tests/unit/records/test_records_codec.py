@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
-import pytest
+import struct
 
-from strom.errors import ConfigurationError, TruncatedBatchError, UnsupportedCompressionTypeError
+import cramjam
+import pytest
+from records_util import raw_batch
+
+from strom.errors import ConfigurationError, TruncatedBatchError
 from strom.records import (
     HEADER_SIZE,
     BatchBuilder,
@@ -23,7 +27,13 @@ from strom.records import (
 from strom.records.kernel import Kernel
 from strom.records.varint import INT64_MAX, INT64_MIN
 
-CODECS = [Compression.NONE, Compression.GZIP, Compression.LZ4, Compression.ZSTD]
+CODECS = [
+    Compression.NONE,
+    Compression.GZIP,
+    Compression.SNAPPY,
+    Compression.LZ4,
+    Compression.ZSTD,
+]
 
 
 @pytest.mark.parametrize("codec", CODECS, ids=lambda c: c.name.lower())
@@ -203,8 +213,8 @@ def test_builder_options_are_checked(kernel: Kernel) -> None:
         BatchBuilder(partition_leader_epoch="1", kernel=kernel)  # type: ignore[arg-type]
     with pytest.raises(ConfigurationError, match="lz5"):
         BatchBuilder(compression="lz5", kernel=kernel)
-    with pytest.raises(UnsupportedCompressionTypeError, match="snappy"):
-        BatchBuilder(compression=Compression.SNAPPY, kernel=kernel)
+    with pytest.raises(ConfigurationError, match="compression type 5"):
+        BatchBuilder(compression=5, kernel=kernel)
     assert BatchBuilder(compression="zstd", kernel=kernel).compression is Compression.ZSTD
 
 
@@ -223,12 +233,13 @@ def test_concatenated_batches(kernel: Kernel) -> None:
     ]
     data = b"".join(parts)
     batches = list(decode_batches(data, kernel=kernel))
-    assert [b.base_offset for b in batches] == [0, 1, 2, 3]
+    assert [b.base_offset for b in batches] == [0, 1, 2, 3, 4]
     assert [r.value for r in iter_records(data, kernel=kernel)] == [
         b"\x00",
         b"\x01",
         b"\x02",
         b"\x03",
+        b"\x04",
     ]
     assert list(decode_batches(b"", kernel=kernel)) == []
     with pytest.raises(TruncatedBatchError):
@@ -291,3 +302,45 @@ def test_rebuild_with_every_record_reproduces_the_builders_bytes() -> None:
         decoded = decode_batch(built)
         assert rebuild_batch(decoded.header, decoded.records) == built
         assert rebuild_batch(decoded.header, decoded.records[1:]) != built
+
+
+def _records_section(count: int) -> tuple[list[tuple[int, bytes | None, bytes | None]], bytes]:
+    records = [(1_000 + i, b"k%d" % i, b"value %d " % i * 50) for i in range(count)]
+    return records, encode_batch(records)[HEADER_SIZE:]
+
+
+def test_snappy_is_written_in_xerial_framing_as_kafkas_java_client_does() -> None:
+    records, section = _records_section(200)
+    assert len(section) > 64 * 1024  # several 32 KiB blocks
+    data = encode_batch(records, compression=Compression.SNAPPY)
+    stream = data[HEADER_SIZE:]
+    # SnappyOutputStream: magic, version 1, compatible version 1, then length-prefixed blocks.
+    assert stream[:16] == b"\x82SNAPPY\x00" + struct.pack(">ii", 1, 1)
+    blocks, pos = [], 16
+    while pos < len(stream):
+        (length,) = struct.unpack_from(">i", stream, pos)
+        blocks.append(cramjam.snappy.decompress_raw(stream[pos + 4 : pos + 4 + length]))
+        pos += 4 + length
+    assert pos == len(stream)
+    assert [len(b) for b in blocks[:-1]] == [32 * 1024] * (len(blocks) - 1)
+    assert b"".join(bytes(b) for b in blocks) == section
+
+
+@pytest.mark.parametrize("framing", ["raw", "xerial-one-block"])
+def test_snappy_sections_as_other_clients_write_them_are_read(kernel: Kernel, framing: str) -> None:
+    # librdkafka writes one raw snappy block for a v2 batch; a xerial stream may hold the
+    # whole section in one block (kafka-python's block size is a setting).
+    records, section = _records_section(200)
+    block = bytes(cramjam.snappy.compress_raw(section))
+    if framing == "raw":
+        stream = block
+    else:
+        stream = b"\x82SNAPPY\x00" + struct.pack(">iii", 1, 1, len(block)) + block
+    data = raw_batch(
+        stream, count=200, attributes=Compression.SNAPPY, first_timestamp=1_000, max_timestamp=1_199
+    )
+    batch = decode_batch(data, kernel=kernel)
+    assert batch.compression is Compression.SNAPPY
+    assert [(r.timestamp, r.key, r.value) for r in batch] == [
+        (1_000 + i, k, v) for i, (_, k, v) in enumerate(records)
+    ]

@@ -254,16 +254,12 @@ def test_offsets_overflowing_int64() -> None:
     reject(data, InvalidRecordLayoutError, "overflows int64")
 
 
-@pytest.mark.parametrize("codec", [2, 5, 6, 7])
+@pytest.mark.parametrize("codec", [5, 6, 7])
 def test_unsupported_compression(codec: int) -> None:
     reject(raw_batch(GOOD, count=2, attributes=codec), UnsupportedCompressionTypeError, "codec")
 
 
-def test_snappy_is_named() -> None:
-    reject(raw_batch(GOOD, count=2, attributes=2), UnsupportedCompressionTypeError, "snappy")
-
-
-@pytest.mark.parametrize("codec", [1, 3, 4])
+@pytest.mark.parametrize("codec", [1, 2, 3, 4])
 def test_compressed_garbage(codec: int) -> None:
     reject(
         raw_batch(b"\x00garbage" * 5, count=2, attributes=codec),
@@ -272,7 +268,7 @@ def test_compressed_garbage(codec: int) -> None:
     )
 
 
-@pytest.mark.parametrize("codec", [1, 3, 4])
+@pytest.mark.parametrize("codec", [1, 2, 3, 4])
 def test_compressed_section_truncated(codec: int) -> None:
     section = compress(codec, GOOD * 50)
     reject(
@@ -282,15 +278,15 @@ def test_compressed_section_truncated(codec: int) -> None:
     )
 
 
-@pytest.mark.parametrize("codec", [1, 3, 4])
+@pytest.mark.parametrize("codec", [1, 2, 3, 4])
 def test_decompression_bomb(codec: int) -> None:
     data = encode_batch([(0, None, b"\x00" * 200_000)], compression=codec)
-    assert len(data) < 2000
+    assert len(data) < (12_000 if codec == 2 else 2000)  # snappy expands at most ~21 times
     reject(data, InvalidBatchLengthError, "decompression bomb guard", max_decompressed_size=100_000)
     assert len(decode_batch(data, max_decompressed_size=200_100)) == 1
 
 
-@pytest.mark.parametrize("codec", [1, 3, 4])
+@pytest.mark.parametrize("codec", [1, 2, 3, 4])
 def test_decompressed_records_are_checked_too(codec: int) -> None:
     section = compress(codec, GOOD + b"\x00")
     reject(

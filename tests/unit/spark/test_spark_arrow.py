@@ -28,8 +28,9 @@ def kernel(request):  # type: ignore[no-untyped-def]
     return next(k for k in available() if k.name == request.param)
 
 
-def test_schema_and_values(kernel) -> None:  # type: ignore[no-untyped-def]
-    raw = batch(10, 4) + batch(14, 3, compression=Compression.LZ4)
+@pytest.mark.parametrize("codec", [Compression.LZ4, Compression.SNAPPY], ids=lambda c: c.name)
+def test_schema_and_values(kernel, codec) -> None:  # type: ignore[no-untyped-def]
+    raw = batch(10, 4) + batch(14, 3, compression=codec)
     out = arrow.records_to_arrow(raw, TP, 11, 16, include_headers=True, kernel=kernel)
     assert out is not None
     assert out.schema == arrow.arrow_schema(True)

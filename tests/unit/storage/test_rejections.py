@@ -62,9 +62,9 @@ def _corrupt_crc() -> bytes:
             make_batch([(None, b"x", 1)], producer_id=9, producer_epoch=0, base_sequence=5),
             OutOfOrderSequenceNumberError,
         ),
-        (_with_codec(simple_batch(1), 2), UnsupportedCompressionTypeError),
+        (_with_codec(simple_batch(1), 5), UnsupportedCompressionTypeError),
     ],
-    ids=["crc", "torn", "torn-second", "too-large", "too-much", "empty", "sequence-gap", "snappy"],
+    ids=["crc", "torn", "torn-second", "too-large", "too-much", "empty", "sequence-gap", "codec-5"],
 )
 def test_rejected_append_writes_nothing(log: Log, payload: bytes, error: type[Exception]) -> None:
     before = _disk_state(log.directory)

@@ -82,7 +82,7 @@ def add_parsers(commands: Any) -> None:
     produce.add_argument("--acks", choices=["all", "1", "0", "-1"], default="all")
     produce.add_argument(
         "--compression",
-        choices=["none", "gzip", "lz4", "zstd"],
+        choices=["none", "gzip", "snappy", "lz4", "zstd"],
         default="lz4",
         help="default: %(default)s",
     )

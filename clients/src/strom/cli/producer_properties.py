@@ -58,7 +58,7 @@ PRODUCER_PROPERTIES: dict[str, tuple[str, Callable[[str], Any]]] = {
     "bootstrap.servers": ("host:port[,host:port...]", _str),
     "buffer.memory": ("an integer", _int),
     "client.id": ("a string", _str),
-    "compression.type": ("none, gzip, lz4 or zstd", _str),
+    "compression.type": ("none, gzip, snappy, lz4 or zstd", _str),
     "delivery.timeout.ms": ("an integer", _int),
     "enable.idempotence": ("true or false", _bool),
     "linger.ms": ("a number", _number),

@@ -63,7 +63,7 @@ class ProducerConfig:
     """Producer id and sequence numbers, so retries neither duplicate nor reorder. None: on
     unless ``acks``, ``retries`` or ``max_in_flight_requests_per_connection`` conflict."""
     compression_type: str | None = "lz4"
-    """``"none"``, ``"gzip"``, ``"lz4"`` or ``"zstd"`` (no snappy)."""
+    """``"none"``, ``"gzip"``, ``"snappy"``, ``"lz4"`` or ``"zstd"``."""
     linger_ms: float = 5
     """How long a batch that is not full waits for more records."""
     batch_size: int = 16384
@@ -134,11 +134,7 @@ class ProducerConfig:
             raise ConfigurationError(
                 f"enable_idempotence must be a bool or None, got {enable_idempotence!r}"
             )
-        compression = self.compression
-        if compression == Compression.SNAPPY:
-            raise ConfigurationError(
-                "compression_type='snappy' is not supported by strom.records; use lz4, zstd or gzip"
-            )
+        self.compression  # noqa: B018 -- checks compression_type
         _number("linger_ms", self.linger_ms, 0, 86_400_000)
         _integer("batch_size", self.batch_size, 1, _MAX_INT32)
         _integer("buffer_memory", self.buffer_memory, 1, 1 << 40)
@@ -189,7 +185,7 @@ class ProducerConfig:
             return Compression.from_name(self.compression_type or "none")
         except (ConfigurationError, ValueError, KeyError):
             raise ConfigurationError(
-                "compression_type must be one of none, gzip, lz4, zstd, "
+                "compression_type must be one of none, gzip, snappy, lz4, zstd, "
                 f"got {self.compression_type!r}"
             ) from None
 

@@ -23,7 +23,7 @@ fields and ``record.py`` for one record)::
 The CRC covers the (compressed) records, so it is computed last. Reading validates the header
 and the CRC, decompresses (bounded), then decodes every record strictly: a batch either decodes
 completely or raises a ``CorruptRecordError`` subclass (``UnsupportedCompressionTypeError`` for
-snappy and unknown codecs); never a partial batch.
+unknown codecs); never a partial batch.
 
 The per-record loops run in the kernel bound at import (``kernel.ACTIVE``: the C twin when it
 is built, else pure Python); every function takes ``kernel=`` to pick one explicitly.
@@ -109,8 +109,8 @@ class BatchBuilder:
         if builder.estimated_size() >= batch_size: ...
         data = builder.build()
 
-    ``compression`` takes a ``Compression``, its code or Kafka's name (``"lz4"``); snappy
-    raises ``UnsupportedCompressionTypeError``. ``compression_level`` None uses the codec's
+    ``compression`` takes a ``Compression``, its code or Kafka's name (``"lz4"``); codes 5-7
+    raise ``UnsupportedCompressionTypeError``. ``compression_level`` None uses the codec's
     default (lz4 fast, zstd 3, gzip 6). ``log_append_time`` sets the timestamp-type bit;
     ``max_timestamp`` then still holds the largest record timestamp until a broker stamps the
     append time with ``header.set_log_append_time``. Not thread-safe.

@@ -6,7 +6,9 @@ stream, the header never is::
     code  name     stream format (as Kafka writes it for magic 2)
        0  none     the records as they are
        1  gzip     gzip (RFC 1952) members, as java.util.zip.GZIPOutputStream writes
-       2  snappy   not supported here: UnsupportedCompressionTypeError
+       2  snappy   xerial "stream" framing, as Kafka's Java client writes it (a 16-byte header,
+                   then 32 KiB blocks, each a big-endian int32 length and one raw snappy
+                   block); raw (unframed) snappy, as librdkafka writes it, is read too
        3  lz4      one LZ4 *frame* (not raw blocks): version 1, independent blocks, no block or
                    content checksum, no content size, 64 KiB maximum block size
        4  zstd     zstandard frame(s)
@@ -22,12 +24,14 @@ Compressor objects are cached per thread (zstandard's are not thread-safe).
 
 from __future__ import annotations
 
+import struct
 import threading
 import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from enum import IntEnum
 
+import cramjam
 import lz4.frame
 import zstandard
 
@@ -58,6 +62,10 @@ _ZSTD_DEFAULT_LEVEL = 3  # Kafka's compression.zstd.level default
 _ZSTD_SLICE = 8192
 # lz4's decompressor is slow when asked for a huge (or a sub-block) output buffer at once.
 _LZ4_CHUNK = 4 * 1024 * 1024
+# xerial snappy framing (org.xerial.snappy.SnappyOutputStream): magic, version 1, compatible 1.
+_XERIAL_HEADER = b"\x82SNAPPY\x00" + struct.pack(">ii", 1, 1)
+_XERIAL_MAGIC = _XERIAL_HEADER[:8]
+_XERIAL_BLOCK = 32 * 1024  # SnappyOutputStream's default block size
 
 
 class Compression(IntEnum):
@@ -96,12 +104,8 @@ class Compression(IntEnum):
 def check_codec(code: int) -> Compression:
     """The ``Compression`` for attribute bits ``code``, if this build can (de)compress it.
 
-    Raises ``UnsupportedCompressionTypeError`` for snappy and for codes 5-7.
+    Raises ``UnsupportedCompressionTypeError`` for codes 5-7.
     """
-    if code == Compression.SNAPPY:
-        raise UnsupportedCompressionTypeError(
-            "snappy compression (codec 2) is not supported; use lz4, zstd or gzip"
-        )
     try:
         return Compression(code)
     except ValueError:
@@ -141,6 +145,8 @@ def compress(codec: int, data: bytes | bytearray | memoryview, level: int | None
             compressor = zstandard.ZstdCompressor(level=level)
             _local.zstd_compressors[level] = compressor
         return compressor.compress(data)
+    if kind is Compression.SNAPPY:
+        return _snappy_compress(data)
     deflate = zlib.compressobj(
         _GZIP_DEFAULT_LEVEL if level is None else level, zlib.DEFLATED, _GZIP_WBITS
     )
@@ -154,7 +160,15 @@ def _translated(kind: Compression, size: int) -> Iterator[None]:
         yield
     except CorruptRecordError:
         raise
-    except (RuntimeError, ValueError, zlib.error, zstandard.ZstdError, EOFError, OSError) as exc:
+    except (
+        RuntimeError,
+        ValueError,
+        zlib.error,
+        zstandard.ZstdError,
+        cramjam.DecompressionError,
+        EOFError,
+        OSError,
+    ) as exc:
         raise CorruptRecordError(
             f"{kind.name.lower()} records section of {size} bytes does not decompress: {exc}"
         ) from exc
@@ -194,6 +208,8 @@ def decompress(
             return _lz4_decompress(data, size, max_size)
         if kind is Compression.ZSTD:
             return _zstd_decompress(data, size, max_size)
+        if kind is Compression.SNAPPY:
+            return _snappy_decompress(data, size, max_size)
         return _gzip_decompress(data, size, max_size)
 
 
@@ -267,3 +283,47 @@ def _zstd_decompress(data: bytes | bytearray | memoryview, size: int, max_size: 
     if len(parts) == 1:
         return parts[0]
     return b"".join(parts)
+
+
+def _snappy_compress(data: bytes | bytearray | memoryview) -> bytes:
+    # Java's SnappyOutputStream framing: every Kafka client reads it (librdkafka and the
+    # Python clients detect the header; Java's SnappyInputStream requires it for v0/v1).
+    view = memoryview(data)
+    parts = [_XERIAL_HEADER]
+    for pos in range(0, len(view), _XERIAL_BLOCK):
+        block = bytes(cramjam.snappy.compress_raw(view[pos : pos + _XERIAL_BLOCK]))
+        parts.append(struct.pack(">i", len(block)))
+        parts.append(block)
+    return b"".join(parts)
+
+
+def _snappy_decompress(data: bytes | bytearray | memoryview, size: int, max_size: int) -> bytes:
+    # A raw snappy block starts with its uncompressed length (a varint) and its first element
+    # is a literal, so it never starts with the xerial magic: the two forms cannot be confused.
+    view = memoryview(data)
+    if bytes(view[:8]) != _XERIAL_MAGIC:
+        return _snappy_block(view, size, max_size)
+    if size < len(_XERIAL_HEADER):
+        raise _unfinished(Compression.SNAPPY, size)
+    parts: list[bytes] = []
+    produced = 0
+    pos = len(_XERIAL_HEADER)
+    while pos < size:
+        if pos + 4 > size:
+            raise _unfinished(Compression.SNAPPY, size)
+        (length,) = struct.unpack_from(">i", view, pos)
+        pos += 4
+        if length < 0 or pos + length > size:
+            raise _unfinished(Compression.SNAPPY, size)
+        part = _snappy_block(view[pos : pos + length], size, max_size - produced)
+        pos += length
+        produced += len(part)
+        parts.append(part)
+    return parts[0] if len(parts) == 1 else b"".join(parts)
+
+
+def _snappy_block(block: memoryview, size: int, max_size: int) -> bytes:
+    """One raw snappy block; its declared length is checked before anything is allocated."""
+    if cramjam.snappy.decompress_raw_len(block) > max_size:
+        raise _too_large(Compression.SNAPPY, size, max_size)
+    return bytes(cramjam.snappy.decompress_raw(block))
