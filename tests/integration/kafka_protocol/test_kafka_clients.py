@@ -20,6 +20,8 @@ from strom_testkit import wait_until
 from strom import Consumer as StromConsumer
 from strom import NewTopic, TopicPartition
 from strom import Producer as StromProducer
+from strom.records import Compression
+from strom.records.header import walk_batches
 from strom_gateway.kafka.codec import decode, encode
 from strom_gateway.kafka.messages import (
     DESCRIBE_PRODUCERS,
@@ -100,6 +102,40 @@ def test_confluent_admin_creates_describes_alters_and_deletes_topics(kafka: str)
 
     admin.delete_topics([topic])[topic].result(60)
     wait_until(lambda: topic not in admin.list_topics(timeout=30).topics, 30, "topic deleted")
+
+
+def stored_codecs(cluster: LocalCluster, topic: str) -> list[list[int]]:
+    """The codec of every batch each replica of partition 0 holds, read from its segment."""
+    out = []
+    for node in (1, 2, 3):
+        log = cluster.spec.data_dir / f"storage-{node}" / f"{topic}-0" / f"{0:020d}.log"
+        out.append([h.compression for _, h in walk_batches(log.read_bytes())])
+    return out
+
+
+def test_topic_compression_type_recompresses_what_kafka_clients_send(
+    cluster: LocalCluster, kafka: str
+) -> None:
+    admin = admin_module.AdminClient({"bootstrap.servers": kafka, **LIBRDKAFKA})
+    topic = "kafka-compression-type"
+    # compression.type and configs Kafka accepts that have no effect in Strom.
+    configs = {"compression.type": "zstd", "compression.zstd.level": "5", "preallocate": "true",
+               "segment.jitter.ms": "1000", "message.downconversion.enable": "false",
+               "leader.replication.throttled.replicas": "*"}  # fmt: skip
+    admin.create_topics([admin_module.NewTopic(topic, 1, 3, config=configs)])[topic].result(60)
+    cluster.wait_hosted(topic, 0)
+    resource = admin_module.ConfigResource(admin_module.ResourceType.TOPIC, topic)
+    described = admin.describe_configs([resource])[resource].result(30)
+    assert {name: described[name].value for name in configs} == configs
+
+    values = [b"from librdkafka %d " % i * 10 for i in range(40)]
+    produce(kafka, topic, values, **{"compression.type": "lz4", "acks": "all"})
+    with StromProducer(bootstrap_servers=cluster.gateway, compression_type="none") as producer:
+        producer.send(topic, value=b"from strom", partition=0)
+        producer.flush(30)
+    wait_until(lambda: all(len(c) == 2 for c in stored_codecs(cluster, topic)), 30, "replicated")
+    assert stored_codecs(cluster, topic) == [[Compression.ZSTD, Compression.ZSTD]] * 3
+    assert _librdkafka_reads(kafka, topic, "read_committed", 41) == [*values, b"from strom"]
 
 
 def test_confluent_idempotent_producer_and_a_group_of_two_with_a_rebalance(

@@ -26,6 +26,7 @@ from strom.records.batch import (
     encode_batch,
     iter_records,
     rebuild_batch,
+    recompress_batch,
 )
 from strom.records.compression import DEFAULT_MAX_DECOMPRESSED_SIZE, Compression
 from strom.records.control import ControlRecord, ControlRecordType, decode_control_record
@@ -67,6 +68,7 @@ __all__ = [
     "patch_leader_epoch",
     "read_header",
     "rebuild_batch",
+    "recompress_batch",
     "set_log_append_time",
     "validate_batch",
     "walk_batches",

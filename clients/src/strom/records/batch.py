@@ -36,7 +36,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from enum import IntEnum
 from typing import Any, NamedTuple
 
-from strom.errors import ConfigurationError
+from strom.errors import ConfigurationError, InvalidBatchLengthError
 from strom.records._protocols import BytesLike, Header, HeaderIn
 from strom.records.compression import (
     DEFAULT_MAX_DECOMPRESSED_SIZE,
@@ -76,6 +76,7 @@ __all__ = [
     "encode_batch",
     "iter_records",
     "rebuild_batch",
+    "recompress_batch",
 ]
 
 _UINT32 = struct.Struct(">I")
@@ -321,6 +322,48 @@ def rebuild_batch(
         base_sequence=header.base_sequence,
         record_count=len(records),
     )
+
+
+def recompress_batch(
+    buf: BytesLike,
+    header: BatchHeader,
+    pos: int = 0,
+    *,
+    codec: int,
+    level: int | None = None,
+    max_decompressed_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE,
+) -> bytes:
+    """The batch at ``pos`` (whose checked ``header`` is given) with its records section in
+    ``codec``: a broker's recompression to a topic's ``compression.type``.
+
+    The records section is decompressed and compressed again as one stream, its records are
+    not decoded; every header field but the codec bits, the length and the CRC is kept. Raises
+    ``CorruptRecordError`` for a section that does not decompress, ``InvalidBatchLengthError``
+    beyond ``max_decompressed_size``, ``UnsupportedCompressionTypeError`` for codes 5-7.
+    """
+    kind = check_codec(codec)
+    section: BytesLike = memoryview(buf)[pos + HEADER_SIZE : pos + header.size]
+    if header.compression:
+        section = decompress(header.compression, section, max_decompressed_size)
+    records = compress(kind, section, level) if kind else bytes(section)
+    try:
+        return _assemble(
+            records,
+            base_offset=header.base_offset,
+            partition_leader_epoch=header.partition_leader_epoch,
+            attributes=(header.attributes & ~ATTR_COMPRESSION_MASK) | kind,
+            last_offset_delta=header.last_offset_delta,
+            first_timestamp=header.first_timestamp,
+            max_timestamp=header.max_timestamp,
+            producer_id=header.producer_id,
+            producer_epoch=header.producer_epoch,
+            base_sequence=header.base_sequence,
+            record_count=header.record_count,
+        )
+    except ValueError as exc:
+        raise InvalidBatchLengthError(
+            f"batch at byte {pos} recompressed to {kind.name.lower()}: {exc}"
+        ) from None
 
 
 def encode_batch(

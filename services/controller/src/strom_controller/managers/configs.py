@@ -21,7 +21,13 @@ from strom_server.etcd.store import Compare, Put
 __all__ = ["ConfigManager", "describe_topic_configs"]
 
 _KNOWN = frozenset(TopicConfig().to_props())
-_LIST_CONFIGS = frozenset({"cleanup.policy"})
+_LIST_CONFIGS = frozenset(
+    {
+        "cleanup.policy",
+        "follower.replication.throttled.replicas",
+        "leader.replication.throttled.replicas",
+    }
+)
 
 
 def _effective(broker_config: Mapping[str, str], overrides: Mapping[str, str]) -> dict[str, str]:

@@ -79,6 +79,7 @@ from strom_storage.log.txn_markers import build_marker_batch, read_marker
 from strom_storage.log.validator import (
     assign_offsets,
     offsets_by_prefix,
+    recompress_batches,
     split_by_size,
     summarize,
     validate_follower_batches,
@@ -347,7 +348,8 @@ class Log:
         retry returns the original offsets with ``duplicate=True``. The records are never
         copied: a ``bytearray`` argument is
         patched in place, other buffers are written with new header prefixes beside them
-        (except for LogAppendTime, which rewrites fields under the CRC on a copy).
+        (except for LogAppendTime, which rewrites fields under the CRC on a copy, and for
+        batches recompressed to the topic's ``compression.type``).
         """
         with self._lock:
             self._check_open()
@@ -366,6 +368,9 @@ class Log:
                     size_bytes=0,
                     duplicate=True,
                 )
+            recompressed = recompress_batches(data, batches, self._config)
+            if recompressed is not None:
+                data, batches = recompressed
             append_time = now if self._config.log_append_time else None
             if append_time is None and not isinstance(data, bytearray):
                 # The common case: no copy of the records, new prefixes written beside them.

@@ -1,4 +1,5 @@
-"""Validation of appended bytes and offset assignment, on batch headers only (rule 1).
+"""Validation of appended bytes and offset assignment, on batch headers only (rule 1; the one
+exception: recompression to a topic's ``compression.type``, as Kafka's broker does).
 
 A leader append is checked whole before anything is written, so a rejected request leaves the
 log untouched: every batch's header and CRC-32C (``walk_batches``), its size against
@@ -23,6 +24,7 @@ from strom.errors import (
     RecordCountMismatchError,
     RecordListTooLargeError,
 )
+from strom.records import recompress_batch
 from strom.records.compression import check_codec
 from strom.records.header import (
     ATTR_CONTROL,
@@ -41,6 +43,7 @@ __all__ = [
     "AssignedBatches",
     "assign_offsets",
     "offsets_by_prefix",
+    "recompress_batches",
     "split_by_size",
     "validate_follower_batches",
     "validate_leader_batches",
@@ -109,16 +112,54 @@ def validate_leader_batches(
     return batches
 
 
+def recompress_batches(
+    data: bytes | bytearray | memoryview,
+    batches: Sequence[tuple[int, BatchHeader]],
+    config: LogConfig,
+) -> tuple[bytearray, list[tuple[int, BatchHeader]]] | None:
+    """The batches in the topic's ``compression.type`` codec, as Kafka's broker stores them;
+    None when every batch already has it (or the topic keeps the producer's codec).
+
+    The one place a leader touches records sections (decompressing and compressing them, never
+    decoding a record); a recompressed batch must still fit ``max.message.bytes``.
+    """
+    codec = config.recompress_to
+    if codec is None or all(h.compression == codec for _, h in batches):
+        return None
+    level = config.compression_level(codec)
+    out = bytearray()
+    headers: list[tuple[int, BatchHeader]] = []
+    for pos, header in batches:
+        if header.compression == codec:
+            batch: bytes | bytearray | memoryview = memoryview(data)[pos : pos + header.size]
+        else:
+            batch = recompress_batch(data, header, pos, codec=codec, level=level)
+            if len(batch) > config.max_message_bytes:
+                raise MessageTooLargeError(
+                    f"batch at byte {pos} is {len(batch)} bytes once recompressed to "
+                    f"compression.type {config.compression_type}, above max.message.bytes "
+                    f"{config.max_message_bytes}"
+                )
+        headers.append((len(out), read_header(batch)))
+        out += batch
+    if len(out) > config.segment_bytes:
+        raise RecordListTooLargeError(
+            f"{len(out)} bytes in one append once recompressed, above segment.bytes "
+            f"{config.segment_bytes}"
+        )
+    return out, headers
+
+
 def _check_timestamp(pos: int, header: BatchHeader, config: LogConfig, now_ms: int) -> None:
     for ts in (header.first_timestamp, header.max_timestamp):
         if ts == NO_TIMESTAMP:
             continue
-        if now_ms - ts > config.message_timestamp_before_max_ms:
+        if now_ms - ts > config.timestamp_before_max_ms:
             raise InvalidTimestampError(
                 f"batch at byte {pos}: timestamp {ts} is more than "
                 f"message.timestamp.before.max.ms before the broker's time {now_ms}"
             )
-        if ts - now_ms > config.message_timestamp_after_max_ms:
+        if ts - now_ms > config.timestamp_after_max_ms:
             raise InvalidTimestampError(
                 f"batch at byte {pos}: timestamp {ts} is more than "
                 f"message.timestamp.after.max.ms after the broker's time {now_ms}"
