@@ -138,6 +138,29 @@ def test_topic_compression_type_recompresses_what_kafka_clients_send(
     assert _librdkafka_reads(kafka, topic, "read_committed", 41) == [*values, b"from strom"]
 
 
+def test_max_timestamp_offset_spec_names_the_record_with_the_largest_timestamp(
+    cluster: LocalCluster, kafka: str
+) -> None:
+    topic = "kafka-max-timestamp"
+    make_topic(cluster, topic, 1)
+    base = int(time.time() * 1000) - 60_000
+    stamps = [base + d for d in (5, 3, 9, 1, 9, 2)]  # the largest first at offset 2
+    producer = confluent_kafka.Producer(
+        {"bootstrap.servers": kafka, "linger.ms": 50, "compression.type": "lz4", **LIBRDKAFKA}
+    )
+    for i, stamp in enumerate(stamps):
+        producer.produce(topic, value=b"v%d" % i, partition=0, timestamp=stamp)
+    assert producer.flush(60) == 0
+
+    admin = admin_module.AdminClient({"bootstrap.servers": kafka, **LIBRDKAFKA})
+    tp = confluent_kafka.TopicPartition(topic, 0)
+    answer = admin.list_offsets({tp: admin_module.OffsetSpec.max_timestamp()})[tp].result(30)
+    assert (answer.offset, answer.timestamp) == (2, base + 9)
+    with cluster.admin() as strom_admin:
+        (found,) = strom_admin.list_offsets({TopicPartition(topic, 0): "max_timestamp"}).values()
+    assert (found.offset, found.timestamp) == (2, base + 9)
+
+
 def test_confluent_idempotent_producer_and_a_group_of_two_with_a_rebalance(
     cluster: LocalCluster, kafka: str
 ) -> None:

@@ -8,6 +8,7 @@ import pytest
 from storage_batches import make_batch, simple_batch
 
 from strom.errors import OffsetOutOfRangeError
+from strom.records import Compression
 from strom.records.header import walk_batches
 from strom_server.runtime.clock import ManualClock
 from strom_storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP, Log
@@ -135,6 +136,25 @@ def test_offsets_for_timestamp(open_log: Callable[..., Log]) -> None:
     assert log.offset_for_timestamp(LATEST_TIMESTAMP).offset == 8  # type: ignore[union-attr]
     top = log.offset_for_timestamp(MAX_TIMESTAMP)
     assert top is not None and top.offset == 7
+
+
+def test_max_timestamp_names_the_record_inside_its_batch(open_log: Callable[..., Log]) -> None:
+    # KIP-734: the first record carrying the largest timestamp, not its batch's base offset.
+    log = open_log(segment_bytes=250, index_interval_bytes=1)
+    base = 1_700_000_000_000
+    log.append_as_leader(make_batch([(None, b"a", base), (None, b"b", base + 50)]))
+    log.append_as_leader(
+        make_batch([(None, b"c", base + 10), (None, b"d", base + 90), (None, b"e", base + 20),
+                    (None, b"f", base + 90)], compression=Compression.ZSTD)
+    )  # fmt: skip
+    log.append_as_leader(make_batch([(None, b"g", base + 30)] * 10))  # rolls the segment
+    log.update_high_watermark(log.log_end_offset)
+    assert log.segment_count > 1
+    top = log.offset_for_timestamp(MAX_TIMESTAMP)
+    assert top is not None and (top.offset, top.timestamp) == (3, base + 90)
+    log.delete_records(4)
+    top = log.offset_for_timestamp(MAX_TIMESTAMP)  # never below the log start
+    assert top is not None and (top.offset, top.timestamp) == (4, base + 90)
 
 
 def test_offsets_for_timestamp_inside_a_batch(open_log: Callable[..., Log]) -> None:

@@ -399,8 +399,8 @@ class Admin:
         isolation_level: str = "read_uncommitted",
     ) -> dict[TopicPartition, OffsetAndTimestamp]:
         """Offsets by spec per partition: ``"earliest"`` (log start), ``"latest"`` (high
-        watermark), ``"max_timestamp"`` or a timestamp in ms (first offset at or after it;
-        offset -1 when none is)."""
+        watermark), ``"max_timestamp"`` (the first record with the largest timestamp) or a
+        timestamp in ms (first offset at or after it; offset -1 when none is)."""
         named = {
             "earliest": common_pb2.EARLIEST,
             "latest": common_pb2.LATEST,

@@ -570,7 +570,7 @@ class Log:
 
         ``EARLIEST_TIMESTAMP`` gives the log start, ``LATEST_TIMESTAMP`` the high watermark
         (the last stable offset for ``TXN_COMMITTED``, the log end for ``LOG_END``),
-        ``MAX_TIMESTAMP`` the batch with the largest timestamp. None when no record that
+        ``MAX_TIMESTAMP`` the first record with the largest timestamp. None when no record that
         readers may see qualifies.
         """
         start = self._log_start_offset

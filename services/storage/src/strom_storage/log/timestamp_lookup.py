@@ -1,8 +1,9 @@
 """ListOffsets by timestamp over a snapshot of segments (not the hot path).
 
-The time index and batch headers find the first batch whose max timestamp reaches the target;
-only that one batch is decoded, to name the exact record (unless its first timestamp already
-qualifies). Thread-safety: pure functions over segment reads (safe alongside appends).
+The time index and batch headers find the first batch whose max timestamp reaches the target
+(or, for MAX_TIMESTAMP, the batch holding the largest timestamp); only that one batch is
+decoded, to name the exact record (unless its first timestamp already qualifies).
+Thread-safety: pure functions over segment reads (safe alongside appends).
 """
 
 from __future__ import annotations
@@ -29,8 +30,10 @@ class OffsetAndTimestamp:
 def find_max_timestamp(
     segments: Sequence[LogSegment], *, log_start: int, limit: int
 ) -> OffsetAndTimestamp | None:
-    """The batch with the largest max timestamp below ``limit`` (its base offset)."""
-    best: OffsetAndTimestamp | None = None
+    """The first record with the largest timestamp below ``limit`` (KIP-734's MAX_TIMESTAMP):
+    segment maxima and batch headers find its batch, which alone is decoded."""
+    best: OffsetAndTimestamp | None = None  # the batch's base offset
+    best_segment: LogSegment | None = None
     for i, segment in enumerate(segments):
         if segment.base_offset >= limit:
             break
@@ -46,8 +49,29 @@ def find_max_timestamp(
                 if header.max_timestamp > ts:
                     ts, offset = header.max_timestamp, header.base_offset
         if ts >= 0 and (best is None or ts > best.timestamp):
-            best = OffsetAndTimestamp(max(offset, log_start), ts)
-    return best
+            best, best_segment = OffsetAndTimestamp(offset, ts), segment
+    if best is None or best_segment is None:
+        return None
+    offset = _first_record_at(best_segment, best.offset, best.timestamp, limit)
+    return OffsetAndTimestamp(max(offset, log_start), best.timestamp)
+
+
+def _first_record_at(segment: LogSegment, base_offset: int, timestamp: int, limit: int) -> int:
+    """The offset of the first record stamped ``timestamp`` in the batch at ``base_offset``
+    (decodes that batch; the base offset when its records cannot tell)."""
+    location = segment.translate_offset(base_offset)
+    if location is None or location.header.base_offset != base_offset:
+        return base_offset
+    if location.header.is_log_append_time:  # every record carries the batch's time
+        return base_offset
+    try:
+        _, records = decode_batch_records(segment.read_batch(location))
+    except (CorruptRecordError, UnsupportedCompressionTypeError):
+        return base_offset  # records the hot path never decoded may be malformed
+    for record in records:
+        if record.timestamp == timestamp and record.offset < limit:
+            return record.offset
+    return base_offset
 
 
 def find_offset_for_timestamp(
