@@ -1,7 +1,8 @@
 """Kafka's own clients against a real Strom cluster through the gateway's Kafka listener:
 confluent-kafka (librdkafka) admin, idempotent producer and a consumer group of two with a
 rebalance; kafka-python and aiokafka; kcat; records crossing between Kafka clients and
-Strom's own client in both directions."""
+Strom's own client in both directions (lz4 and snappy, raw and xerial-framed); a topic's
+compression.type recompressing what a Kafka client sends; ListOffsets' max timestamp."""
 
 from __future__ import annotations
 
@@ -295,6 +296,62 @@ def test_kafka_python_and_aiokafka_produce_and_consume(cluster: LocalCluster, ka
             break
     consumer.close()
     assert sorted(values) == sorted(got)
+
+
+def test_aiokafka_writes_and_reads_xerial_snappy(cluster: LocalCluster, kafka: str) -> None:
+    aiokafka = pytest.importorskip("aiokafka")
+    topic = "kafka-aio-snappy"
+    make_topic(cluster, topic, 1)
+    with StromProducer(bootstrap_servers=cluster.gateway, compression_type="snappy") as producer:
+        for i in range(20):
+            producer.send(topic, value=b"from strom %d" % i, partition=0)
+        producer.flush(30)
+
+    async def aio() -> list[bytes]:
+        # aiokafka writes snappy in xerial framing, as Kafka's Java client does.
+        sender = aiokafka.AIOKafkaProducer(bootstrap_servers=kafka, compression_type="snappy")
+        await sender.start()
+        try:
+            batch = sender.create_batch()
+            for i in range(20):
+                batch.append(key=None, value=b"from aiokafka %d" % i, timestamp=None)
+            await (await sender.send_batch(batch, topic, partition=0))
+        finally:
+            await sender.stop()
+        reader = aiokafka.AIOKafkaConsumer(
+            bootstrap_servers=kafka, auto_offset_reset="earliest", enable_auto_commit=False
+        )
+        await reader.start()
+        reader.assign([aiokafka.TopicPartition(topic, 0)])
+        got: list[bytes] = []
+        try:
+            async with asyncio.timeout(60):
+                while len(got) < 40:
+                    for messages in (await reader.getmany(timeout_ms=500)).values():
+                        got += [m.value for m in messages]
+        finally:
+            await reader.stop()
+        return got
+
+    strom_values = [b"from strom %d" % i for i in range(20)]
+    expected = strom_values + [b"from aiokafka %d" % i for i in range(20)]
+    assert asyncio.run(aio()) == expected
+    snappy = [Compression.SNAPPY, Compression.SNAPPY]
+    wait_until(lambda: stored_codecs(cluster, topic) == [snappy] * 3, 30, "replicated")
+    # Both batches are in xerial framing (Strom's and aiokafka's), not raw snappy.
+    segment = cluster.spec.data_dir / "storage-1" / f"{topic}-0" / f"{0:020d}.log"
+    data = segment.read_bytes()
+    assert [data[pos + 61 : pos + 69] for pos, _ in walk_batches(data)] == [b"\x82SNAPPY\x00"] * 2
+    with StromConsumer(
+        bootstrap_servers=cluster.gateway, auto_offset_reset="earliest", enable_auto_commit=False
+    ) as reader:
+        reader.assign([TopicPartition(topic, 0)])
+        got: list[bytes] = []
+        deadline = time.monotonic() + 30
+        while len(got) < 40:
+            assert time.monotonic() < deadline, f"Strom's consumer read {len(got)}"
+            got += [r.value for rs in reader.poll(timeout_ms=300).values() for r in rs]
+    assert got == expected
 
 
 def test_kcat_lists_produces_and_consumes(cluster: LocalCluster, kafka: str) -> None:
