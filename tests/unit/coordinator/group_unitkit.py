@@ -23,13 +23,27 @@ PROTOCOLS = (("range", b"meta-range"),)
 
 @dataclass
 class MemoryLog:
-    """Keeps every appended batch; can fail appends or hold them until released."""
+    """Keeps every appended batch (in the order they complete); can fail appends or hold them
+    until released: all of them (``gate``) or the next one (``hold_next``)."""
 
     batches: list[tuple[int, list[tuple[bytes, bytes | None]]]] = field(default_factory=list)
     fail_with: BaseException | None = None
     gate: asyncio.Event | None = None
+    held: list[tuple[asyncio.Event, BaseException | None]] = field(default_factory=list)
+
+    def hold_next(self, fail_with: BaseException | None = None) -> asyncio.Event:
+        """Hold the next append until the returned event is set; it then fails with
+        ``fail_with`` when given."""
+        release = asyncio.Event()
+        self.held.append((release, fail_with))
+        return release
 
     async def append(self, partition: int, records: Sequence[tuple[bytes, bytes | None]]) -> None:
+        if self.held:
+            release, failure = self.held.pop(0)
+            await release.wait()
+            if failure is not None:
+                raise failure
         if self.gate is not None:
             await self.gate.wait()
         if self.fail_with is not None:

@@ -370,3 +370,65 @@ def test_failed_removal_keeps_when_the_group_became_empty(attempt: str) -> None:
         assert await m.list_groups() == []
 
     run(scenario)
+
+
+def test_delete_groups_racing_a_commit_deletes_the_commit_too() -> None:
+    """A commit in flight when DeleteGroups arrives is written before the group's tombstones and
+    deleted with it: the live coordinator and one that replays the log agree."""
+
+    async def scenario() -> None:
+        log = MemoryLog()
+        m = serving_manager(log)
+        await m.commit_offsets("g", -1, "", commit(("t", 0, 5)))
+        release = log.hold_next()
+        committing = start(m.commit_offsets("g", -1, "", commit(("t", 1, 9))))
+        await asyncio.sleep(0.01)
+        deleting = start(m.delete_groups(["g"]))
+        await asyncio.sleep(0.01)
+        assert not deleting.done()  # waits for the commit admitted before it
+        with pytest.raises(CoordinatorNotAvailableError):
+            await m.commit_offsets("g", -1, "", commit(("t", 2, 1)))
+        release.set()
+        [committed] = await committing
+        assert committed.error is None
+        [deleted] = await deleting
+        assert deleted.error is None
+        assert await offsets(m) == {}
+        assert await m.list_groups() == []
+        fresh = replayed(log)
+        assert await offsets(fresh) == {}
+        assert await fresh.list_groups() == []
+
+    run(scenario)
+
+
+def test_a_failed_expiry_leaves_a_group_being_deleted_dead() -> None:
+    """Expiry's failed tombstone write does not turn a group DeleteGroups made Dead meanwhile
+    back to Empty (it would admit commits that vanish with the deletion)."""
+
+    async def scenario() -> None:
+        clock = [0]
+        log = MemoryLog()
+        m = serving_manager(log, GroupConfig(offsets_retention_minutes=60), clock=clock)
+        await m.commit_offsets("g", -1, "", commit(("t", 0, 5)))
+        clock[0] = 30 * MINUTE
+        await m.commit_offsets("g", -1, "", commit(("t", 1, 6)))
+        fail_expiry = log.hold_next(NotEnoughReplicasError("isr"))
+        release_delete = log.hold_next()
+        expiring = start(m.expire(60 * MINUTE))  # expires t-0 only: the group stays
+        await asyncio.sleep(0.01)
+        deleting = start(m.delete_groups(["g"]))
+        await asyncio.sleep(0.01)
+        fail_expiry.set()
+        await expiring
+        [d] = await m.describe_groups(["g"])
+        assert d.state == "Dead"
+        with pytest.raises(CoordinatorNotAvailableError):
+            await m.commit_offsets("g", -1, "", commit(("t", 2, 1)))
+        release_delete.set()
+        [deleted] = await deleting
+        assert deleted.error is None
+        assert await m.list_groups() == []
+        assert await replayed(log).list_groups() == []
+
+    run(scenario)

@@ -347,3 +347,29 @@ def test_a_marker_waits_for_the_offsets_its_transaction_is_still_writing() -> No
         assert await stable(reloaded(log), ("t", 0)) == {("t", 0): 7}
 
     run(scenario)
+
+
+def test_delete_groups_racing_a_staging_waits_for_it_and_refuses() -> None:
+    """A TxnOffsetCommit being written when DeleteGroups arrives is staged first: the deletion
+    then finds a pending offset (NON_EMPTY_GROUP) instead of deleting a group a replay would
+    bring back with it."""
+
+    async def scenario() -> None:
+        log = MemoryLog()
+        m = manager(log)
+        await m.commit_offsets("g", -1, "", [CommitPartition("t", 0, 2)])
+        release = log.hold_next()
+        staging = asyncio.ensure_future(m.txn_commit_offsets(txn(("t", 0, 10))))
+        await asyncio.sleep(0.01)
+        deleting = asyncio.ensure_future(m.delete_groups(["g"]))
+        await asyncio.sleep(0.01)
+        release.set()
+        assert [r.error for r in await staging] == [None]
+        [refused] = await deleting
+        assert isinstance(refused.error, NonEmptyGroupError)
+        [d] = await m.describe_groups(["g"])
+        assert d.state == "Empty"
+        assert await stable(m, ("t", 0)) == {("t", 0): "UNSTABLE_OFFSET_COMMIT"}
+        assert await stable(reloaded(log), ("t", 0)) == {("t", 0): "UNSTABLE_OFFSET_COMMIT"}
+
+    run(scenario)

@@ -6,9 +6,11 @@ tombstones for its offsets and its group record, and forgets it once the log ack
 (an unknown group is GROUP_ID_NOT_FOUND, one with members or with transactional offsets still
 pending NON_EMPTY_GROUP: a pending offset is never dropped silently).
 
-Safety: one event loop, not thread-safe. A group being deleted is Dead while its tombstones are
-written (other requests for it answer COORDINATOR_NOT_AVAILABLE or see it as Dead) and goes
-back to Empty, empty since when it was, if the write fails.
+Safety: one event loop, not thread-safe. A group being deleted is Dead (other requests for it
+answer COORDINATOR_NOT_AVAILABLE or see it as Dead) while the commits admitted before wait to be
+written (``Group.commits_written``: their offsets are tombstoned with the rest, so a deleted
+group stays deleted after a failover) and while its tombstones are written; it goes back to
+Empty, empty since when it was, if the deletion fails.
 """
 
 from __future__ import annotations
@@ -16,7 +18,12 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 
-from strom.errors import BrokerResponseError, GroupIdNotFoundError, NonEmptyGroupError
+from strom.errors import (
+    BrokerResponseError,
+    CoordinatorNotAvailableError,
+    GroupIdNotFoundError,
+    NonEmptyGroupError,
+)
 from strom_coordinator.group import records
 from strom_coordinator.group.api import (
     DeleteGroupResult,
@@ -119,26 +126,26 @@ class GroupAdmin:
         group = self._groups.get(group_id)
         if group is None or group.state is GroupState.DEAD:
             raise GroupIdNotFoundError(f"group {group_id} does not exist")
-        if group.state is not GroupState.EMPTY or group.members:
-            raise NonEmptyGroupError(f"group {group_id} has members ({group.state.value})")
-        if group.pending_txn:
-            producers = ", ".join(str(pid) for pid in sorted(group.pending_txn))
-            raise NonEmptyGroupError(
-                f"group {group_id} has transactional offsets pending (producer ids {producers}); "
-                "delete it once those transactions have ended"
-            )
-        recs: list[tuple[bytes, bytes | None]] = [
-            (records.offset_key(group_id, t, p), None) for t, p in group.offsets
-        ]
-        recs.append((records.group_key(group_id), None))
+        _check_deletable(group)
         empty_since = group.state_timestamp_ms
         group.transition(GroupState.DEAD, self._now_ms())
         try:
-            await self._log.append(partition, recs)
-        except Exception as e:
-            if group.state is GroupState.DEAD:
-                group.state, group.state_timestamp_ms = GroupState.EMPTY, empty_since
-            raise log_failure(e, commit=False) from None
+            # Commits admitted before it became Dead land first and are deleted with it.
+            await group.commits_written()
+            if self._groups.get(group_id) is not group:
+                raise CoordinatorNotAvailableError(f"group {group_id} moved; try again")
+            _check_deletable(group)
+            recs: list[tuple[bytes, bytes | None]] = [
+                (records.offset_key(group_id, t, p), None) for t, p in group.offsets
+            ]
+            recs.append((records.group_key(group_id), None))
+            try:
+                await self._log.append(partition, recs)
+            except Exception as e:
+                raise log_failure(e, commit=False) from None
+        except BaseException:
+            group.state, group.state_timestamp_ms = GroupState.EMPTY, empty_since
+            raise
         if self._groups.get(group_id) is group:
             group.cancel_timers()
             del self._groups[group_id]
@@ -146,3 +153,15 @@ class GroupAdmin:
     def _route(self, group_id: str) -> int:
         check_group_id(group_id, allow_empty=True)
         return self._partitions.route(group_id)
+
+
+def _check_deletable(group: Group) -> None:
+    """Raise NON_EMPTY_GROUP unless ``group`` (Empty or being deleted) may be deleted."""
+    if group.state not in (GroupState.EMPTY, GroupState.DEAD) or group.members:
+        raise NonEmptyGroupError(f"group {group.group_id} has members ({group.state.value})")
+    if group.pending_txn:
+        producers = ", ".join(str(pid) for pid in sorted(group.pending_txn))
+        raise NonEmptyGroupError(
+            f"group {group.group_id} has transactional offsets pending (producer ids "
+            f"{producers}); delete it once those transactions have ended"
+        )

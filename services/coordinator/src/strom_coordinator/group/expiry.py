@@ -10,7 +10,10 @@ sessions expire on their own timers: ``sessions``.)
 
 Safety: one event loop, not thread-safe. The tombstones are written group by group; across
 each append the group may have been unloaded or deleted, so it is forgotten only if
-``groups.get(id) is group`` still holds, and offsets recommitted meanwhile are kept.
+``groups.get(id) is group`` still holds, and offsets recommitted meanwhile are kept. A group
+removed here is Dead while its tombstones are written and goes back to Empty if that fails; a
+group only losing offsets may meanwhile be made Dead by DeleteGroups, and a failed write then
+leaves it Dead (the deletion owns that state).
 """
 
 from __future__ import annotations
@@ -78,7 +81,7 @@ class GroupExpiry:
             try:
                 await self._log.append(group.partition, recs)
             except Exception as e:
-                if group.state is GroupState.DEAD:
+                if remove_group:  # only a Dead state it set itself: DeleteGroups may own it
                     group.state, group.state_timestamp_ms = GroupState.EMPTY, empty_since
                 log.warning("group_expiry_failed", group_id=group.group_id, error=str(e))
                 continue

@@ -1,5 +1,10 @@
 """In-memory state of one consumer group: its members, generation, protocol, offsets and the
-transactional offsets still pending (staged by TxnOffsetCommit, not yet ended by a marker)."""
+transactional offsets still pending (staged by TxnOffsetCommit, not yet ended by a marker).
+
+``Group.pending_commits`` counts the offset writes (plain and transactional commits, markers)
+being appended to the log; removing a group (DeleteGroups, expiry) first makes it Dead, so no
+new commit is admitted, then awaits ``commits_written`` before writing its tombstones: every
+acknowledged commit then lies in the log before them and is deleted with the group."""
 
 from __future__ import annotations
 
@@ -99,6 +104,12 @@ class Member:
             self.session_timer = None
 
 
+def _idle() -> asyncio.Event:
+    event = asyncio.Event()
+    event.set()
+    return event
+
+
 @dataclass(eq=False)
 class Group:
     group_id: str
@@ -121,7 +132,27 @@ class Group:
     initial_delay_remaining_ms: int | None = None
     new_member_added: bool = False
     rebalance_started: float = 0.0
-    pending_commits: int = 0
+    _commits_in_flight: int = field(default=0, init=False, repr=False)
+    _no_commit_in_flight: asyncio.Event = field(default_factory=_idle, init=False, repr=False)
+
+    @property
+    def pending_commits(self) -> int:
+        """Offset writes of this group being appended to the log (see the module docstring)."""
+        return self._commits_in_flight
+
+    @pending_commits.setter
+    def pending_commits(self, count: int) -> None:
+        self._commits_in_flight = count
+        if count:
+            self._no_commit_in_flight.clear()
+        else:
+            self._no_commit_in_flight.set()
+
+    async def commits_written(self) -> None:
+        """Return once no offset write of this group is in flight (the caller keeps new ones
+        from starting: a Dead group admits none)."""
+        while self._commits_in_flight:
+            await self._no_commit_in_flight.wait()
 
     def transition(self, to: GroupState, now_ms: int) -> None:
         if self.state not in _VALID_PREVIOUS[to]:
