@@ -222,10 +222,11 @@ class ProduceStreamRelay:
                 log.debug("upstream produce stream failed", error=str(exc))
                 retry.extend(indexes)
                 continue
-            alone = len(sent) == 1 and not retry and not errors and len(indexes) == len(items)
-            if alone and not any(p.error_code in RETRY_CODES for p in response.partitions):
+            answers = _matched(items, indexes, response)
+            whole = len(sent) == 1 and not retry and not errors and len(indexes) == len(items)
+            if whole and len(response.partitions) == len(items) and not _retriable(answers):
                 return response
-            for i, answer in zip(indexes, response.partitions, strict=False):
+            for i, answer in zip(indexes, answers, strict=True):
                 results[i] = answer
                 if answer.error_code in RETRY_CODES:
                     retry.append(i)
@@ -236,9 +237,41 @@ class ProduceStreamRelay:
             retried = await self._data.produce_held(again, deadline)
             for i, result in zip(sorted(retry), retried.partitions, strict=True):
                 results[i] = result
-        # Every slot is filled by now, as long as each leader answered every partition it was
-        # sent (the zip above is not strict).
+        # Every slot is filled by now: by an answer, an error or a retry's answer.
         return storage_pb2.ProduceResponse(
             correlation_id=request.correlation_id,
             partitions=cast(list[storage_pb2.ProducePartitionResult], results),
         )
+
+
+def _retriable(answers: Sequence[storage_pb2.ProducePartitionResult]) -> bool:
+    return any(p.error_code in RETRY_CODES for p in answers)
+
+
+def _matched(
+    items: Sequence[PartitionItem],
+    indexes: Sequence[int],
+    response: storage_pb2.ProduceResponse,
+) -> Sequence[storage_pb2.ProducePartitionResult]:
+    """The leader's answers to the partitions ``indexes`` of ``items`` it was sent, in that
+    order: its own list when it has one answer per partition (in request order, as a leader
+    answers); otherwise each partition's answer found by name, and NETWORK_EXCEPTION for one
+    it left out (whether that was appended is unknown: the client may retry it, as after a
+    lost connection)."""
+    answers = response.partitions
+    if len(answers) == len(indexes):
+        return answers
+    sent = [(items[i].topic, items[i].partition) for i in indexes]
+    by_name = {(a.topic, a.partition): a for a in answers}
+    log.warning("leader answered other partitions than sent", sent=len(sent), got=len(answers))
+    matched = []
+    for i, tp in zip(indexes, sent, strict=True):
+        answer = by_name.get(tp)
+        if answer is None:
+            message = (
+                f"the leader answered {len(answers)} of the {len(sent)} partitions it was sent, "
+                f"not {tp[0]}-{tp[1]}"
+            )
+            answer = produce_error(items[i], common_pb2.NETWORK_EXCEPTION, message)
+        matched.append(answer)
+    return matched
