@@ -94,6 +94,7 @@ __all__ = [
     "OffsetMetadataTooLargeError",
     "OffsetNotAvailableError",
     "OffsetOutOfRangeError",
+    "OperationNotAttemptedError",
     "OutOfOrderSequenceNumberError",
     "PolicyViolationError",
     "PreferredLeaderNotAvailableError",
@@ -617,6 +618,12 @@ class TransactionAbortableError(BrokerResponseError):
     """The transaction cannot complete: abort it, then begin a new one."""
 
     code = ErrorCode.TRANSACTION_ABORTABLE
+
+
+class OperationNotAttemptedError(BrokerResponseError):
+    """Not done because another entry of the same request failed (the request did nothing)."""
+
+    code = ErrorCode.OPERATION_NOT_ATTEMPTED
 
 
 class DuplicateBrokerRegistrationError(BrokerResponseError):
