@@ -26,11 +26,14 @@ from strom.security.scram import ScramClient
 from strom.types import NewTopic
 from strom_gateway.kafka.codec import decode, encode
 from strom_gateway.kafka.messages import (
+    ADD_PARTITIONS_TO_TXN,
+    ALTER_CONFIGS,
     API_VERSIONS,
     CREATE_TOPICS,
     DESCRIBE_CONFIGS,
     FETCH,
     FIND_COORDINATOR,
+    INCREMENTAL_ALTER_CONFIGS,
     INIT_PRODUCER_ID,
     METADATA,
     PRODUCE,
@@ -386,6 +389,67 @@ def test_group_transactional_id_and_cluster_refusals_have_their_codes(
                 "timeout_ms": 30000, "validate_only": False,
             })  # fmt: skip
             assert [t["error_code"] for t in created["topics"]] == [29], created
+        finally:
+            await client.close()
+
+    asyncio.run(scenario())
+
+
+def test_transaction_and_config_requests_are_answered_per_entry(cluster: SecureCluster) -> None:
+    """AddPartitionsToTxn of an allowed and a refused topic adds neither: the refused answers
+    TOPIC_AUTHORIZATION_FAILED (29), the other OPERATION_NOT_ATTEMPTED (55); DescribeConfigs,
+    IncrementalAlterConfigs and AlterConfigs serve the allowed topic and answer the refused one
+    29."""
+    principal = f"User:{USER}"
+    cluster.allow(
+        AclBinding.create("TRANSACTIONAL_ID", "kafka-sasl-tx", principal, "WRITE"),
+        AclBinding.create("TOPIC", ALLOWED, principal, "ALTER_CONFIGS"),
+    )
+
+    async def scenario() -> None:
+        client = await RawClient.connect(cluster)
+        try:
+            await client.login()
+            init = {"transactional_id": "kafka-sasl-tx", "transaction_timeout_ms": 60000}
+            producer = await client.call(INIT_PRODUCER_ID, 1, init)
+            assert producer["error_code"] == 0, producer
+            added = await client.call(ADD_PARTITIONS_TO_TXN, 1, {
+                "transactional_id": "kafka-sasl-tx",
+                "producer_id": producer["producer_id"],
+                "producer_epoch": producer["producer_epoch"],
+                "topics": [{"name": t, "partitions": [0]} for t in (ALLOWED, REFUSED)],
+            })  # fmt: skip
+            codes = {
+                (t["name"], p["partition_index"]): p["partition_error_code"]
+                for t in added["results"]
+                for p in t["results"]
+            }
+            assert codes == {(ALLOWED, 0): 55, (REFUSED, 0): 29}, added
+            described = await client.call(DESCRIBE_CONFIGS, 1, {
+                "resources": [{"resource_type": 2, "resource_name": t,
+                               "configuration_keys": None} for t in (REFUSED, ALLOWED)],
+                "include_synonyms": False,
+            })  # fmt: skip
+            results = {r["resource_name"]: r for r in described["results"]}
+            assert results[ALLOWED]["error_code"] == 0 and results[ALLOWED]["configs"]
+            assert results[REFUSED]["error_code"] == 29 and not results[REFUSED]["configs"]
+            altered = await client.call(INCREMENTAL_ALTER_CONFIGS, 1, {
+                "resources": [{"resource_type": 2, "resource_name": t,
+                               "configs": [{"name": "retention.ms", "config_operation": 0,
+                                            "value": "7654000"}]}
+                              for t in (ALLOWED, REFUSED)],
+                "validate_only": True,
+            })  # fmt: skip
+            codes = {r["resource_name"]: r["error_code"] for r in altered["responses"]}
+            assert codes == {ALLOWED: 0, REFUSED: 29}, altered
+            replaced = await client.call(ALTER_CONFIGS, 1, {
+                "resources": [{"resource_type": 2, "resource_name": t,
+                               "configs": [{"name": "retention.ms", "value": "7654000"}]}
+                              for t in (REFUSED, ALLOWED)],
+                "validate_only": True,
+            })  # fmt: skip
+            codes = {r["resource_name"]: r["error_code"] for r in replaced["responses"]}
+            assert codes == {ALLOWED: 0, REFUSED: 29}, replaced
         finally:
             await client.close()
 

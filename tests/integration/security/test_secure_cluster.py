@@ -697,6 +697,80 @@ def test_a_request_naming_an_allowed_and_a_refused_topic_is_answered_per_entry(
     wait_until(audited, 30, "the audit log's denials of kim-b")
 
 
+def test_transaction_and_config_requests_naming_a_refused_topic_answer_per_entry(
+    cluster: SecureCluster,
+) -> None:
+    """Ivy may write ivy-a and alter its configs, not ivy-b's: an AddPartitionsToTxn of both
+    adds neither (ivy-b TOPIC_AUTHORIZATION_FAILED, ivy-a OPERATION_NOT_ATTEMPTED, as Kafka);
+    a DescribeConfigs and an IncrementalAlterConfigs of both serve ivy-a and refuse ivy-b."""
+    with cluster.admin() as admin:
+        admin.create_topics([NewTopic(f"ivy-{t}", 1, 1) for t in "ab"])
+    security = _user_security(cluster, "ivy")
+    cluster.allow(
+        *(AclBinding.create("TOPIC", "ivy-a", "User:ivy", op) for op in ("WRITE", "ALTER_CONFIGS")),
+        AclBinding.create("TRANSACTIONAL_ID", "ivy-tx", "User:ivy", "WRITE"),
+    )
+    denied = common_pb2.TOPIC_AUTHORIZATION_FAILED
+    topic = controller_pb2.RESOURCE_TOPIC
+
+    async def scenario() -> None:
+        channel = security.channel(cluster.gateway)
+        try:
+            stub = gateway_pb2_grpc.GatewayStub(channel)
+            producer = await stub.InitProducerId(
+                controller_pb2.InitProducerIdRequest(
+                    transactional_id="ivy-tx", transaction_timeout_ms=60000
+                ),
+                timeout=20,
+            )
+            assert producer.error_code == 0
+            add = transaction_pb2.AddPartitionsToTxnRequest(
+                transactional_id="ivy-tx",
+                producer_id=producer.producer_id,
+                producer_epoch=producer.producer_epoch,
+                partitions=[common_pb2.TopicPartition(topic=t, partition=0)
+                            for t in ("ivy-a", "ivy-b")],
+            )  # fmt: skip
+            added = await stub.AddPartitionsToTxn(add, timeout=20)
+            assert {r.topic: r.error_code for r in added.results} == {
+                "ivy-a": common_pb2.OPERATION_NOT_ATTEMPTED,
+                "ivy-b": denied,
+            }
+            described = await stub.DescribeTransactions(
+                transaction_pb2.DescribeTransactionsRequest(transactional_ids=["ivy-tx"]),
+                timeout=20,
+            )
+            assert not described.transactions or not described.transactions[0].partitions
+            del add.partitions[1:]
+            added = await stub.AddPartitionsToTxn(add, timeout=20)  # ivy-a alone: added
+            assert [(r.topic, r.error_code) for r in added.results] == [("ivy-a", 0)]
+            resources = [controller_pb2.ConfigResource(type=topic, name=t)
+                         for t in ("ivy-b", "ivy-a")]  # fmt: skip
+            configs = await stub.DescribeConfigs(
+                controller_pb2.DescribeConfigsRequest(resources=resources), timeout=20
+            )
+            results = {r.name: r for r in configs.results}
+            assert results["ivy-a"].error_code == 0 and results["ivy-a"].configs
+            assert results["ivy-b"].error_code == denied and not results["ivy-b"].configs
+            op = controller_pb2.AlterConfigOp(name="retention.ms", value="4321000")
+            altered = await stub.IncrementalAlterConfigs(
+                controller_pb2.IncrementalAlterConfigsRequest(
+                    resources=[controller_pb2.AlterConfigsResource(type=topic, name=t, ops=[op])
+                               for t in ("ivy-a", "ivy-b")]
+                ),
+                timeout=20,
+            )  # fmt: skip
+            assert {r.name: r.error_code for r in altered.results} == {"ivy-a": 0, "ivy-b": denied}
+        finally:
+            await channel.close()
+
+    with translate_errors("ivy"):
+        asyncio.run(scenario())
+    with cluster.admin() as admin:
+        assert admin.describe_configs("ivy-a")["retention.ms"].value == "4321000"
+        assert admin.describe_configs("ivy-b")["retention.ms"].value != "4321000"
+
+
 def _audit_lines(cluster: SecureCluster, process: str) -> list[dict[str, Any]]:
     """The ``strom.audit`` events in a process's log."""
     lines = []

@@ -182,3 +182,63 @@ def test_transactional_and_admin_requests_are_answered_per_entry() -> None:
     assert [(t.transactional_id, t.error_code) for t in answer.transactions] == [
         ("other", ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     ]
+
+
+def test_config_requests_are_answered_per_resource() -> None:
+    """DescribeConfigs and IncrementalAlterConfigs: each resource on its own, a topic needing
+    its ACL and a broker the cluster's (CLUSTER_AUTHORIZATION_FAILED when refused)."""
+    caller = _caller(
+        AclBinding.create("TOPIC", "a", ALICE, "ALTER_CONFIGS"),  # implies DESCRIBE_CONFIGS
+    )
+    topic, broker = controller_pb2.RESOURCE_TOPIC, controller_pb2.RESOURCE_BROKER
+    describe = controller_pb2.DescribeConfigsRequest()
+    for kind, name in ((topic, "a"), (topic, "b"), (broker, "1")):
+        describe.resources.add(type=kind, name=name)
+    narrowed, refused = _split("DescribeConfigs", caller, describe)
+    assert [(r.type, r.name) for r in narrowed.resources] == [(topic, "a")]
+    served = controller_pb2.DescribeConfigsResponse()
+    served.results.add(type=topic, name="a")
+    answer = _answered("DescribeConfigs", served, refused)
+    assert [(r.type, r.name, r.error_code) for r in answer.results] == [
+        (topic, "a", 0),
+        (topic, "b", ErrorCode.TOPIC_AUTHORIZATION_FAILED),
+        (broker, "1", ErrorCode.CLUSTER_AUTHORIZATION_FAILED),
+    ]
+    alter = controller_pb2.IncrementalAlterConfigsRequest()
+    for name in ("b", "a"):
+        alter.resources.add(type=topic, name=name).ops.add(name="retention.ms", value="1")
+    narrowed, refused = _split("IncrementalAlterConfigs", caller, alter)
+    assert [r.name for r in narrowed.resources] == ["a"]
+    assert [(e.name, type(error)) for e, error in refused] == [("b", TopicAuthorizationFailedError)]
+    with pytest.raises(TopicAuthorizationFailedError):  # every resource refused: whole
+        _split("DescribeConfigs", caller, controller_pb2.DescribeConfigsRequest(
+            resources=[controller_pb2.ConfigResource(type=topic, name="b")]
+        ))  # fmt: skip
+
+
+def test_add_partitions_to_txn_is_all_or_nothing() -> None:
+    """Some partitions refused: nothing is added (no request goes on), the refused ones answer
+    TOPIC_AUTHORIZATION_FAILED and the others OPERATION_NOT_ATTEMPTED, as Kafka answers."""
+    caller = _caller(
+        AclBinding.create("TRANSACTIONAL_ID", "tx", ALICE, "WRITE"),
+        AclBinding.create("TOPIC", "a", ALICE, "WRITE"),
+    )
+    add = transaction_pb2.AddPartitionsToTxnRequest(transactional_id="tx", producer_id=7)
+    for topic, partition in (("a", 0), ("b", 0), ("a", 1)):
+        add.partitions.add(topic=topic, partition=partition)
+    narrowed, refused = _split("AddPartitionsToTxn", caller, add)
+    assert narrowed is None
+    answer = _answered("AddPartitionsToTxn", None, refused)
+    assert sorted((r.topic, r.partition, r.error_code) for r in answer.results) == [
+        ("a", 0, ErrorCode.OPERATION_NOT_ATTEMPTED),
+        ("a", 1, ErrorCode.OPERATION_NOT_ATTEMPTED),
+        ("b", 0, ErrorCode.TOPIC_AUTHORIZATION_FAILED),
+    ]
+    assert all(r.error_message for r in answer.results)
+    only_a = transaction_pb2.AddPartitionsToTxnRequest(transactional_id="tx")
+    only_a.partitions.add(topic="a", partition=0)
+    assert _split("AddPartitionsToTxn", caller, only_a) == (only_a, [])
+    with pytest.raises(TopicAuthorizationFailedError):  # every partition refused: whole
+        _split("AddPartitionsToTxn", caller, transaction_pb2.AddPartitionsToTxnRequest(
+            transactional_id="tx", partitions=[add.partitions[1]]
+        ))  # fmt: skip

@@ -299,7 +299,8 @@ class RequestGuard:
             async def guarded(request: Any, context: Any) -> Any:
                 request, token, caller, refused = begin(request, context)
                 try:
-                    response = await behavior(request, context)
+                    # None: an all-or-nothing request with refused entries, answered here.
+                    response = None if request is None else await behavior(request, context)
                 finally:
                     _principal.reset(token)
                 if refused:

@@ -7,9 +7,11 @@ names what the caller must be allowed (``check``, raising the resource type's
 ``*_AUTHORIZATION_FAILED`` error) and, for metadata and list calls, how the answer is cut to
 what the caller may describe (``filter``). A request naming several topics (groups) is
 authorized per entry as Kafka answers it (``entries``): the refused entries are taken out of
-the request and answered with their ``*_AUTHORIZATION_FAILED`` code beside the others; a unary
-request whose every entry is refused is refused whole, a stream's request is answered in its
-place in the stream (entries refused in it, the stream going on). ``INTERNAL_METHODS`` (calls
+the request and answered with their ``*_AUTHORIZATION_FAILED`` code beside the others (an
+all-or-nothing request, AddPartitionsToTxn, is then not served at all: its other entries answer
+OPERATION_NOT_ATTEMPTED); a unary request whose every entry is refused is refused whole, a
+stream's request is answered in its place in the stream (entries refused in it, the stream
+going on). ``INTERNAL_METHODS`` (calls
 between services) need CLUSTER_ACTION on the cluster, as does any method in no table (only
 services and super users reach it); a unit test holds every RPC of the proto services to one
 of the tables. The table in docs/security.md says the same in words.
@@ -21,8 +23,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from strom.errors import AuthorizationFailedError, ErrorCode
-from strom.protocol.v1 import storage_pb2
+from strom.errors import AuthorizationFailedError, ErrorCode, OperationNotAttemptedError
+from strom.protocol.v1 import storage_pb2, transaction_pb2
 from strom.security.acl import CLUSTER_NAME, Operation, ResourceType
 from strom_server.rpc.produce_request import produce_call_from_bytes
 
@@ -82,10 +84,14 @@ class PerEntry:
     """Entries of a request authorized one by one: ``entries`` is the request's repeated field
     (messages, or names), ``results`` the response's; a refused entry is answered by a result
     with the ``keys`` copied from it (for a name: the result's ``keys[0]`` set to it) and the
-    error's code. ``skip`` says when the entries need no check of their own (the rule's
-    ``head`` decided: a replica's fetch, a caller allowed CREATE on the cluster). A serialized
-    request (a Produce's bytes) is read as ``request_type``; a serialized answer gets the
-    refused entries' results appended as a ``response_type`` (protobuf merges repeated
+    error's code. Each entry names a resource of type ``rtype`` (its ``keys[0]``), or the one
+    ``resource`` gives (a config resource: a topic, or the cluster for a broker). ``skip``
+    says when the entries need no check of their own (the rule's ``head`` decided: a
+    replica's fetch, a caller allowed CREATE on the cluster). With ``untried`` the request is
+    all or nothing (AddPartitionsToTxn): when some entries are refused, none is served and the
+    others are answered with that error too (``split`` returns no request). A serialized
+    request (a Produce's bytes) is read as ``request_type``; a serialized answer, or one made
+    without the handler (``untried``), is a ``response_type`` (protobuf merges repeated
     fields)."""
 
     entries: str
@@ -96,26 +102,32 @@ class PerEntry:
     skip: Callable[[Caller, Any], bool] | None = None
     request_type: Any = None
     response_type: Any = None
+    resource: Callable[[Any], tuple[ResourceType, str]] | None = None
+    untried: Callable[[str], Exception] | None = None
 
-    def _name(self, entry: Any) -> str:
-        return entry if isinstance(entry, str) else str(getattr(entry, self.keys[0]))
+    def _resource(self, entry: Any) -> tuple[ResourceType, str]:
+        if self.resource is not None:
+            return self.resource(entry)
+        name = entry if isinstance(entry, str) else str(getattr(entry, self.keys[0]))
+        return self.rtype, name
 
     def split(
         self, caller: Caller, request: Any, read: Any, *, refuse_whole: bool = True
     ) -> tuple[Any, list[tuple[Any, Exception]]]:
         """``request`` (``read`` as ``readable`` gives it) without its refused entries, and
         those with their errors; when every entry is refused, raises the first refusal
-        (``refuse_whole``) or leaves none."""
+        (``refuse_whole``) or leaves none. With ``untried`` and some entry refused: None, and
+        every entry with its error (the refused ones first)."""
         if self.skip is not None and self.skip(caller, read):
             return request, []
-        decided: dict[str, AuthorizationFailedError | None] = {}
+        decided: dict[tuple[ResourceType, str], AuthorizationFailedError | None] = {}
         kept: list[int] = []
         refused: list[tuple[Any, Exception]] = []
         for index, entry in enumerate(getattr(read, self.entries)):
-            name = self._name(entry)
-            if name not in decided:
-                decided[name] = caller.refusal(self.operation, self.rtype, name)
-            error = decided[name]
+            resource = self._resource(entry)
+            if resource not in decided:
+                decided[resource] = caller.refusal(self.operation, *resource)
+            error = decided[resource]
             if error is None:
                 kept.append(index)
             else:
@@ -124,6 +136,11 @@ class PerEntry:
             return request, []
         if not kept and refuse_whole:
             raise refused[0][1]
+        if self.untried is not None:
+            entries = getattr(read, self.entries)
+            because = ", ".join(sorted({self._resource(e)[1] for e, _ in refused}))
+            untried = self.untried(f"not attempted: the request was refused for {because}")
+            return None, refused + [(entries[i], untried) for i in kept]
         raw = isinstance(request, bytes)
         narrowed = self.request_type.FromString(request) if raw else type(request)()
         if not raw:
@@ -139,7 +156,9 @@ class PerEntry:
         return (narrowed.SerializeToString() if raw else narrowed), refused
 
     def answer(self, response: Any, refused: list[tuple[Any, Exception]]) -> Any:
-        """``response`` with a result per refused entry."""
+        """``response`` (None: an empty ``response_type``) with a result per refused entry."""
+        if response is None:
+            response = self.response_type()
         raw = isinstance(response, bytes)
         holder = self.response_type() if raw else response
         results = getattr(holder, self.results)
@@ -221,10 +240,6 @@ def _each(caller: Caller, operation: Operation, rtype: ResourceType, names: Iter
         caller.require(operation, rtype, name)
 
 
-def _partition_topics(request: Any, field: str = "partitions") -> list[str]:
-    return [p.topic for p in getattr(request, field)]
-
-
 def _cluster(operation: Operation) -> Check:
     def check(caller: Caller, request: Any) -> None:
         caller.require(operation, CLUSTER, CLUSTER_NAME)
@@ -276,15 +291,17 @@ def _metadata_filter(caller: Caller, request: Any, response: Any) -> Any:
     return response
 
 
-def _configs(operation: Operation) -> Check:
-    def check(caller: Caller, request: Any) -> None:
-        for resource in request.resources:
-            if resource.type == 2:  # RESOURCE_TOPIC
-                caller.require(operation, TOPIC, resource.name)
-            else:
-                caller.require(operation, CLUSTER, CLUSTER_NAME)
+def _config_resource(resource: Any) -> tuple[ResourceType, str]:
+    """What a config resource needs an ACL on: its topic, or the cluster (a broker's)."""
+    if resource.type == 2:  # RESOURCE_TOPIC
+        return TOPIC, resource.name
+    return CLUSTER, CLUSTER_NAME
 
-    return check
+
+def _configs(operation: Operation) -> PerEntry:
+    return PerEntry(
+        "resources", "results", operation, TOPIC, ("type", "name"), resource=_config_resource
+    )
 
 
 def _init_producer_id(caller: Caller, request: Any) -> None:
@@ -325,10 +342,6 @@ def _txn(extra: Check | None = None) -> Check:
             extra(caller, request)
 
     return check
-
-
-def _add_partitions(caller: Caller, request: Any) -> None:
-    _each(caller, WRITE, TOPIC, _partition_topics(request))
 
 
 def _add_offsets(caller: Caller, request: Any) -> None:
@@ -405,8 +418,8 @@ _RULES: dict[str, Rule] = {
     ),
     "DeleteTopics": Rule(entries=PerEntry("names", "topics", DELETE, TOPIC, ("name",))),
     "CreatePartitions": Rule(entries=PerEntry("topics", "topics", ALTER, TOPIC, ("name",))),
-    "DescribeConfigs": Rule(_configs(DESCRIBE_CONFIGS)),
-    "IncrementalAlterConfigs": Rule(_configs(ALTER_CONFIGS)),
+    "DescribeConfigs": Rule(entries=_configs(DESCRIBE_CONFIGS)),
+    "IncrementalAlterConfigs": Rule(entries=_configs(ALTER_CONFIGS)),
     "ElectLeaders": Rule(_cluster(ALTER)),
     "AlterPartitionReassignments": Rule(_cluster(ALTER)),
     "ListPartitionReassignments": Rule(_cluster(DESCRIBE)),
@@ -428,7 +441,15 @@ _RULES: dict[str, Rule] = {
     "DeleteGroups": Rule(entries=PerEntry("group_ids", "results", DELETE, GROUP, ("group_id",))),
     # transactions
     "TxnOffsetCommit": Rule(entries=_partitions(READ), head=_txn(_add_offsets)),
-    "AddPartitionsToTxn": Rule(_txn(_add_partitions)),
+    "AddPartitionsToTxn": Rule(
+        entries=_partitions(
+            WRITE,
+            "results",
+            response_type=transaction_pb2.AddPartitionsToTxnResponse,
+            untried=OperationNotAttemptedError,
+        ),
+        head=_txn(),
+    ),
     "AddOffsetsToTxn": Rule(_txn(_add_offsets)),
     "EndTxn": Rule(_txn()),
     "ListTransactions": Rule(_authenticated, _list_transactions_filter),

@@ -340,8 +340,19 @@ async def alter_configs(
         backend,
         [pb.ConfigResource(type=r["resource_type"], name=r["resource_name"]) for r in wanted],
     )
+    # Matched by resource (one refused by the ACLs is answered after the others); each
+    # resource on its own, as Kafka: one that cannot be described keeps its error, the others
+    # are altered.
+    found = {(r.type, r.name): r for r in current}
+    failed: list[tuple[int, str, int, str]] = []
     resources = []
-    for r, now in zip(wanted, current, strict=True):
+    for r in wanted:
+        kind, name = r["resource_type"], r["resource_name"]
+        now = found.get((kind, name))
+        if now is None or now.error_code != ErrorCode.NONE:
+            code = kafka_code(now.error_code) if now else ErrorCode.UNKNOWN_SERVER_ERROR
+            failed.append((kind, name, code, now.error_message if now else "not described"))
+            continue
         given = {c["name"]: c["value"] for c in r["configs"]}
         ops = [pb.AlterConfigOp(name=n, value=v or "", op=pb.AlterConfigOp.SET)
                for n, v in given.items() if v is not None]  # fmt: skip
@@ -350,14 +361,7 @@ async def alter_configs(
             for c in now.configs
             if c.source == common_pb2.ConfigEntry.TOPIC and given.get(c.name) is None
         ]
-        resources.append(
-            pb.AlterConfigsResource(type=r["resource_type"], name=r["resource_name"], ops=ops)
-        )
-    failed = [
-        (r.type, r.name, kafka_code(r.error_code), r.error_message)
-        for r in current
-        if r.error_code and r.error_code != ErrorCode.NONE
-    ]
-    if failed:
-        return _altered(failed)
-    return await _alter(backend, resources, body["validate_only"])
+        resources.append(pb.AlterConfigsResource(type=kind, name=name, ops=ops))
+    answer = await _alter(backend, resources, body["validate_only"]) if resources else _altered([])
+    answer["responses"] += _altered(failed)["responses"]
+    return answer
