@@ -28,6 +28,7 @@ written once. Each code has exactly one class below; ``for_code`` finds it.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import ClassVar
 
 from strom.protocol.v1.common_pb2 import ErrorCode
@@ -674,9 +675,14 @@ class AuthorizationFailedError(BrokerResponseError):
 
 
 class TopicAuthorizationFailedError(AuthorizationFailedError):
-    """The caller is not authorized for this operation on the topic."""
+    """The caller is not authorized for this operation on the topic. ``unauthorized_topics``
+    names the topics refused, when known (Kafka's ``unauthorizedTopics()``)."""
 
     code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+
+    def __init__(self, message: str = "", unauthorized_topics: Iterable[str] = ()) -> None:
+        super().__init__(message)
+        self.unauthorized_topics = frozenset(unauthorized_topics)
 
 
 class GroupAuthorizationFailedError(AuthorizationFailedError):

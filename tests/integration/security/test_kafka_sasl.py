@@ -30,12 +30,15 @@ from strom_gateway.kafka.messages import (
     ALTER_CONFIGS,
     API_VERSIONS,
     CREATE_TOPICS,
+    DELETE_RECORDS,
     DESCRIBE_CONFIGS,
     FETCH,
     FIND_COORDINATOR,
     INCREMENTAL_ALTER_CONFIGS,
     INIT_PRODUCER_ID,
+    LIST_OFFSETS,
     METADATA,
+    OFFSET_FOR_LEADER_EPOCH,
     PRODUCE,
     SASL_AUTHENTICATE,
     SASL_HANDSHAKE,
@@ -358,6 +361,94 @@ def test_raw_protocol_gate_and_per_topic_authorization(cluster: SecureCluster) -
             await early.close()
 
     asyncio.run(scenario())
+
+
+def test_a_consumers_requests_for_a_hidden_topic_are_refused_not_unknown(
+    cluster: SecureCluster,
+) -> None:
+    """Metadata naming a topic the user may not describe, and the ListOffsets,
+    OffsetForLeaderEpoch and DeleteRecords a consumer (or a client with older metadata) sends
+    for it, are answered TOPIC_AUTHORIZATION_FAILED (29), as Kafka does, not
+    UNKNOWN_TOPIC_OR_PARTITION: Kafka's clients raise the one and retry the other forever."""
+
+    async def scenario() -> None:
+        client = await RawClient.connect(cluster)
+        try:
+            await client.login()
+            named = await client.call(METADATA, 12, {
+                "topics": [{"topic_id": bytes(16), "name": REFUSED}],
+                "allow_auto_topic_creation": False, "include_topic_authorized_operations": False,
+            })  # fmt: skip
+            assert [(t["name"], t["error_code"]) for t in named["topics"]] == [(REFUSED, 29)]
+            listed = await client.call(LIST_OFFSETS, 7, {
+                "replica_id": -1, "isolation_level": 0,
+                "topics": [{"name": REFUSED, "partitions": [
+                    {"partition_index": 0, "current_leader_epoch": -1, "timestamp": -2}]}],
+            })  # fmt: skip
+            epochs = await client.call(OFFSET_FOR_LEADER_EPOCH, 4, {
+                "replica_id": -1,
+                "topics": [{"topic": REFUSED, "partitions": [
+                    {"partition": 0, "current_leader_epoch": -1, "leader_epoch": 0}]}],
+            })  # fmt: skip
+            deleted = await client.call(DELETE_RECORDS, 2, {
+                "topics": [{"name": REFUSED,
+                            "partitions": [{"partition_index": 0, "offset": 0}]}],
+                "timeout_ms": 30000,
+            })  # fmt: skip
+            codes = [
+                p["error_code"]
+                for answer in (listed, epochs, deleted)
+                for t in answer["topics"]
+                for p in t["partitions"]
+            ]
+            assert codes == [29, 29, 29], (listed, epochs, deleted)
+        finally:
+            await client.close()
+
+    asyncio.run(scenario())
+
+
+def test_kafka_consumers_assigned_a_refused_topic_get_the_authorization_error(
+    cluster: SecureCluster,
+) -> None:
+    """librdkafka assigned a partition of a topic the user may not describe reports
+    TOPIC_AUTHORIZATION_FAILED from poll; librdkafka and kafka-python assigned one it may
+    write but not read (WRITE implies DESCRIBE) report it from the refused Fetch."""
+    kafka = pytest.importorskip("kafka")
+    settings = {**rdkafka(cluster, "SCRAM-SHA-256"), "group.id": GROUP,
+                "auto.offset.reset": "earliest", "enable.auto.commit": False}  # fmt: skip
+    for topic in (REFUSED, WRITE_ONLY):
+        consumer = confluent_kafka.Consumer(settings)
+        try:
+            consumer.assign([confluent_kafka.TopicPartition(topic, 0)])
+            deadline = time.monotonic() + 30
+            while True:
+                assert time.monotonic() < deadline, f"no error for {topic}"
+                message = consumer.poll(0.5)
+                if message is not None and message.error() is not None:
+                    code = message.error().code()
+                    assert code == confluent_kafka.KafkaError.TOPIC_AUTHORIZATION_FAILED
+                    break
+        finally:
+            consumer.close()
+    consumer = kafka.KafkaConsumer(
+        bootstrap_servers=cluster.spec.kafka_address,
+        security_protocol="SASL_SSL",
+        sasl_mechanism="PLAIN",
+        sasl_plain_username=USER,
+        sasl_plain_password=PASSWORD,
+        ssl_cafile=cluster.cafile,
+        auto_offset_reset="earliest",
+        request_timeout_ms=30000,
+    )
+    try:
+        consumer.assign([kafka.TopicPartition(WRITE_ONLY, 0)])
+        with pytest.raises(kafka.errors.TopicAuthorizationFailedError):
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                consumer.poll(500)
+    finally:
+        consumer.close()
 
 
 def test_group_transactional_id_and_cluster_refusals_have_their_codes(

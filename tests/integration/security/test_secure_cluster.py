@@ -8,6 +8,7 @@ import asyncio
 import json
 import shutil
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ from security_testkit import SecureCluster
 from strom_testkit import wait_until
 
 from strom import Admin, Consumer, Producer
+from strom.aio import Consumer as AsyncConsumer
 from strom.cluster import translate_errors
 from strom.cluster.login import ScramLogin
 from strom.errors import (
@@ -500,6 +502,66 @@ def test_a_consumer_needs_read_on_group_and_topic_and_stops_when_revoked(
         wait_until(read_all, 60, "gina's consumer reads the topic")
         cluster.revoke(topic_read)
         poll_until_raises(consumer, TopicAuthorizationFailedError)
+
+
+def test_a_consumer_of_a_topic_it_may_not_describe_or_read_raises_from_poll(
+    cluster: SecureCluster,
+) -> None:
+    """assign() of a topic the user may not DESCRIBE (the metadata refuses it), of one it may
+    describe but not READ (the Fetch refuses it), and subscriptions naming such topics: poll
+    raises TopicAuthorizationFailedError (sync and asyncio consumers), as Kafka's does."""
+    with cluster.admin() as admin:
+        admin.create_topics([NewTopic(t, 2, 1) for t in ("ida-hidden", "ida-noread", "ida-ok")])
+    cluster.add_user("ida", "ida-secret")
+    cluster.allow(
+        AclBinding.create("TOPIC", "ida-noread", "User:ida", "DESCRIBE"),
+        AclBinding.create("TOPIC", "ida-ok", "User:ida", "READ"),
+        AclBinding.create("GROUP", "ida-g", "User:ida", "READ"),
+    )
+    options: dict[str, Any] = {
+        "bootstrap_servers": cluster.gateway,
+        "auto_offset_reset": "earliest",
+        **cluster.options("ida", "ida-secret"),
+    }
+
+    def raises(consumer: Consumer, refused: str) -> None:
+        deadline = time.monotonic() + 30
+        while True:
+            assert time.monotonic() < deadline, f"poll never refused {refused}"
+            try:
+                consumer.poll(timeout_ms=500)
+            except TopicAuthorizationFailedError as exc:
+                assert refused in str(exc) and exc.unauthorized_topics <= {refused}
+                return
+
+    for topic in ("ida-hidden", "ida-noread"):
+        with Consumer(**options) as consumer:
+            consumer.assign([TopicPartition(topic, 0), TopicPartition("ida-ok", 0)])
+            raises(consumer, topic)
+            raises(consumer, topic)  # again on a later poll, not once only
+    with Consumer(**options) as consumer:  # a pattern matches the describable topics
+        consumer.subscribe(pattern="ida-.*")
+        raises(consumer, "ida-noread")
+    for subscribed in (["ida-hidden", "ida-ok"], "ida-.*"):
+        with Consumer(**options, group_id="ida-g") as consumer:
+            if isinstance(subscribed, str):
+                consumer.subscribe(pattern=subscribed)
+            else:
+                consumer.subscribe(subscribed)
+            raises(consumer, "ida-noread" if isinstance(subscribed, str) else "ida-hidden")
+
+    async def aio_assign() -> None:
+        async with AsyncConsumer(**options) as consumer:
+            consumer.assign([TopicPartition("ida-hidden", 1)])
+            with pytest.raises(TopicAuthorizationFailedError, match="ida-hidden-1"):
+                async with asyncio.timeout(30):
+                    while True:
+                        await consumer.poll(timeout_ms=500)
+            with pytest.raises(TopicAuthorizationFailedError):
+                async with asyncio.timeout(30):
+                    await consumer.position(TopicPartition("ida-hidden", 1))
+
+    asyncio.run(aio_assign())
 
 
 def test_transactions_need_write_on_the_transactional_id(cluster: SecureCluster) -> None:

@@ -12,6 +12,7 @@ import pytest
 from cluster_testkit import start_local_cluster
 from pyspark.sql import DataFrame, SparkSession
 
+from strom import Producer
 from strom.security.acl import AclBinding
 from strom.types import NewTopic
 
@@ -68,3 +69,21 @@ def test_spark_reads_and_writes_with_credentials(
     wrong = _options(cluster, "sam", "not-sams")
     with pytest.raises(Exception, match=r"SASL_AUTHENTICATION_FAILED|SaslAuthenticationFailed"):
         _read(spark, "sam-t", wrong).collect()
+
+
+def test_a_task_refused_the_topic_fails_with_the_authorization_error(
+    spark: SparkSession, cluster: SecureCluster
+) -> None:
+    """A user who may describe a topic but not read it: planning (Metadata, ListOffsets)
+    succeeds, the tasks' Fetch is refused, and the job fails with that error, not empty."""
+    with cluster.admin() as admin:
+        admin.create_topics([NewTopic("tess-t", 2, 1)])
+    with Producer(cluster.gateway, **cluster.options()) as producer:
+        for i in range(4):
+            producer.send("tess-t", f"v{i}".encode(), partition=i % 2)
+        producer.flush(30)
+    cluster.add_user("tess", "tess-secret")
+    cluster.allow(AclBinding.create("TOPIC", "tess-t", "User:tess", "DESCRIBE"))
+    tess = _options(cluster, "tess", "tess-secret")
+    with pytest.raises(Exception, match=r"TopicAuthorizationFailedError: .*may not READ"):
+        _read(spark, "tess-t", tess).collect()

@@ -174,7 +174,9 @@ class ClusterClient:
         """Fetch metadata for ``topics`` (None: every topic) with one Metadata call.
 
         Concurrent callers whose topics an in-flight refresh already covers wait for it instead
-        of sending their own.
+        of sending their own. Topics the caller may not describe raise
+        ``TopicAuthorizationFailedError`` (naming them in ``unauthorized_topics``) after the
+        others are cached.
         """
         wanted = frozenset(topics) if topics else None
         for covers, future in self._inflight:
@@ -226,7 +228,7 @@ class ClusterClient:
             self._forget(name)
         if denied:
             raise TopicAuthorizationFailedError(
-                f"not authorized to describe topic(s) {', '.join(sorted(denied))}"
+                f"not authorized to describe topic(s) {', '.join(sorted(denied))}", denied
             )
 
     def _forget(self, topic: str) -> None:

@@ -10,7 +10,9 @@ data already fetched. Responses are kept as raw bytes; ``decode_records`` turns 
 
 Partitions without a position get one ``ListOffsets`` per node (``auto_offset_reset``). Leader
 errors (NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH, ...) and network errors mark the topic's
-metadata stale; the manager refreshes it and routes the next fetch to the new leader.
+metadata stale; the manager refreshes it and routes the next fetch to the new leader. A topic
+the metadata refuses (TOPIC_AUTHORIZATION_FAILED: no DESCRIBE) makes ``poll`` raise
+``TopicAuthorizationFailedError`` for its partitions, as a refused Fetch does (no READ).
 
 Under ``isolation_level="read_committed"`` fetches ask for READ_COMMITTED: the leader returns
 data up to the last stable offset and, with each chunk, the aborted transactions overlapping
@@ -40,6 +42,7 @@ from strom.errors import (
     CorruptRecordError,
     OffsetOutOfRangeError,
     StromError,
+    TopicAuthorizationFailedError,
     TruncatedBatchError,
     for_code,
 )
@@ -293,6 +296,10 @@ class Fetcher:
                 try:
                     await cluster.refresh(sorted(missing))
                     self._stale -= missing
+                except TopicAuthorizationFailedError as exc:
+                    # The others were refreshed; these stay missing and raise from poll.
+                    self._stale -= missing
+                    self._refused(missing & exc.unauthorized_topics)
                 except StromError as exc:
                     log.debug("metadata refresh failed: %s", exc)
                 # Back off growing while leaders stay unknown; reset once all are known.
@@ -444,6 +451,15 @@ class Fetcher:
         else:
             st.error = exc
             self.data_ready.set()
+
+    def _refused(self, topics: set[str]) -> None:
+        """Metadata refused ``topics`` (no DESCRIBE): their partitions raise from ``poll``."""
+        for tp, st in self._subs.assignment.items():
+            if tp.topic in topics and st.error is None:
+                st.error = TopicAuthorizationFailedError(
+                    where(tp, f"not authorized to describe topic '{tp.topic}'"), [tp.topic]
+                )
+                self.data_ready.set()
 
     def _request_failed(
         self, parts: list[tuple[TopicPartition, PartitionState]], exc: StromError

@@ -287,7 +287,8 @@ async def _explain_refusals(
     backend: Backend, connection: Connection, results: Iterable[_Answered | None]
 ) -> None:
     """Partitions answered UNKNOWN_TOPIC_OR_PARTITION on a secured listener whose topic the
-    user may not describe become TOPIC_AUTHORIZATION_FAILED, as Kafka answers them."""
+    user may not describe become TOPIC_AUTHORIZATION_FAILED, as Kafka answers them (Produce,
+    Fetch, ListOffsets, OffsetForLeaderEpoch, DeleteRecords)."""
     unknown = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     found = [r for r in results if r is not None and r.error_code == unknown]
     if not found:
@@ -347,6 +348,7 @@ async def list_offsets(
         results = list(answer.partitions)
     except ROUTER_ERRORS as exc:
         results = all_failed(exc, partitions, list_offsets_error)
+    await _explain_refusals(backend, connection, results)
 
     def entry(r: storage_pb2.ListOffsetsPartitionResult) -> dict[str, Any]:
         return {
@@ -379,6 +381,7 @@ async def delete_records(
         results = list(answer.partitions)
     except ROUTER_ERRORS as exc:
         results = all_failed(exc, partitions, delete_records_error)
+    await _explain_refusals(backend, connection, results)
 
     def entry(r: storage_pb2.DeleteRecordsResult) -> dict[str, Any]:
         return {
@@ -411,6 +414,7 @@ async def offset_for_leader_epoch(
         results = list(answer.partitions)
     except ROUTER_ERRORS as exc:
         results = all_failed(exc, partitions, offset_for_leader_epoch_error)
+    await _explain_refusals(backend, connection, results)
 
     def entry(r: storage_pb2.OffsetForLeaderEpochResult) -> dict[str, Any]:
         return {
