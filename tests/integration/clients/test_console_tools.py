@@ -291,3 +291,26 @@ def test_consume_ends_quietly_when_its_reader_goes_away(cluster: LocalCluster, t
         if consume.poll() is None:
             consume.kill()
             consume.wait()
+
+
+def test_consume_escapes_control_characters_unless_raw(cluster: LocalCluster) -> None:
+    """A value holding terminal escape sequences is printed escaped (text and JSON), as
+    dump-log does; ``--raw`` prints it as it is, for a pipe."""
+    with cluster.admin() as admin:
+        admin.create_topics([NewTopic("console-esc", 1, 1)])
+    hostile = "\x1b[2J\x1b]0;owned\x07\u202eend\n".encode()
+    with Producer(bootstrap_servers=cluster.gateway) as producer:
+        producer.send(
+            "console-esc", hostile, key=b"k\x1b", headers=[("h\x1b", b"\x9b31m")], partition=0
+        ).result(timeout=30)
+    common = ("console-esc", "--from-beginning", "--max-messages", "1", "--print-key")
+    text = assert_ok(strom(cluster, "consume", *common, "--print-headers"))
+    assert text.stdout == ("k\\x1b\th\\x1b:\\x9b31m\t\\x1b[2J\\x1b]0;owned\\x07\\u202eend\\n\n"), (
+        text.stdout
+    )
+    as_json = assert_ok(strom(cluster, "consume", *common, "--format", "json"))
+    line = as_json.stdout.rstrip("\n")
+    assert line.isprintable(), line
+    assert json.loads(line) == {"key": "k\x1b", "value": hostile.decode()}
+    raw = assert_ok(strom(cluster, "consume", *common, "--raw"))
+    assert raw.stdout == "k\x1b\t" + hostile.decode() + "\n"

@@ -24,6 +24,7 @@ from typing import IO, Any
 from strom.consumer import Consumer
 from strom.errors import ConfigurationError, StromError
 from strom.producer.producer import Producer
+from strom.records.printable import escape_unprintable, json_printable
 from strom.types import ConsumerRecord, TopicPartition
 
 DEFAULT_BOOTSTRAP = "localhost:9092"
@@ -126,6 +127,13 @@ def add_parsers(commands: Any) -> None:
     consume.add_argument("--print-headers", action="store_true")
     consume.add_argument("--print-timestamp", action="store_true")
     consume.add_argument("--print-offset", action="store_true", help="print partition and offset")
+    consume.add_argument(
+        "--raw",
+        action="store_true",
+        help="print keys, values and headers with their control characters as they are (for a "
+        "pipe or a file); by default they are escaped (\\x1b, \\n, ...) so that no escape "
+        "sequence reaches the terminal",
+    )
     _bootstrap(consume)
     consume.set_defaults(handler=consume_command)
 
@@ -317,26 +325,39 @@ def _produce_lines(
 # -- consume ------------------------------------------------------------------------------------
 
 
-def _text(data: bytes | None) -> str:
+def _raw(data: bytes | None) -> str:
     return "null" if data is None else data.decode("utf-8", "backslashreplace")
+
+
+def _text(data: bytes | None) -> str:
+    return "null" if data is None else escape_unprintable(_raw(data))
 
 
 def _hex(data: bytes | None) -> str:
     return "null" if data is None else data.hex()
 
 
+def _same(text: str) -> str:
+    return text
+
+
 class _Formatter:
+    """One record as a line. Unless ``--raw``, no control character is printed: text shows
+    them escaped (``strom.records.printable``, as ``dump-log`` does), JSON as ``\\u``."""
+
     def __init__(self, args: argparse.Namespace) -> None:
         self.format = args.format
         self.key = args.print_key
         self.headers = args.print_headers
         self.timestamp = args.print_timestamp
         self.offset = args.print_offset
+        self.raw = args.raw
 
     def __call__(self, record: ConsumerRecord) -> str:
         if self.format == "json":
             return self._json(record)
-        show = _hex if self.format == "hex" else _text
+        show = _hex if self.format == "hex" else _raw if self.raw else _text
+        name = _same if self.raw else escape_unprintable
         fields = []
         if self.timestamp:
             kind = "LogAppendTime" if record.timestamp_type else "CreateTime"
@@ -346,7 +367,7 @@ class _Formatter:
         if self.key:
             fields.append(show(record.key))
         if self.headers:
-            shown = ",".join(f"{k}:{show(v)}" for k, v in record.headers)
+            shown = ",".join(f"{name(k)}:{show(v)}" for k, v in record.headers)
             fields.append(shown or "NO_HEADERS")
         fields.append(show(record.value))
         return "\t".join(fields)
@@ -360,11 +381,12 @@ class _Formatter:
             out["partition"] = record.partition
             out["offset"] = record.offset
         if self.key:
-            out["key"] = None if record.key is None else _text(record.key)
+            out["key"] = None if record.key is None else _raw(record.key)
         if self.headers:
-            out["headers"] = [[k, None if v is None else _text(v)] for k, v in record.headers]
-        out["value"] = None if record.value is None else _text(record.value)
-        return json.dumps(out, ensure_ascii=False)
+            out["headers"] = [[k, None if v is None else _raw(v)] for k, v in record.headers]
+        out["value"] = None if record.value is None else _raw(record.value)
+        dumped = json.dumps(out, ensure_ascii=False)
+        return dumped if self.raw else json_printable(dumped)
 
 
 class _IdleClock:

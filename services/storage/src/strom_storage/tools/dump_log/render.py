@@ -8,7 +8,7 @@ from typing import Any
 
 from strom.records import Compression
 from strom.records.header import ATTR_DELETE_HORIZON
-from strom_storage.tools.dump_log.printable import json_bytes, show_bytes, show_key
+from strom.records.printable import json_bytes, show_bytes, show_key
 from strom_storage.tools.dump_log.report import (
     AbortedTxnItem,
     BatchItem,
