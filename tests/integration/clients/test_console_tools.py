@@ -314,3 +314,22 @@ def test_consume_escapes_control_characters_unless_raw(cluster: LocalCluster) ->
     assert json.loads(line) == {"key": "k\x1b", "value": hostile.decode()}
     raw = assert_ok(strom(cluster, "consume", *common, "--raw"))
     assert raw.stdout == "k\x1b\t" + hostile.decode() + "\n"
+
+
+def test_group_idle_timeout_ends_without_a_reachable_coordinator(cluster: LocalCluster) -> None:
+    """With the group coordinator down there is no join to wait for: --idle-timeout-ms ends
+    the command (it waited forever for an assignment). Last in the module: it stops the
+    coordinator, then restarts it."""
+    with cluster.admin() as admin:
+        admin.create_topics([NewTopic("console-nocoord", 1, 1)])
+    cluster.stop("coordinator-1")
+    try:
+        started = time.monotonic()
+        result = assert_ok(
+            strom(cluster, "consume", "console-nocoord", "--group", "console-nocoord-g",
+                  "--idle-timeout-ms", "2000", timeout_s=60)
+        )  # fmt: skip
+        assert result.stdout == ""
+        assert time.monotonic() - started < 30
+    finally:
+        cluster.restart("coordinator-1")

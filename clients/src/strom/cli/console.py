@@ -16,7 +16,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import FrameType, TracebackType
 from typing import IO, Any
@@ -113,7 +113,8 @@ def add_parsers(commands: Any) -> None:
         "--idle-timeout-ms",
         type=int,
         help="exit when no record arrived for this long (with --group: counted from the "
-        "group's assignment, again after each rebalance; joining is not idle)",
+        "group's assignment, again after each rebalance; a join with the group's coordinator "
+        "is not idle, a coordinator that cannot be reached is)",
     )
     consume.add_argument(
         "--isolation-level",
@@ -391,30 +392,42 @@ class _Formatter:
 
 class _IdleClock:
     """``--idle-timeout-ms``: time since the last record. With ``--group`` it is also the
-    rebalance listener: it runs once the group has given this member its partitions (possibly
-    none) and starts again after each rebalance, so time spent joining is not idle (as
-    Kafka's console consumer's ``--timeout-ms`` intends)."""
+    rebalance listener: while this member is joining the group with a coordinator (it has a
+    member id, and no partitions yet or a rebalance revoked them) the clock stands still, so
+    a join (a new group waits group.initial.rebalance.delay.ms, 3 s) is not idle, as Kafka's
+    console consumer's ``--timeout-ms`` intends; it runs again from the assignment. Without a
+    reachable coordinator there is no join, and the clock runs."""
 
-    def __init__(self, idle_ms: int | None, *, running: bool) -> None:
+    def __init__(self, idle_ms: int | None, member_id: Callable[[], str] | None = None) -> None:
         self._idle_s = None if idle_ms is None else idle_ms / 1000
-        self._since: float | None = time.monotonic() if running else None
+        self._since = time.monotonic()
+        self._member_id = member_id
+        self._assigned = member_id is None
 
     def restart(self) -> None:
         """A record arrived, or the group assigned partitions: idle from now."""
         self._since = time.monotonic()
 
     def on_partitions_assigned(self, partitions: set[TopicPartition]) -> None:
+        self._assigned = True
         self.restart()
 
     def on_partitions_revoked(self, partitions: set[TopicPartition]) -> None:
-        self._since = None  # rebalancing: stopped until the next assignment
+        self._assigned = False  # rebalancing: held while the join goes on
 
     def on_partitions_lost(self, partitions: set[TopicPartition]) -> None:
-        self._since = None
+        self._assigned = False
+
+    def _held(self) -> bool:
+        """Joining the group with a coordinator: the clock stays at zero."""
+        if self._assigned or self._member_id is None or not self._member_id():
+            return False
+        self.restart()
+        return True
 
     def wait_ms(self, most: int) -> int:
         """How long the next ``poll`` may wait: ``most``, or less when the clock runs out."""
-        if self._idle_s is None or self._since is None:
+        if self._idle_s is None or self._held():
             return most
         left = self._since + self._idle_s - time.monotonic()
         return max(0, min(most, int(left * 1000)))
@@ -422,7 +435,7 @@ class _IdleClock:
     def expired(self) -> bool:
         return (
             self._idle_s is not None
-            and self._since is not None
+            and not self._held()
             and time.monotonic() - self._since >= self._idle_s
         )
 
@@ -477,9 +490,12 @@ def _consume(
     formatter = _Formatter(args)
     out = sys.stdout
     printed = 0
-    # A group member's clock waits for its assignment; otherwise it runs from now.
+    # A group member's clock stands still while it joins (see _IdleClock).
     grouped = args.group is not None and not args.partition
-    idle = _IdleClock(args.idle_timeout_ms, running=not grouped)
+    idle = _IdleClock(
+        args.idle_timeout_ms,
+        (lambda: consumer.group_metadata().member_id) if grouped else None,
+    )
     if args.partition:
         partitions = consumer.partitions_for_topic(args.topic)
         wanted = [TopicPartition(args.topic, p) for p in dict.fromkeys(args.partition)]
