@@ -1,9 +1,10 @@
-"""``Consumer.committed()`` on real processes answers the group's committed offset or raises:
-a coordinator that is paused (its partition moving to the other one) or an offset pending in a
-transaction (read_committed asks with require_stable) is waited out for
-``default_api_timeout_ms``, however short ``request_timeout_ms`` is, and never answered with
-"no committed offset". (A worker of the transactional fault run rewound to the start of its
-input after ``committed()`` raised during such a wait.)"""
+"""``Consumer.committed()`` (and the admin's ``list_consumer_group_offsets``) on real
+processes answer the group's committed offset or raise: a coordinator that is paused (its
+partition moving to the other one) or an offset pending in a transaction (read_committed asks
+with require_stable) is waited out for ``default_api_timeout_ms``, however short
+``request_timeout_ms`` is, and never answered with "no committed offset". (A worker of the
+transactional fault run rewound to the start of its input after ``committed()`` raised during
+such a wait.)"""
 
 from __future__ import annotations
 
@@ -11,12 +12,13 @@ import signal
 import threading
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from cluster_testkit import LocalCluster
 from coordsvc_testkit import LEASE_S, find_coordinator
 
-from strom import Consumer, Producer, TopicPartition
+from strom import Admin, Consumer, Producer, TopicPartition
 from strom.errors import StromTimeoutError
 from strom.types import NewTopic, OffsetAndMetadata
 
@@ -45,7 +47,11 @@ def consumer(cluster: LocalCluster, group: str, **options: object) -> Consumer:
 
 def test_committed_waits_out_a_paused_coordinator(topic: LocalCluster) -> None:
     group = "committed-paused"
-    with consumer(topic, group) as c:
+    with (
+        consumer(topic, group) as c,
+        Admin(topic.gateway, request_timeout_ms=1500) as admin,
+        ThreadPoolExecutor(1) as pool,
+    ):
         c.commit({TP: OffsetAndMetadata(42)})
         coordinator_id, _ = find_coordinator(topic.coordinator_address(1), group)
         name = f"coordinator-{coordinator_id}"
@@ -56,8 +62,10 @@ def test_committed_waits_out_a_paused_coordinator(topic: LocalCluster) -> None:
         resume.start()
         try:
             started = time.monotonic()
+            listed = pool.submit(admin.list_consumer_group_offsets, group)
             assert c.committed(TP) == OffsetAndMetadata(42)
             assert time.monotonic() - started > 1.5  # it did wait past a request timeout
+            assert listed.result() == {TP: OffsetAndMetadata(42)}
         finally:
             resume.join()  # the coordinator runs again whatever happened
 

@@ -129,6 +129,20 @@ def _node(node: common_pb2.Node) -> NodeInfo:
     return NodeInfo(node.node_id, node.host, node.port, node.rack)
 
 
+#: Group calls that change nothing: asked again after a retriable failure of the call itself.
+_READ_GROUP_CALLS = frozenset(
+    {
+        "FindCoordinator",
+        "OffsetFetch",
+        "DescribeGroups",
+        "ListGroups",
+        "ListTransactions",
+        "DescribeTransactions",
+        "DescribeProducers",
+    }
+)
+
+
 def _retriable_code(response: Any) -> int:
     """The first retriable error code of a response, top level or per item (0: none)."""
     code = getattr(response, "error_code", 0)
@@ -190,6 +204,7 @@ class Admin:
         )
         self.bootstrap_servers = self._cluster.bootstrap_servers
         self._timeout = config.request_timeout_ms / 1000
+        self._api_timeout = config.default_api_timeout_ms / 1000
         self._security = SecurityAdmin(self._cluster, self._timeout)
 
     async def _call(self, method: str, request: object, timeout_s: float | None = None) -> Any:
@@ -200,12 +215,26 @@ class Admin:
 
     async def _group_call(self, method: str, request: object) -> Any:
         """A group RPC through the gateway, asked again while its answer carries a retriable
-        error (a coordinator loading or moving) until the request timeout; returns the last
-        answer."""
+        error (a coordinator loading or moving) until default_api_timeout_ms, each request
+        within request_timeout_ms; returns the last answer. A read (``_READ_GROUP_CALLS``) is
+        also asked again after a retriable failure of the call itself (no answer in time: the
+        coordinator paused or unreachable); a change is not, as it may have been applied."""
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + self._timeout
+        deadline = loop.time() + self._api_timeout
         while True:
-            response = await self._call(method, request, max(deadline - loop.time(), 0.001))
+            left = max(deadline - loop.time(), 0.001)
+            try:
+                response = await self._call(method, request, min(self._timeout, left))
+            except StromError as exc:
+                if not (exc.retriable and method in _READ_GROUP_CALLS):
+                    raise
+                if loop.time() + _RETRY_BACKOFF_S > deadline:
+                    raise StromTimeoutError(
+                        f"{method} not answered within {self._api_timeout * 1000:.0f} ms "
+                        f"(default_api_timeout_ms; last error: {exc})"
+                    ) from exc
+                await asyncio.sleep(_RETRY_BACKOFF_S)
+                continue
             if not _retriable_code(response) or loop.time() + _RETRY_BACKOFF_S > deadline:
                 return response
             await asyncio.sleep(_RETRY_BACKOFF_S)  # retry backoff: the coordinator is moving

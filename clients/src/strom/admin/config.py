@@ -29,7 +29,11 @@ class AdminConfig:
     """Gateway address(es), ``"h1:9092,h2:9092"`` or a list."""
     request_timeout_ms: int = 30000
     """Each request's deadline; also the time the controller may take (topic creation,
-    elections) and within which coordinator moves are retried."""
+    elections)."""
+    default_api_timeout_ms: int = 60000
+    """How long a group call (``list_consumer_group_offsets``, ``describe_consumer_groups``,
+    ...) asks again while the coordinator is loading or moving (Kafka's
+    ``default.api.timeout.ms``); each request still gets at most ``request_timeout_ms``."""
     client_id: str = "strom-admin"
     """Sent with every request."""
     gateway_only: bool = False
@@ -62,6 +66,9 @@ class AdminConfig:
             raise ConfigurationError(f"gateway_only must be a bool, got {self.gateway_only!r}")
         if timeout <= 0:
             raise ConfigurationError(f"request_timeout_ms must be > 0, got {timeout!r}")
+        api = self.default_api_timeout_ms
+        if isinstance(api, bool) or not isinstance(api, int) or api <= 0:
+            raise ConfigurationError(f"default_api_timeout_ms must be an int > 0, got {api!r}")
 
 
 class AdminOptions(TypedDict, total=False):
@@ -70,6 +77,7 @@ class AdminOptions(TypedDict, total=False):
     Defaults, checks and meanings: ``AdminConfig``."""
 
     request_timeout_ms: int
+    default_api_timeout_ms: int
     client_id: str
     gateway_only: bool
     security_protocol: str
