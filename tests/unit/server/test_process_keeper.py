@@ -3,13 +3,17 @@ commands, --no-restart, and the ordered stop; CrashHistory's arithmetic; the con
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
+from strom_server.local.cluster import StopRequests
 from strom_server.local.control_socket import ControlServer, send_request, socket_path_for
 from strom_server.local.process_keeper import ProcessKeeper, ProcessState
 from strom_server.local.restart_policy import CrashHistory, RestartPolicy
@@ -29,14 +33,22 @@ open(sys.argv[2], "w").close()
 while True:
     time.sleep(1)
 """
+# Ignores SIGTERM (a process slow to stop), creates READY_FILE, sleeps.
+STUBBORN = """
+import signal, sys, time
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+open(sys.argv[2], "w").close()
+while True:
+    time.sleep(1)
+"""
 FAST = RestartPolicy(initial_delay_s=0.05, max_delay_s=0.2, healthy_reset_s=60, max_restarts=3)
 
 
 def _process(
-    tmp_path: Path, name: str, role: str, order_file: Path | None = None
+    tmp_path: Path, name: str, role: str, order_file: Path | None = None, *, stubborn: bool = False
 ) -> ManagedProcess:
     ready_file = tmp_path / f"{name}.ready"
-    argv = [sys.executable, "-c", SLEEPER, name, str(ready_file)]
+    argv = [sys.executable, "-c", STUBBORN if stubborn else SLEEPER, name, str(ready_file)]
     argv += [str(order_file)] if order_file else []
 
     def ready() -> bool:  # a restart's readiness is its new file
@@ -166,6 +178,35 @@ def test_stop_all_stops_roles_in_reverse_start_order(
     stopped = order.read_text().split()
     assert stopped[0] == "gateway" and stopped[-1] == "etcd"
     assert set(stopped[1:3]) == {"storage-1", "storage-2"}
+
+
+def test_a_second_stop_signal_kills_what_is_left_at_once(
+    tmp_path: Path, started: Callable[..., ProcessKeeper]
+) -> None:
+    """`strom cluster up`'s handler: the first Ctrl-C asks for the orderly stop; a second one
+    during it kills the processes that ignore SIGTERM at once instead of after their grace
+    period (5 s per role here: 10 s)."""
+    keeper = started(
+        _process(tmp_path, "etcd", "etcd", stubborn=True),
+        _process(tmp_path, "gateway", "gateway", stubborn=True),
+    )
+    stops = StopRequests()
+    stops.keeper = keeper
+    previous = signal.signal(signal.SIGINT, stops)
+    try:
+        os.kill(os.getpid(), signal.SIGINT)  # the first Ctrl-C: an orderly stop
+        assert stops.requested and not keeper.forced
+        second = threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT))
+        second.start()
+        began = time.monotonic()
+        ended = keeper.stop_all()
+        took = time.monotonic() - began
+        second.join()
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert keeper.forced
+    assert took < 3, f"the stop took {took:.1f} s after the second signal"
+    assert ended == {"gateway": "killed by signal 9", "etcd": "killed by signal 9"}
 
 
 def test_crash_history_backoff_cap_and_healthy_reset() -> None:

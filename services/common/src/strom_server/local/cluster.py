@@ -60,6 +60,7 @@ log = structlog.get_logger(__name__)
 __all__ = [
     "ClusterAlreadyRunningError",
     "LocalClusterSpec",
+    "StopRequests",
     "check_startable",
     "run_cluster",
     "spec_from_json",
@@ -444,6 +445,21 @@ def _starting(processes: list[ManagedProcess]) -> dict[str, dict[str, Any]]:
     return described
 
 
+class StopRequests:
+    """The stop signals' handler: the first asks for an orderly stop (``requested``), a
+    second one, once the keeper runs, forces it (``ProcessKeeper.force_stop``: what is still
+    running is killed at once instead of after its grace period)."""
+
+    def __init__(self) -> None:
+        self.requested = False
+        self.keeper: ProcessKeeper | None = None
+
+    def __call__(self, signum: int, _frame: object) -> None:
+        if self.requested and self.keeper is not None:
+            self.keeper.force_stop()
+        self.requested = True
+
+
 def run_cluster(
     spec: LocalClusterSpec,
     *,
@@ -464,18 +480,12 @@ def run_cluster(
     check_startable(spec)
     processes = spec.processes()
     supervisor = Supervisor(processes, grace_s=STOP_GRACE_S)
-    stop_requested = False
-
-    def request_stop(signum: int, _frame: object) -> None:
-        nonlocal stop_requested
-        stop_requested = True
-
+    stops = StopRequests()
     # SIGHUP too: closing the terminal of a foreground `up` must not orphan its processes.
     stop_signals = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-    previous = {sig: signal.signal(sig, request_stop) for sig in stop_signals}
+    previous = {sig: signal.signal(sig, stops) for sig in stop_signals}
     control_path = socket_path_for(spec.data_dir)
     state = _StateWriter(spec, policy, control_path)
-    keeper: ProcessKeeper | None = None
     control: ControlServer | None = None
     try:
         state.write("starting", _starting(processes))
@@ -487,7 +497,7 @@ def run_cluster(
             announce(f"  {process.name:<13} ready  {process.address}  (log: {process.log_path})")
 
         supervisor.start_all(ready_timeout_s, on_ready=on_ready)
-        keeper = ProcessKeeper(
+        keeper = stops.keeper = ProcessKeeper(
             processes,
             policy,
             ready_timeout_s=ready_timeout_s,
@@ -523,11 +533,11 @@ def run_cluster(
             announce(f"Stop it with `strom cluster down --data-dir {spec.data_dir}`.")
         else:
             announce("Press Ctrl-C to stop.")
-        while not stop_requested:
+        while not stops.requested:
             commanded = control.serve(timeout_s=0.2)
             if keeper.tick() or commanded:
                 state.write("up", keeper.describe())
-        announce("Stopping...")
+        announce("Stopping... (Ctrl-C again to kill the processes at once)")
         state.write("stopping", keeper.describe())
         ended = keeper.stop_all()
         announce("Stopped: " + ", ".join(f"{name} ({how})" for name, how in ended.items()))

@@ -12,7 +12,8 @@ order, each ready before the next) and from then on is driven by ``tick()`` from
   any crash (the drill: kill a node, watch it come back);
 - ``stop_all()`` stops everything in reverse start order, one role at a time (coordinators,
   gateway, storage nodes, controllers, etcd), the processes of a role together, so the whole
-  stop is bounded by the number of roles times the grace period.
+  stop is bounded by the number of roles times the grace period; ``force_stop()`` (a second
+  Ctrl-C) makes it kill whatever is still running at once.
 
 States a process goes through::
 
@@ -125,6 +126,8 @@ class ProcessKeeper:
     announce: Callable[[str], object] = print
     clock: Callable[[], float] = time.monotonic
     kept: dict[str, KeptProcess] = field(init=False)
+    #: Set by ``force_stop``: ``stop_all`` kills what is left instead of waiting.
+    forced: bool = field(default=False, init=False)
 
     def __post_init__(self) -> None:
         now = self.clock()
@@ -265,8 +268,14 @@ class ProcessKeeper:
 
     # -- shutdown ------------------------------------------------------------------------------
 
+    def force_stop(self) -> None:
+        """Make a ``stop_all`` under way (or the next) kill the processes it has not stopped
+        yet at once (a second Ctrl-C). Safe from a signal handler: it only sets a flag."""
+        self.forced = True
+
     def stop_all(self) -> dict[str, str]:
-        """Stop every process, roles in reverse start order; returns how each one ended."""
+        """Stop every process, roles in reverse start order; returns how each one ended.
+        After ``force_stop`` the rest are killed without waiting for the grace period."""
         ended: dict[str, str] = {}
         tiers = [
             list(group)
@@ -275,13 +284,14 @@ class ProcessKeeper:
         for tier in tiers:
             for process in tier:
                 process.send_signal(signal.SIGCONT)  # a paused process cannot stop
-                process.send_signal(signal.SIGTERM)
+                process.send_signal(signal.SIGKILL if self.forced else signal.SIGTERM)
             deadline = self.clock() + self.grace_s
             for process in tier:
-                while process.is_running() and self.clock() < deadline:
+                while process.is_running() and self.clock() < deadline and not self.forced:
                     time.sleep(0.05)
                 if process.is_running():
-                    log.warning("process did not stop in time; killing", process=process.name)
+                    if not self.forced:
+                        log.warning("process did not stop in time; killing", process=process.name)
                     process.send_signal(signal.SIGKILL)
                     assert process.popen is not None
                     process.popen.wait()
