@@ -19,6 +19,7 @@ from strom import Admin
 from strom.protocol.v1 import common_pb2, storage_pb2
 from strom.protocol.v1.storage_pb2_grpc import StorageNodeStub
 from strom.records import encode_batch
+from strom_server.local import secure
 
 pytestmark = pytest.mark.integration
 
@@ -182,6 +183,61 @@ def test_up_serves_until_ctrl_c_and_keeps_its_data(
     assert value == b"across restarts"
     second.send_signal(signal.SIGINT)
     assert second.wait(30) == 0
+
+
+def test_secure_up_marks_itself_ready_only_once_it_serves(
+    tmp_path: Path,
+    free_port: Callable[[], int],
+    free_port_range: Callable[[int], int],
+    start_cluster: Callable[..., subprocess.Popen[str]],
+) -> None:
+    """admin.properties exists before the services start (they use it); a script waits for
+    DATA_DIR/cluster.ready instead: a stale one (a killed supervisor's) is removed at once,
+    the new one appears when the gateway serves the admin (no "connection refused") and the
+    Kafka clients' settings are written, and it goes when the stop begins."""
+    data_dir = tmp_path / "secure"
+    data_dir.mkdir()
+    marker = data_dir / "cluster.ready"
+    marker.write_text("stale\n")
+    base = free_port_range(7)
+    process = start_cluster(
+        "--secure", "--data-dir", str(data_dir), "--base-port", str(base),
+        "--etcd-client-port", str(free_port()), "--etcd-peer-port", str(free_port()),
+        "--kafka-port", str(free_port()),
+    )  # fmt: skip
+    assert process.stdout is not None
+    os.set_blocking(process.stdout.fileno(), False)
+    output: list[str] = []
+    stale_removed = False
+    deadline = time.monotonic() + 180
+    while True:
+        output.extend(line.rstrip("\n") for line in iter(process.stdout.readline, ""))
+        if marker.exists():
+            text = marker.read_text()
+            if text != "stale\n":
+                break
+        else:
+            stale_removed = True
+        assert time.monotonic() < deadline, f"no ready marker; output: {output}"
+        assert process.poll() is None, f"up exited; output: {output}"
+        assert not any("Press Ctrl-C" in line for line in output), (
+            f"up is serving and no fresh {marker}; output: {output}"
+        )
+        time.sleep(0.02)
+    # The moment the marker appears the cluster answers the admin of admin.properties.
+    with Admin(f"127.0.0.1:{base}", **secure.admin_options(data_dir)) as admin:
+        assert admin.describe_cluster().controller is not None
+    assert stale_removed, "the stale marker was never removed"
+    assert f"bootstrap.servers=127.0.0.1:{base}\n" in text
+    assert f"command.config={data_dir / 'admin.properties'}\n" in text
+    assert (data_dir / "kafka-client.properties").exists()
+    if not any("Press Ctrl-C" in line for line in output):
+        output += _wait_for_line(process, "Press Ctrl-C", 60)
+    assert any(f"ready marker:        {marker}" in line for line in output), output
+    process.send_signal(signal.SIGINT)
+    assert process.wait(60) == 0
+    assert not marker.exists()
+    assert (data_dir / "admin.properties").exists()  # the admin's password is kept
 
 
 def test_up_refuses_a_busy_port_with_one_clear_line(

@@ -76,7 +76,8 @@ def add_parser(commands: Any) -> None:
         "--secure",
         action="store_true",
         help="TLS, SCRAM logins and ACLs everywhere: certificates under DATA_DIR/tls, the super "
-        "user's settings in DATA_DIR/admin.properties (docs/security.md); the schema registry "
+        "user's settings in DATA_DIR/admin.properties (docs/security.md; written before the "
+        "services start: a script waits for DATA_DIR/cluster.ready); the schema registry "
         "serves HTTPS with Basic authentication; the console asks for the admin's login",
     )
     up.add_argument("--storage-nodes", type=int, default=3, help="default: %(default)s")
@@ -99,7 +100,7 @@ def add_parser(commands: Any) -> None:
         "--detach",
         action="store_true",
         help="run in the background (supervisor output in DATA_DIR/logs/supervisor.log); "
-        "return once the cluster is up",
+        "return once the cluster is up (DATA_DIR/cluster.ready exists while it serves)",
     )
     up.add_argument(
         "--no-restart",

@@ -41,6 +41,8 @@ from strom_server.etcd.binary import find_etcd
 from strom_server.etcd.process import etcd_argv, etcd_is_healthy
 from strom_server.local import secure
 from strom_server.local.cluster_state import (
+    clear_ready,
+    mark_ready,
     process_start_ticks,
     read_state,
     remove_state,
@@ -411,6 +413,15 @@ def spec_from_json(values: dict[str, Any]) -> LocalClusterSpec:
     return LocalClusterSpec(**converted)
 
 
+def _ready_settings(spec: LocalClusterSpec) -> dict[str, str]:
+    """What ``cluster.ready`` says: where to connect, and with which settings."""
+    settings = {"bootstrap.servers": spec.gateway_address, "kafka.servers": spec.kafka_address}
+    if spec.secure:
+        settings["command.config"] = str(secure.admin_properties_path(spec.data_dir))
+        settings["kafka.config"] = str(secure.kafka_properties_path(spec.data_dir))
+    return settings
+
+
 class _StateWriter:
     """Keeps ``cluster.json`` in step with the keeper."""
 
@@ -478,6 +489,7 @@ def run_cluster(
     policy = policy or RestartPolicy()
     spec.data_dir.mkdir(parents=True, exist_ok=True)
     check_startable(spec)
+    clear_ready(spec.data_dir)  # left by a supervisor that was killed
     processes = spec.processes()
     supervisor = Supervisor(processes, grace_s=STOP_GRACE_S)
     stops = StopRequests()
@@ -506,7 +518,9 @@ def run_cluster(
         )
         control = ControlServer(control_path, partial(_handle_request, keeper))
         created = create_topics(spec)
-        state.write("up", keeper.describe())
+        if spec.secure:  # SASL_SSL: librdkafka-style settings for the admin
+            kafka_settings = secure.write_kafka_properties(spec.data_dir, spec.kafka_address)
+        ready = mark_ready(spec.data_dir, _ready_settings(spec))
         announce(f"Strom cluster is up (data in {spec.data_dir}).")
         if created:
             announce(f"  created topics: {', '.join(created)}")
@@ -521,22 +535,24 @@ def run_cluster(
             announce(f"  web console:         {spec.console_url}{login}")
         if spec.registry_port is not None:
             announce(f"  schema registry:     {spec.registry_url}")
-        if spec.secure:  # SASL_SSL: librdkafka-style settings for the admin
-            kafka_settings = secure.write_kafka_properties(spec.data_dir, spec.kafka_address)
+        if spec.secure:
             announce(f"  Kafka clients:       {spec.kafka_address} (SASL_SSL: {kafka_settings})")
         else:
             announce(f"  Kafka clients:       {spec.kafka_address}")
         announce(f"  etcd endpoints:      {spec.etcd_endpoint}")
+        announce(f"  ready marker:        {ready} (exists while the cluster serves)")
         if not policy.enabled:
             announce("  --no-restart: a process that exits stays down")
         if detached:
             announce(f"Stop it with `strom cluster down --data-dir {spec.data_dir}`.")
         else:
             announce("Press Ctrl-C to stop.")
+        state.write("up", keeper.describe())  # `up --detach` returns: all of the above shown
         while not stops.requested:
             commanded = control.serve(timeout_s=0.2)
             if keeper.tick() or commanded:
                 state.write("up", keeper.describe())
+        clear_ready(spec.data_dir)
         announce("Stopping... (Ctrl-C again to kill the processes at once)")
         state.write("stopping", keeper.describe())
         ended = keeper.stop_all()

@@ -9,6 +9,8 @@ supervisor, its control socket and every process. Example::
      "gateway": "127.0.0.1:9092", "etcd_endpoints": ["http://127.0.0.1:2379"],
      "processes": {"storage-1": {"role": "storage", "id": 1, "pid": 4300, "state": "up",
                                  "restarts": 0, "up_since": 1764000000.0, ...}, ...}}
+
+Beside it, ``<data_dir>/cluster.ready`` (``READY_FILE``) exists while the cluster serves.
 """
 
 from __future__ import annotations
@@ -19,8 +21,11 @@ from pathlib import Path
 from typing import Any
 
 __all__ = [
+    "READY_FILE",
     "STATE_FILE",
+    "clear_ready",
     "live_processes",
+    "mark_ready",
     "pid_alive",
     "process_start_ticks",
     "read_state",
@@ -31,6 +36,10 @@ __all__ = [
 ]
 
 STATE_FILE = "cluster.json"
+#: Exists while the cluster started by ``up`` serves: written once every process is ready,
+#: the topics are created and the client settings files are written; removed when the stop
+#: begins. What a script waits for (``admin.properties`` exists before the services start).
+READY_FILE = "cluster.ready"
 
 
 def read_state(data_dir: Path) -> dict[str, Any] | None:
@@ -49,7 +58,21 @@ def write_state(data_dir: Path, state: dict[str, Any]) -> None:
 
 
 def remove_state(data_dir: Path) -> None:
+    clear_ready(data_dir)
     (data_dir / STATE_FILE).unlink(missing_ok=True)
+
+
+def mark_ready(data_dir: Path, settings: dict[str, str]) -> Path:
+    """Write ``READY_FILE`` (atomically: it appears complete) with ``key=value`` lines."""
+    path = data_dir / READY_FILE
+    tmp = data_dir / (READY_FILE + ".tmp")
+    tmp.write_text("".join(f"{key}={value}\n" for key, value in settings.items()))
+    tmp.replace(path)
+    return path
+
+
+def clear_ready(data_dir: Path) -> None:
+    (data_dir / READY_FILE).unlink(missing_ok=True)
 
 
 def pid_alive(pid: int) -> bool:
