@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
+from strom.security.config import properties_to_options
 from strom.types import TopicPartition
 
 if TYPE_CHECKING:
@@ -111,28 +112,17 @@ class SinkOptions:
         return self.delivery_guarantee == EXACTLY_ONCE
 
 
-#: Security options, Kafka's names under ``strom.`` (or ``kafka.``, as Spark's Kafka source
-#: spells them) -> the clients' option names (docs/security.md).
-_SECURITY = {
-    "security.protocol": "security_protocol",
-    "sasl.mechanism": "sasl_mechanism",
-    "sasl.plain.username": "sasl_plain_username",
-    "sasl.plain.password": "sasl_plain_password",
-    "ssl.cafile": "ssl_cafile",
-    "ssl.certfile": "ssl_certfile",
-    "ssl.keyfile": "ssl_keyfile",
-}
-
-
 def security_options(raw: Mapping[str, str]) -> dict[str, str]:
-    """The client security options among the Spark options (empty: plaintext)."""
+    """The client security options among the Spark options (empty: plaintext): the keys of a
+    ``--command-config`` properties file (``strom.security.properties_to_options``) under
+    ``strom.`` or ``kafka.`` (as Spark's Kafka source spells them; ``strom.`` wins)."""
     options = _lower(raw)
-    found: dict[str, str] = {}
-    for name, option in _SECURITY.items():
-        for prefix in ("kafka.", "strom."):
-            if prefix + name in options:
-                found[option] = options[prefix + name]
-    return found
+    properties: dict[str, str] = {}
+    for prefix in ("kafka.", "strom."):
+        properties.update(
+            {key[len(prefix) :]: value for key, value in options.items() if key.startswith(prefix)}
+        )
+    return properties_to_options(properties)
 
 
 def _lower(options: Mapping[str, str]) -> dict[str, str]:

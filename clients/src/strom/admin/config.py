@@ -10,23 +10,19 @@ normalised to a list.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TypedDict
 
-from strom.cluster import DEFAULT_BOOTSTRAP_SERVERS, parse_servers
+from strom.cluster.client_config import ClientConfig
 from strom.errors import ConfigurationError
-from strom.security import SecurityConfig
+from strom.security.config import SecurityOptions
 
 __all__ = ["AdminConfig", "AdminOptions"]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class AdminConfig:
+class AdminConfig(ClientConfig):
     """Every admin option (see the module docstring); checked when created."""
 
-    bootstrap_servers: str | Sequence[str] = DEFAULT_BOOTSTRAP_SERVERS
-    """Gateway address(es), ``"h1:9092,h2:9092"`` or a list."""
     request_timeout_ms: int = 30000
     """Each request's deadline; also the time the controller may take (topic creation,
     elections)."""
@@ -40,28 +36,11 @@ class AdminConfig:
     """Reach the partition leaders through the gateway too (``list_offsets``,
     ``delete_records``), for networks where only it is reachable."""
 
-    security_protocol: str = "PLAINTEXT"
-    """``PLAINTEXT``, ``SSL``, ``SASL_PLAINTEXT`` (loopback only) or ``SASL_SSL``
-    (docs/security.md)."""
-    sasl_mechanism: str = "SCRAM-SHA-256"
-    """``SCRAM-SHA-256`` or ``SCRAM-SHA-512``."""
-    sasl_plain_username: str | None = None
-    """The SCRAM user (SASL protocols)."""
-    sasl_plain_password: str | None = None
-    """The SCRAM user's password (SASL protocols)."""
-    ssl_cafile: str | None = None
-    """CA bundle (PEM) to trust; None: the system's."""
-    ssl_certfile: str | None = None
-    """Client certificate (PEM), for mutual TLS."""
-    ssl_keyfile: str | None = None
-    """The client certificate's key (PEM)."""
-
     def __post_init__(self) -> None:
-        SecurityConfig.of(self)  # checks the security options
+        ClientConfig.__post_init__(self)
         timeout = self.request_timeout_ms
         if isinstance(timeout, bool) or not isinstance(timeout, int):
             raise ConfigurationError(f"request_timeout_ms must be an int, got {timeout!r}")
-        object.__setattr__(self, "bootstrap_servers", parse_servers(self.bootstrap_servers))
         if not isinstance(self.gateway_only, bool):
             raise ConfigurationError(f"gateway_only must be a bool, got {self.gateway_only!r}")
         if timeout <= 0:
@@ -71,7 +50,7 @@ class AdminConfig:
             raise ConfigurationError(f"default_api_timeout_ms must be an int > 0, got {api!r}")
 
 
-class AdminOptions(TypedDict, total=False):
+class AdminOptions(SecurityOptions, total=False):
     """The keyword options of ``strom.Admin`` and ``strom.aio.Admin``: the fields of
     ``AdminConfig`` but ``bootstrap_servers`` (their first parameter), with their types.
     Defaults, checks and meanings: ``AdminConfig``."""
@@ -80,10 +59,3 @@ class AdminOptions(TypedDict, total=False):
     default_api_timeout_ms: int
     client_id: str
     gateway_only: bool
-    security_protocol: str
-    sasl_mechanism: str
-    sasl_plain_username: str | None
-    sasl_plain_password: str | None
-    ssl_cafile: str | None
-    ssl_certfile: str | None
-    ssl_keyfile: str | None

@@ -11,19 +11,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from typing import Any
 
 from strom.admin import Admin
+from strom.cli.bootstrap import add_bootstrap_option
 from strom.errors import ConfigurationError
 from strom.placement import generate_reassignment_plan
 from strom.topic_config import parse_config_pairs
 from strom.types import NewTopic, TopicPartition
-
-DEFAULT_BOOTSTRAP = "localhost:9092"
 
 
 def _admin(args: argparse.Namespace) -> Admin:
@@ -45,11 +43,7 @@ def _ids(text: str) -> list[int]:
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--bootstrap-server",
-        default=os.environ.get("STROM_BOOTSTRAP_SERVERS", DEFAULT_BOOTSTRAP),
-        help="gateway address (env STROM_BOOTSTRAP_SERVERS; default: %(default)s)",
-    )
+    add_bootstrap_option(parser)
     parser.add_argument("--timeout-ms", type=int, default=30000, help="default: %(default)s")
     parser.add_argument("--json", action="store_true", help="print JSON")
 

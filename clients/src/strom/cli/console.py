@@ -21,13 +21,13 @@ from contextlib import contextmanager
 from types import FrameType, TracebackType
 from typing import IO, Any
 
+from strom.cli.bootstrap import add_bootstrap_option
 from strom.consumer import Consumer
 from strom.errors import ConfigurationError, StromError
 from strom.producer.producer import Producer
 from strom.records.printable import escape_unprintable, json_printable
 from strom.types import ConsumerRecord, TopicPartition
 
-DEFAULT_BOOTSTRAP = "localhost:9092"
 #: Seconds between two redraws of the progress bar.
 _PROGRESS_EVERY_S = 0.2
 #: Seconds given to flushing on Ctrl-C before the producer gives up.
@@ -35,11 +35,7 @@ _INTERRUPT_FLUSH_S = 5.0
 
 
 def _bootstrap(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--bootstrap-server",
-        default=os.environ.get("STROM_BOOTSTRAP_SERVERS", DEFAULT_BOOTSTRAP),
-        help="gateway address (env STROM_BOOTSTRAP_SERVERS; default: %(default)s)",
-    )
+    add_bootstrap_option(parser)
     parser.add_argument(
         "--timeout-ms", type=int, default=30000, help="request timeout (default: %(default)s)"
     )

@@ -22,6 +22,7 @@ from functools import partial
 from operator import attrgetter
 from typing import Any
 
+from strom.cli.bootstrap import add_bootstrap_option, default_bootstrap
 from strom.cli.perf_stats import (
     MB,
     LatencyHistogram,
@@ -36,7 +37,6 @@ from strom.errors import ConfigurationError, StromError
 from strom.producer.producer import Producer, RecordMetadata
 from strom.types import ConsumerRecord, TopicPartition
 
-DEFAULT_BOOTSTRAP = "localhost:9092"
 EXIT_INTERRUPTED = 130
 #: Seconds given to settling (flush, last records) after Ctrl-C.
 _INTERRUPT_GRACE_S = 5.0
@@ -90,10 +90,7 @@ def _escaped(text: str) -> str:
 
 def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--topic", required=True)
-    parser.add_argument(
-        "--bootstrap-server",
-        help=f"gateway address (env STROM_BOOTSTRAP_SERVERS; default: {DEFAULT_BOOTSTRAP})",
-    )
+    add_bootstrap_option(parser, resolved=False)
     parser.add_argument(
         "--reporting-interval-ms",
         type=int,
@@ -245,11 +242,7 @@ def _producer(bootstrap: str, kwargs: dict[str, Any]) -> Producer:
 def _bootstrap(args: argparse.Namespace, kwargs: dict[str, Any]) -> str:
     """--bootstrap-server, else a bootstrap.servers property, else env, else the default."""
     from_property = kwargs.pop("bootstrap_servers", None)
-    return str(
-        args.bootstrap_server
-        or from_property
-        or os.environ.get("STROM_BOOTSTRAP_SERVERS", DEFAULT_BOOTSTRAP)
-    )
+    return str(args.bootstrap_server or from_property or default_bootstrap())
 
 
 # -- produce ------------------------------------------------------------------------------------

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from strom.admin import Admin
+from strom.cli.bootstrap import add_bootstrap_option, default_bootstrap
 from strom.cluster import parse_servers
 from strom.cluster.login import client_security
 from strom.errors import ConfigurationError
@@ -32,7 +33,6 @@ from strom.security.scram import DEFAULT_ITERATIONS
 
 __all__ = ["add_parsers", "apply_command_config", "extract_command_config", "offer_everywhere"]
 
-DEFAULT_BOOTSTRAP = "localhost:9092"
 OPTION = "--command-config"
 
 
@@ -78,9 +78,7 @@ def offer_everywhere(parser: argparse.ArgumentParser) -> None:
 def apply_command_config(path: str, args: argparse.Namespace) -> None:
     """Make every client of this command use the security settings in ``path``."""
     config = SecurityConfig(**command_config_options(path))  # type: ignore[arg-type]
-    bootstrap = getattr(args, "bootstrap_server", None) or os.environ.get(
-        "STROM_BOOTSTRAP_SERVERS", DEFAULT_BOOTSTRAP
-    )
+    bootstrap = getattr(args, "bootstrap_server", None) or default_bootstrap()
     set_default_security(client_security(config, parse_servers(bootstrap)))
 
 
@@ -89,11 +87,7 @@ def _admin(args: argparse.Namespace) -> Admin:
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--bootstrap-server",
-        default=os.environ.get("STROM_BOOTSTRAP_SERVERS", DEFAULT_BOOTSTRAP),
-        help="gateway address (env STROM_BOOTSTRAP_SERVERS; default: %(default)s)",
-    )
+    add_bootstrap_option(parser)
     parser.add_argument(
         OPTION, metavar="FILE", help="properties file with the security settings (see above)"
     )

@@ -17,12 +17,11 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, TypedDict
+from typing import Any
 
-from strom.cluster import DEFAULT_BOOTSTRAP_SERVERS, parse_servers
+from strom.cluster.client_config import ClientConfig, ClientOptions
 from strom.errors import ConfigurationError
 from strom.group.assignors import PartitionAssignor, RebalanceProtocol, assignor_for
-from strom.security import SecurityConfig
 
 __all__ = [
     "DEFAULT_ASSIGNORS",
@@ -48,11 +47,9 @@ _MAX_INT32 = 2**31 - 1
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class ConsumerConfig:
+class ConsumerConfig(ClientConfig):
     """Every consumer option (see the module docstring); checked when created."""
 
-    bootstrap_servers: str | Sequence[str] = DEFAULT_BOOTSTRAP_SERVERS
-    """Gateway address(es), ``"h1:9092,h2:9092"`` or a list."""
     group_id: str | None = None
     """The consumer group: ``subscribe()`` joins it, commits go to it."""
     auto_offset_reset: str = "latest"
@@ -110,24 +107,8 @@ class ConsumerConfig:
     """Fetch (and reach the group coordinator) through the gateway, for networks where only it
     is reachable."""
 
-    security_protocol: str = "PLAINTEXT"
-    """``PLAINTEXT``, ``SSL``, ``SASL_PLAINTEXT`` (loopback only) or ``SASL_SSL``
-    (docs/security.md)."""
-    sasl_mechanism: str = "SCRAM-SHA-256"
-    """``SCRAM-SHA-256`` or ``SCRAM-SHA-512``."""
-    sasl_plain_username: str | None = None
-    """The SCRAM user (SASL protocols)."""
-    sasl_plain_password: str | None = None
-    """The SCRAM user's password (SASL protocols)."""
-    ssl_cafile: str | None = None
-    """CA bundle (PEM) to trust; None: the system's."""
-    ssl_certfile: str | None = None
-    """Client certificate (PEM), for mutual TLS."""
-    ssl_keyfile: str | None = None
-    """The client certificate's key (PEM)."""
-
     def __post_init__(self) -> None:
-        SecurityConfig.of(self)  # checks the security options
+        ClientConfig.__post_init__(self)
         if self.isolation_level not in ISOLATION_LEVELS:
             raise ConfigurationError(
                 f"isolation_level must be read_uncommitted or read_committed, "
@@ -150,7 +131,6 @@ class ConsumerConfig:
         self._check_group_options()
         if self.consumer_timeout_ms is not None:
             _at_least("consumer_timeout_ms", self.consumer_timeout_ms, 0)
-        object.__setattr__(self, "bootstrap_servers", parse_servers(self.bootstrap_servers))
         if not isinstance(self.gateway_only, bool):
             raise ConfigurationError(f"gateway_only must be a bool, got {self.gateway_only!r}")
         if not isinstance(self.metadata_max_age_ms, int) or self.metadata_max_age_ms < 0:
@@ -233,11 +213,10 @@ class ConsumerConfig:
         return assignors, protocol
 
 
-class ConsumerOptions(TypedDict, total=False):
+class ConsumerOptions(ClientOptions, total=False):
     """The keyword options of ``strom.Consumer`` and ``strom.aio.Consumer``: the fields of
     ``ConsumerConfig``, with their types. Defaults, checks and meanings: ``ConsumerConfig``."""
 
-    bootstrap_servers: str | Sequence[str]
     group_id: str | None
     auto_offset_reset: str
     enable_auto_commit: bool
@@ -263,13 +242,6 @@ class ConsumerOptions(TypedDict, total=False):
     group_instance_id: str | None
     partition_assignment_strategy: Sequence[AssignorSpec] | AssignorSpec
     gateway_only: bool
-    security_protocol: str
-    sasl_mechanism: str
-    sasl_plain_username: str | None
-    sasl_plain_password: str | None
-    ssl_cafile: str | None
-    ssl_certfile: str | None
-    ssl_keyfile: str | None
 
 
 def check_auto_offset_reset(strategy: object) -> None:

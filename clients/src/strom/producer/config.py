@@ -18,15 +18,15 @@ an error.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TypedDict
+from typing import Any
 
-from strom.cluster import DEFAULT_BOOTSTRAP_SERVERS, parse_servers
+from strom.cluster.client_config import ClientConfig
 from strom.errors import ConfigurationError
 from strom.producer.partitioner import Partitioner
 from strom.records import Compression
-from strom.security import SecurityConfig
+from strom.security.config import SecurityOptions
 
 __all__ = [
     "DEFAULT_BUFFER_MEMORY",
@@ -51,12 +51,9 @@ Serializer = Callable[[Any], bytes | None]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class ProducerConfig:
+class ProducerConfig(ClientConfig):
     """Every producer option (see the module docstring); checked when created."""
 
-    bootstrap_servers: str | Sequence[str] = DEFAULT_BOOTSTRAP_SERVERS
-    """Gateway address(es), ``"h1:9092,h2:9092"`` or a list; the next is tried on a network
-    error."""
     acks: int | str = "all"
     """``"all"``/-1: every in-sync replica; 1: the leader; 0: no acknowledgement."""
     enable_idempotence: bool | None = None
@@ -104,26 +101,9 @@ class ProducerConfig:
     """How long the transaction coordinator lets a transaction stay open before aborting it
     (at most the server's ``transaction.max.timeout.ms``, 900000 by default)."""
 
-    security_protocol: str = "PLAINTEXT"
-    """``PLAINTEXT``, ``SSL``, ``SASL_PLAINTEXT`` (loopback only) or ``SASL_SSL``
-    (docs/security.md)."""
-    sasl_mechanism: str = "SCRAM-SHA-256"
-    """``SCRAM-SHA-256`` or ``SCRAM-SHA-512``."""
-    sasl_plain_username: str | None = None
-    """The SCRAM user (SASL protocols)."""
-    sasl_plain_password: str | None = None
-    """The SCRAM user's password (SASL protocols)."""
-    ssl_cafile: str | None = None
-    """CA bundle (PEM) to trust; None: the system's."""
-    ssl_certfile: str | None = None
-    """Client certificate (PEM), for mutual TLS."""
-    ssl_keyfile: str | None = None
-    """The client certificate's key (PEM)."""
-
     def __post_init__(self) -> None:
-        SecurityConfig.of(self)  # checks the security options
+        ClientConfig.__post_init__(self)
         set_ = object.__setattr__
-        set_(self, "bootstrap_servers", parse_servers(self.bootstrap_servers))
         acks = self.acks
         key = acks.lower() if isinstance(acks, str) else acks
         if isinstance(key, bool) or key not in _ACKS:
@@ -190,7 +170,7 @@ class ProducerConfig:
             ) from None
 
 
-class ProducerOptions(TypedDict, total=False):
+class ProducerOptions(SecurityOptions, total=False):
     """The keyword options of ``strom.Producer`` and ``strom.aio.Producer``: the fields of
     ``ProducerConfig`` but ``bootstrap_servers`` (their first parameter), with their types.
     Defaults, checks and meanings: ``ProducerConfig``."""
@@ -216,13 +196,6 @@ class ProducerOptions(TypedDict, total=False):
     gateway_only: bool
     transactional_id: str | None
     transaction_timeout_ms: int
-    security_protocol: str
-    sasl_mechanism: str
-    sasl_plain_username: str | None
-    sasl_plain_password: str | None
-    ssl_cafile: str | None
-    ssl_certfile: str | None
-    ssl_keyfile: str | None
 
 
 def _check_transactional(

@@ -3,7 +3,8 @@
 ``SecurityConfig`` holds ``security_protocol`` (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL),
 ``sasl_mechanism`` (SCRAM-SHA-256, SCRAM-SHA-512), ``sasl_plain_username``,
 ``sasl_plain_password``, ``ssl_cafile``, ``ssl_certfile`` and ``ssl_keyfile``; each client's
-config has the same seven options and builds one with ``SecurityConfig.of(config)``.
+config inherits the seven options (``strom.cluster.ClientConfig`` extends this class) and
+``SecurityConfig.of(config)`` takes them out of it.
 ``read_properties`` reads a ``--command-config`` file (``security.protocol=SASL_SSL``, ...).
 """
 
@@ -12,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from strom.errors import ConfigurationError
 
@@ -20,6 +21,7 @@ __all__ = [
     "PROTOCOLS",
     "SECURITY_OPTION_NAMES",
     "SecurityConfig",
+    "SecurityOptions",
     "properties_to_options",
     "read_properties",
     "security_of",
@@ -48,12 +50,20 @@ class SecurityConfig:
     """How a client connects: TLS files and SASL credentials (docs/security.md)."""
 
     security_protocol: str = "PLAINTEXT"
+    """``PLAINTEXT``, ``SSL``, ``SASL_PLAINTEXT`` (loopback only) or ``SASL_SSL``
+    (docs/security.md)."""
     sasl_mechanism: str = "SCRAM-SHA-256"
+    """``SCRAM-SHA-256`` or ``SCRAM-SHA-512``."""
     sasl_plain_username: str | None = None
+    """The SCRAM user (SASL protocols)."""
     sasl_plain_password: str | None = None
+    """The SCRAM user's password (SASL protocols)."""
     ssl_cafile: str | None = None
+    """CA bundle (PEM) to trust; None: the system's."""
     ssl_certfile: str | None = None
+    """Client certificate (PEM), for mutual TLS."""
     ssl_keyfile: str | None = None
+    """The client certificate's key (PEM)."""
 
     def __post_init__(self) -> None:
         protocol = str(self.security_protocol).upper()
@@ -97,6 +107,18 @@ class SecurityConfig:
     def of(cls, config: Any) -> SecurityConfig:
         """The security options of a client config (any object with the seven attributes)."""
         return cls(**{f.name: getattr(config, f.name) for f in fields(cls)})
+
+
+class SecurityOptions(TypedDict, total=False):
+    """The fields of ``SecurityConfig`` as keyword options (every client takes them)."""
+
+    security_protocol: str
+    sasl_mechanism: str
+    sasl_plain_username: str | None
+    sasl_plain_password: str | None
+    ssl_cafile: str | None
+    ssl_certfile: str | None
+    ssl_keyfile: str | None
 
 
 def security_of(config: Any) -> SecurityConfig | None:
