@@ -1,8 +1,10 @@
-"""The Strom group coordinator: consumer groups and their committed offsets.
+"""The Strom group and transaction coordinator: consumer groups and their committed offsets
+(in ``__consumer_offsets``), and transactions (in ``__transaction_state``).
 
-``group/`` is the domain (group state machines, the ``__consumer_offsets`` record codec);
-the rest is the process around it: settings (``config``), etcd registration and the ownership
-of ``__consumer_offsets`` partitions (``ownership``), the fenced acks=all writer and the loader
+``group/`` and ``txn/`` are the two domains (state machines, record codecs), ``partitions/``
+the hosting of internal-topic partitions they share; the rest is the process around them:
+settings (``config``), etcd registration and the ownership of both internal topics' partitions
+(``registration``, ``ownership``), the fenced acks=all writer of either topic and the loader
 (``offsets_log``, ``loader``), the FindCoordinator directory (``directory``) and metrics
 (``stats``). docs/coordinator.md describes the service.
 """

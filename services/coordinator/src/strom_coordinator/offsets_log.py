@@ -1,5 +1,6 @@
-"""``OffsetsLog``: the group manager's ``PartitionLog`` over ``__consumer_offsets``: fenced,
-acks=all appends with group commit.
+"""``OffsetsLog``: the ``PartitionLog`` of an internal topic the coordinator hosts (one over
+``__consumer_offsets`` for the group manager, one over ``__transaction_state`` for the
+transaction manager): fenced, acks=all appends with group commit.
 
 Per owned partition one write is in flight; appends that arrive meanwhile wait and go out
 together as the next batch (group commit). A caller's records always travel in one batch
