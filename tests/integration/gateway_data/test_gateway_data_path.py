@@ -4,6 +4,7 @@ the record RPCs, and a second gateway with a small in-flight budget."""
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 import time
@@ -109,6 +110,55 @@ def test_list_offsets_and_delete_records(topic: str, stub: object) -> None:
         timeout=30,
     )
     assert [(r.error_code, r.low_watermark) for r in deleted.partitions] == [(0, 1)]
+
+
+def test_delete_records_answers_once_the_in_sync_replicas_start_there(
+    cluster: LocalCluster, stub: object
+) -> None:
+    """As Kafka's delayed DeleteRecords: the leader's log starts at the offset at once
+    (ListOffsets earliest says so), the answer waits for every in-sync follower's log to start
+    there too: a paused follower holds it (REQUEST_TIMED_OUT), a running one lets it through."""
+    name = "gw-trim"
+    with cluster.admin() as admin:
+        admin.create_topics([NewTopic(name, 1, 3)])
+    cluster.wait_hosted(name, 0)
+    produced = stub.Produce(  # type: ignore[attr-defined]
+        produce_request(name, {0: batch_of([b"a", b"b", b"c", b"d"])}), timeout=30
+    )
+    assert produced.partitions[0].error_code == 0
+    (partition,) = cluster.describe(name).partitions
+    wait_until(lambda: len(cluster.describe(name).partitions[0].isr) == 3, 30, "a full ISR")
+    follower = next(r for r in partition.replicas if r != partition.leader)
+
+    def delete(offset: int, timeout_ms: int) -> tuple[int, int]:
+        answer = stub.DeleteRecords(  # type: ignore[attr-defined]
+            storage_pb2.DeleteRecordsRequest(
+                partitions=[
+                    storage_pb2.DeleteRecordsPartition(topic=name, partition=0, offset=offset)
+                ],
+                timeout_ms=timeout_ms,
+            ),
+            timeout=30,
+        )
+        (result,) = answer.partitions
+        return result.error_code, result.low_watermark
+
+    def earliest() -> int:
+        spec = storage_pb2.ListOffsetsPartition(topic=name, partition=0, spec=common_pb2.EARLIEST)
+        answer = stub.ListOffsets(  # type: ignore[attr-defined]
+            storage_pb2.ListOffsetsRequest(replica_id=-1, partitions=[spec]), timeout=30
+        )
+        return answer.partitions[0].offset  # type: ignore[no-any-return]
+
+    assert delete(1, 10000) == (0, 1)
+    cluster.signal(f"storage-{follower}", signal.SIGSTOP)
+    try:
+        assert delete(3, 1000) == (ErrorCode.REQUEST_TIMED_OUT, -1)
+        assert earliest() == 3  # the leader's log starts there already
+    finally:
+        cluster.signal(f"storage-{follower}", signal.SIGCONT)
+    assert delete(3, 10000) == (0, 3)
+    assert earliest() == 3
 
 
 def test_produce_stream_is_pipelined_in_order(topic: str, stub: object) -> None:

@@ -14,6 +14,7 @@ import subprocess
 import time
 from typing import Any
 
+import grpc
 import pytest
 from cluster_testkit import LocalCluster
 from strom_testkit import wait_until
@@ -21,6 +22,7 @@ from strom_testkit import wait_until
 from strom import Consumer as StromConsumer
 from strom import NewTopic, TopicPartition
 from strom import Producer as StromProducer
+from strom.protocol.v1 import common_pb2, storage_pb2, storage_pb2_grpc
 from strom.records import Compression
 from strom.records.header import walk_batches
 from strom_gateway.kafka.codec import decode, encode
@@ -539,3 +541,59 @@ def test_librdkafka_transactional_producer_runs_transactions_in_a_row(
     )  # fmt: skip
     committed = [f"{n}{i}".encode() for n in "ac" for i in (0, 2)]
     assert _librdkafka_reads(kafka, topic, "read_committed", 4) == committed
+
+
+def test_list_offsets_after_delete_records_answers_the_new_start(
+    cluster: LocalCluster, kafka: str
+) -> None:
+    """Read-your-writes through Kafka's admin client: once DeleteRecords answered a low
+    watermark, ListOffsets(earliest) answers it. Each round moves the leadership first, so the
+    gateway's routing still names the old leader (now a follower, which must not answer either
+    request), then trims, produces (which finds the new leader) and lists."""
+    topic = "kafka-trim"
+    admin = admin_module.AdminClient({"bootstrap.servers": kafka, **LIBRDKAFKA})
+    admin.create_topics([admin_module.NewTopic(topic, 1, 3)])[topic].result(60)
+    cluster.wait_hosted(topic, 0)
+    end = 20
+    produce(kafka, topic, [b"v%d" % i for i in range(end)])
+    tp = TopicPartition(topic, 0)
+    earliest = admin_module.OffsetSpec.earliest()
+
+    def high_watermark(node_id: int) -> int:
+        """The high watermark as ``node_id`` answers it, asked directly (not through the
+        gateway, whose routing the test keeps stale)."""
+        latest = storage_pb2.ListOffsetsPartition(topic=topic, partition=0, spec=common_pb2.LATEST)
+        with grpc.insecure_channel(cluster.storage_address(node_id)) as channel:
+            answer = storage_pb2_grpc.StorageNodeStub(channel).ListOffsets(
+                storage_pb2.ListOffsetsRequest(replica_id=-1, partitions=[latest]), timeout=10
+            )
+        (result,) = answer.partitions
+        return result.offset if result.error_code == 0 else -1
+
+    def move_leader(strom_admin: Any) -> None:
+        (before,) = cluster.describe(topic).partitions
+        replicas = [*before.replicas[1:], before.replicas[0]]
+        strom_admin.alter_partition_reassignments({tp: replicas})
+        wait_until(lambda: list(cluster.describe(topic).partitions[0].replicas) == replicas, 30,
+                   "the new replica order")  # fmt: skip
+        strom_admin.elect_leaders("preferred", [tp])
+        wait_until(lambda: cluster.describe(topic).partitions[0].leader == replicas[0], 30,
+                   "the preferred leader elected")  # fmt: skip
+        # A new leader knows the high watermark once its followers fetched from it.
+        wait_until(lambda: high_watermark(replicas[0]) == end, 30, "the new leader caught up")
+
+    with cluster.admin() as strom_admin:
+        for offset in range(2, 8):
+            move_leader(strom_admin)
+            deleted = admin.delete_records(
+                [confluent_kafka.TopicPartition(topic, 0, offset)], request_timeout=30
+            )
+            (low,) = [future.result(30).low_watermark for future in deleted.values()]
+            assert low == offset
+            produce(kafka, topic, [b"after-%d" % offset])  # finds the new leader
+            end += 1
+            # A new client: the first one's cached leader epoch may be the previous leader's.
+            lister = admin_module.AdminClient({"bootstrap.servers": kafka, **LIBRDKAFKA})
+            listed = lister.list_offsets({confluent_kafka.TopicPartition(topic, 0): earliest})
+            (start,) = [future.result(30).offset for future in listed.values()]
+            assert start == offset, f"DeleteRecords answered {low}, ListOffsets {start}"

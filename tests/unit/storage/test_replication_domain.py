@@ -157,6 +157,55 @@ def test_losing_leadership_fails_waiting_produces(open_log: Callable[..., Log]) 
     asyncio.run(scenario())
 
 
+def test_delete_records_moves_the_leaders_start_at_once_and_waits_for_the_isr(
+    open_log: Callable[..., Log],
+) -> None:
+    """Kafka's delayed DeleteRecords: the leader's log starts at the offset at once (reads
+    there see it), the answer waits until every in-sync replica's log starts there too."""
+
+    async def scenario() -> None:
+        partition = leader_partition(open_log(), isr=(LEADER, F1))
+        partition.append_as_leader(simple_batch(6))
+        partition.update_follower(F1, 6, now_ms=1001, log_start_offset=0)
+        partition.update_follower(F2, 1, now_ms=1001, log_start_offset=0)  # not in the ISR
+        target, low = partition.delete_records(4)
+        assert (target, partition.log.log_start_offset) == (4, 4)
+        assert partition.low_watermark() == 0
+        await asyncio.sleep(0)
+        assert not low.done()
+        partition.update_follower(F1, 6, now_ms=1002, log_start_offset=4)
+        assert await asyncio.wait_for(low, 1) == 4
+        _, whole = partition.delete_records(-1)  # -1: up to the high watermark
+        assert partition.log.log_start_offset == 6
+        partition.make_follower(F1, 1, replicas=REPLICAS, isr=(F1,), partition_epoch=1)
+        with pytest.raises(NotLeaderOrFollowerError, match="lost the leadership"):
+            await whole
+        with pytest.raises(NotLeaderOrFollowerError):
+            partition.delete_records(6)
+
+    asyncio.run(scenario())
+
+
+def test_a_follower_leaving_the_isr_no_longer_holds_a_delete(
+    open_log: Callable[..., Log],
+) -> None:
+    async def scenario() -> None:
+        partition = leader_partition(open_log())
+        partition.append_as_leader(simple_batch(3))
+        partition.update_follower(F1, 3, now_ms=1001, log_start_offset=0)
+        partition.update_follower(F2, 3, now_ms=50_000, log_start_offset=0)
+        _, low = partition.delete_records(2)
+        partition.update_follower(F2, 3, now_ms=50_001, log_start_offset=2)
+        await asyncio.sleep(0)
+        assert not low.done()  # F1 still starts at 0
+        change = partition.isr_shrink(now_ms=100_000, lag_max_ms=60_000)
+        assert change is not None and change.new_isr == (LEADER, F2)
+        partition.isr_committed(change, change.new_isr, partition_epoch=1)
+        assert await asyncio.wait_for(low, 1) == 2
+
+    asyncio.run(scenario())
+
+
 def test_an_older_metadata_view_does_not_undo_a_committed_isr(
     open_log: Callable[..., Log],
 ) -> None:

@@ -75,6 +75,7 @@ def fetch_requests(request: storage_pb2.FetchRequest) -> list[FetchPartitionRequ
             fetch_offset=p.fetch_offset,
             partition_max_bytes=p.partition_max_bytes or DEFAULT_PARTITION_MAX_BYTES,
             current_leader_epoch=requested_epoch(p),
+            log_start_offset=p.log_start_offset if request.replica_id >= 0 else -1,
         )
         for p in request.partitions
     ]

@@ -188,8 +188,9 @@ class StorageServicer(storage_pb2_grpc.StorageNodeServicer):
         self, request: storage_pb2.DeleteRecordsRequest, context: grpc.aio.ServicerContext
     ) -> storage_pb2.DeleteRecordsResponse:
         response = storage_pb2.DeleteRecordsResponse()
-        for p in request.partitions:
-            error, low = self.replicas.delete_records(p.topic, p.partition, p.offset)
+        entries = [(p.topic, p.partition, p.offset) for p in request.partitions]
+        answers = await self.replicas.delete_records(entries, request.timeout_ms)
+        for p, (error, low) in zip(request.partitions, answers, strict=True):
             code, message = error_fields(error)
             response.partitions.add(
                 topic=p.topic,

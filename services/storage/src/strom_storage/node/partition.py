@@ -1,9 +1,11 @@
 """One partition as this node serves it: Kafka's leader/follower ``Partition``.
 
-As leader it tracks every follower's log end offset (reported by the follower's own fetches),
-computes the high watermark as the minimum log end offset of the in-sync replicas, decides
-which followers join or leave the ISR, and completes acks=all produces waiting for the high
-watermark. As follower it only holds the leadership facts its fetcher checks against.
+As leader it tracks every follower's log end and log start offsets (reported by the follower's
+own fetches), computes the high watermark as the minimum log end offset of the in-sync
+replicas, decides which followers join or leave the ISR, completes acks=all produces waiting
+for the high watermark and DeleteRecords waiting for the low watermark (the minimum log start
+offset of the in-sync replicas: Kafka's DelayedDeleteRecords). As follower it only holds the
+leadership facts its fetcher checks against.
 
 ISR changes are *proposed* here and committed by the controller (AlterPartition): while a
 change is pending, the high watermark uses the "maximal" ISR (current ISR plus joining
@@ -29,6 +31,7 @@ from strom.errors import (
     NotEnoughReplicasAfterAppendError,
     NotEnoughReplicasError,
     NotLeaderOrFollowerError,
+    OffsetOutOfRangeError,
     UnknownLeaderEpochError,
 )
 from strom_storage.log import AppendInfo, Log
@@ -44,6 +47,7 @@ class FollowerState:
     """What the leader knows of one follower, from its fetches."""
 
     log_end_offset: int = -1
+    log_start_offset: int = -1
     #: last time (ms) the follower had everything the leader had (Kafka's lastCaughtUpTime)
     last_caught_up_ms: int = 0
     last_fetch_ms: int = 0
@@ -82,6 +86,8 @@ class Partition:
         self._assigned = False
         #: acks=all produces: (required offset, tie-breaker, future), smallest offset first
         self._waiters: list[tuple[int, int, asyncio.Future[None]]] = []
+        #: DeleteRecords: (required low watermark, future of the low watermark reached)
+        self._deletes: list[tuple[int, asyncio.Future[int]]] = []
         # Becoming leader: a sole in-sync replica has committed its whole log (also after an
         # unclean restart, when the checkpointed high watermark lags behind the log end).
         self.maybe_advance_high_watermark()
@@ -201,9 +207,12 @@ class Partition:
     def under_min_isr(self) -> bool:
         return len(self.isr or (self.node_id,)) < self.log.config.min_insync_replicas
 
-    def update_follower(self, replica_id: int, fetch_offset: int, now_ms: int) -> bool:
-        """A follower fetched from ``fetch_offset`` (its log end); True if the high watermark
-        moved. Raises ``NotLeaderOrFollowerError`` for a node that is not a replica."""
+    def update_follower(
+        self, replica_id: int, fetch_offset: int, now_ms: int, log_start_offset: int = -1
+    ) -> bool:
+        """A follower fetched from ``fetch_offset`` (its log end), its log starting at
+        ``log_start_offset``; True if the high watermark moved. Raises
+        ``NotLeaderOrFollowerError`` for a node that is not a replica."""
         state = self.followers.get(replica_id)
         if state is None:
             raise NotLeaderOrFollowerError(
@@ -217,8 +226,11 @@ class Partition:
             # It has everything the leader had at its previous fetch.
             state.last_caught_up_ms = max(state.last_caught_up_ms, state.last_fetch_ms)
         state.log_end_offset = fetch_offset
+        state.log_start_offset = log_start_offset
         state.last_fetch_ms = now_ms
         state.last_fetch_leader_end = leader_end
+        if self._deletes:
+            self._complete_deletes()
         return self.maybe_advance_high_watermark()
 
     def isr_expansion(self, replica_id: int) -> IsrChange | None:
@@ -355,7 +367,49 @@ class Partition:
         self._complete_waiters()
         return future
 
+    def low_watermark(self) -> int:
+        """The smallest log start offset of the in-sync replicas (-1 while a member's is
+        unknown): what a DeleteRecords waits for (leader only)."""
+        low = self.log.log_start_offset
+        for replica in self.maximal_isr():
+            if replica != self.node_id:
+                state = self.followers.get(replica)
+                low = min(low, state.log_start_offset if state is not None else -1)
+        return low
+
+    def delete_records(self, offset: int) -> tuple[int, asyncio.Future[int]]:
+        """DeleteRecords on the leader: move the log start up to ``offset`` (-1: the high
+        watermark) at once, so that reads here see it; returns the offset asked for and a
+        future of the low watermark, done once every in-sync replica's log starts there too.
+
+        The future fails with NOT_LEADER_OR_FOLLOWER when leadership moves first."""
+        self._check_leader_for_write(1)
+        target = self.log.high_watermark if offset == -1 else offset
+        if target < 0:
+            raise OffsetOutOfRangeError(f"cannot delete records up to offset {offset}")
+        self.log.delete_records(target)
+        future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        self._deletes.append((target, future))
+        self._complete_deletes()
+        return target, future
+
+    def _complete_deletes(self) -> None:
+        if not self.is_leader:
+            return
+        low = self.low_watermark()
+        waiting = []
+        for required, future in self._deletes:
+            if future.done():
+                continue
+            if low >= required:
+                future.set_result(low)
+            else:
+                waiting.append((required, future))
+        self._deletes = waiting
+
     def _complete_waiters(self) -> None:
+        if self._deletes:
+            self._complete_deletes()
         hw = self.log.high_watermark
         while self._waiters and self._waiters[0][0] <= hw:
             _, _, future = heapq.heappop(self._waiters)
@@ -374,6 +428,7 @@ class Partition:
 
     def fail_waiters(self, error: BrokerResponseError) -> None:
         waiters, self._waiters = self._waiters, []
-        for _, _, future in waiters:
+        deletes, self._deletes = self._deletes, []
+        for future in [f for _, _, f in waiters] + [f for _, f in deletes]:
             if not future.done():
                 future.set_exception(error)

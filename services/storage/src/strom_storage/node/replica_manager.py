@@ -9,9 +9,11 @@ headers and CRCs and patches offsets in place; fetch returns raw byte ranges of 
 read from segment files. A fetch short of ``min_bytes`` waits, up to ``max_wait_ms``, for an
 append to wake it (``AppendNotifier``), never polling.
 
-Replication (design, "Replication"): a follower's fetch carries its node id and log end
-offset; the leader records it (``Partition.update_follower``), which may advance the high
-watermark, complete acks=all produces waiting for it, and admit the follower to the ISR.
+Replication (design, "Replication"): a follower's fetch carries its node id and its log end
+and log start offsets; the leader records them (``Partition.update_follower``), which may
+advance the high watermark, complete acks=all produces and DeleteRecords waiting for it, and
+admit the follower to the ISR. A DeleteRecords moves the leader's log start at once and wakes
+the followers' waiting fetches, which return with the new start.
 ISR changes are proposed to the controller through ``IsrUpdates`` (AlterPartition); the
 followers' own fetching is ``Followers``' job (``replica_fetcher``). Both are absent on a
 standalone node, whose partitions are their own ISR.
@@ -133,6 +135,8 @@ class FetchPartitionRequest:
     fetch_offset: int
     partition_max_bytes: int
     current_leader_epoch: int = -1
+    #: A follower's log start offset (replica fetches; -1 when not reported).
+    log_start_offset: int = -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -788,11 +792,19 @@ class ReplicaManager:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + max_wait_ms / 1000
 
+        # A follower whose log starts before ours learns the new start at once (DeleteRecords
+        # waits for every in-sync replica's log to start there).
+        starts = {(r.topic, r.partition): r.log_start_offset for r in requests}
+
         def satisfied(results: list[FetchPartitionResult]) -> bool:
             return (
                 sum(len(r.records) for r in results) >= min_bytes
                 or loop.time() >= deadline
                 or any(r.error is not None for r in results)
+                or (
+                    replica_id >= 0
+                    and any(r.log_start_offset > starts[(r.topic, r.partition)] for r in results)
+                )
             )
 
         # Most fetches are answered at once: read first, and only a fetch that will wait
@@ -852,7 +864,10 @@ class ReplicaManager:
                         f"{request.fetch_offset}, past the leader's log end "
                         f"{partition.log.log_end_offset}"
                     )
-                if partition.update_follower(replica_id, request.fetch_offset, now):
+                moved = partition.update_follower(
+                    replica_id, request.fetch_offset, now, request.log_start_offset
+                )
+                if moved:
                     self._wake(key)
                 change = partition.isr_expansion(replica_id)
             except Exception as exc:
@@ -950,6 +965,9 @@ class ReplicaManager:
         try:
             partition = self._partition(topic, index)
             partition.check_epoch(current_leader_epoch)
+            if replica_id == CONSUMER_REPLICA_ID and not partition.is_leader:
+                # A follower's log start and high watermark lag the leader's.
+                raise NotLeaderOrFollowerError(f"node {self.node_id} does not lead {topic}-{index}")
             if timestamp < 0 and timestamp not in (
                 EARLIEST_TIMESTAMP,
                 LATEST_TIMESTAMP,
@@ -987,19 +1005,47 @@ class ReplicaManager:
             return _as_broker_error(exc), -1, -1
         return None, found_epoch, end
 
-    def delete_records(
-        self, topic: str, index: int, offset: int
-    ) -> tuple[BrokerResponseError | None, int]:
-        """Advance the log start offset to ``offset`` (-1: the high watermark)."""
-        try:
-            partition = self._partition(topic, index)
-            target = partition.log.high_watermark if offset == -1 else offset
-            if target < 0:
-                raise OffsetOutOfRangeError(f"cannot delete records up to offset {offset}")
-            low = partition.log.delete_records(target)
-        except Exception as exc:
-            return _as_broker_error(exc), -1
-        return None, low
+    async def delete_records(
+        self, entries: Sequence[tuple[str, int, int]], timeout_ms: int
+    ) -> list[tuple[BrokerResponseError | None, int]]:
+        """DeleteRecords: per (topic, partition, offset), the leader's log start moves up to
+        the offset (-1: the high watermark) at once; the answer, (error, low watermark), comes
+        once every in-sync replica's log starts there too (REQUEST_TIMED_OUT after
+        ``timeout_ms``, 0: the default), as Kafka's delayed DeleteRecords."""
+        if self.lease is not None and self.lease.expired():
+            return [(self.lease.error(self.node_id, f"{t}-{p}"), -1) for t, p, _ in entries]
+        answers: list[tuple[BrokerResponseError | None, int]] = []
+        waits: list[tuple[int, Partition, int, asyncio.Future[int]]] = []
+        for topic, index, offset in entries:
+            try:
+                partition = self._partition(topic, index)
+                target, future = partition.delete_records(offset)
+            except Exception as exc:
+                answers.append((_as_broker_error(exc), -1))
+                continue
+            waits.append((len(answers), partition, target, future))
+            answers.append((None, -1))
+            self._wake(partition.key)  # followers' waiting fetches return with the new start
+        pending = {future for *_, future in waits if not future.done()}
+        timeout_ms = timeout_ms if timeout_ms > 0 else DEFAULT_PRODUCE_TIMEOUT_MS
+        if pending:
+            await asyncio.wait(pending, timeout=timeout_ms / 1000)
+        for i, partition, target, future in waits:
+            if not future.done():
+                future.cancel()
+                answers[i] = (
+                    RequestTimedOutError(
+                        f"{partition.topic}-{partition.index}: the in-sync replicas "
+                        f"{list(partition.isr)} did not start their logs at {target} within "
+                        f"{timeout_ms} ms (the leader's log starts there)"
+                    ),
+                    -1,
+                )
+            elif future.exception() is not None:
+                answers[i] = (_as_broker_error(future.exception()), -1)  # type: ignore[arg-type]
+            else:
+                answers[i] = (None, future.result())
+        return answers
 
     # -- the ISR ------------------------------------------------------------------------------
 
