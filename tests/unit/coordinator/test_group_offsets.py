@@ -432,3 +432,33 @@ def test_a_failed_expiry_leaves_a_group_being_deleted_dead() -> None:
         assert await replayed(log).list_groups() == []
 
     run(scenario)
+
+
+def test_delete_groups_waits_for_the_record_of_a_group_that_became_empty() -> None:
+    """The record written when the last member left lands before the deletion's tombstones,
+    not after them (where a coordinator replaying the log would bring the group back)."""
+
+    async def scenario() -> None:
+        log = MemoryLog()
+        m = serving_manager(log)
+        a = await join(m)
+        await m.sync_group("g", 1, a.member_id, assignments={})
+        await m.commit_offsets("g", 1, a.member_id, commit(("t", 0, 5)))
+        release = log.hold_next()  # the Empty group's record
+        await m.leave_group("g", [LeaveMember(a.member_id)])
+        await asyncio.sleep(0.01)
+        [d] = await m.describe_groups(["g"])
+        assert d.state == "Empty"
+        deleting = start(m.delete_groups(["g"]))
+        await asyncio.sleep(0.01)
+        assert not deleting.done()
+        release.set()
+        [deleted] = await deleting
+        assert deleted.error is None
+        assert await m.list_groups() == []
+        assert log.records()[-1] == (records.group_key("g"), None)
+        fresh = replayed(log)
+        assert await fresh.list_groups() == []
+        assert await offsets(fresh) == {}
+
+    run(scenario)

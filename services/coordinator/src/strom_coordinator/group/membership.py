@@ -597,7 +597,9 @@ class Membership:
         await self._log.append(group.partition, [persist.group_record(group)])
 
     def _store_in_background(self, group: Group) -> None:
-        """Record that a group became Empty (nobody waits for it; a failure is only logged)."""
+        """Record that a group became Empty (nobody waits for it; a failure is only logged).
+        Counted as a write of the group from now on, so that a DeleteGroups arriving before
+        the append was called waits for it instead of being overwritten by it."""
 
         async def store() -> None:
             try:
@@ -605,6 +607,11 @@ class Membership:
             except Exception as e:
                 log.warning("group_store_failed", group_id=group.group_id, error=str(e))
 
+        def stored(task: asyncio.Task[None]) -> None:
+            self._background.discard(task)
+            group.pending_commits -= 1
+
+        group.pending_commits += 1
         task = asyncio.get_running_loop().create_task(store())
         self._background.add(task)
-        task.add_done_callback(self._background.discard)
+        task.add_done_callback(stored)

@@ -1,10 +1,11 @@
 """In-memory state of one consumer group: its members, generation, protocol, offsets and the
 transactional offsets still pending (staged by TxnOffsetCommit, not yet ended by a marker).
 
-``Group.pending_commits`` counts the offset writes (plain and transactional commits, markers)
-being appended to the log; removing a group (DeleteGroups, expiry) first makes it Dead, so no
-new commit is admitted, then awaits ``commits_written`` before writing its tombstones: every
-acknowledged commit then lies in the log before them and is deleted with the group."""
+``Group.pending_commits`` counts the writes of the group being appended to the log (plain and
+transactional commits, markers, the record of a group that became Empty); DeleteGroups first
+makes the group Dead, so no new commit is admitted, then awaits ``commits_written`` before
+writing its tombstones: every acknowledged commit then lies in the log before them and is
+deleted with the group, and no record of the group lands after them."""
 
 from __future__ import annotations
 
@@ -137,7 +138,7 @@ class Group:
 
     @property
     def pending_commits(self) -> int:
-        """Offset writes of this group being appended to the log (see the module docstring)."""
+        """Writes of this group being appended to the log (see the module docstring)."""
         return self._commits_in_flight
 
     @pending_commits.setter
@@ -149,8 +150,8 @@ class Group:
             self._no_commit_in_flight.set()
 
     async def commits_written(self) -> None:
-        """Return once no offset write of this group is in flight (the caller keeps new ones
-        from starting: a Dead group admits none)."""
+        """Return once no write of this group is in flight (the caller keeps new ones from
+        starting: a Dead group admits no commit)."""
         while self._commits_in_flight:
             await self._no_commit_in_flight.wait()
 
