@@ -22,6 +22,7 @@ import grpc
 import grpc.aio
 
 from strom.cluster.login import client_security
+from strom.cluster.retry import Backoff, Deadline
 from strom.cluster.transport import channel_options, translate_errors
 from strom.errors import (
     ConfigurationError,
@@ -279,8 +280,8 @@ class ClusterClient:
         cached = self.cached(tp)
         if cached is not None and cached.leader >= 0 and self._fresh(tp.topic):
             return cached
-        deadline = time.monotonic() + self.request_timeout
-        backoff = _LEADER_BACKOFF_S
+        deadline = Deadline(self.request_timeout)
+        backoff = Backoff(_LEADER_BACKOFF_S, _LEADER_BACKOFF_MAX_S)
         while True:
             await self.refresh([tp.topic])
             if tp.topic not in self._topics:
@@ -293,10 +294,10 @@ class ClusterClient:
                 )
             if found.leader >= 0:
                 return found
-            if time.monotonic() + backoff > deadline:
+            delay = backoff.next()
+            if not deadline.allows(delay):
                 raise LeaderNotAvailableError(f"{tp.topic}-{tp.partition} has no leader")
-            await asyncio.sleep(backoff)
-            backoff = min(backoff * 2, _LEADER_BACKOFF_MAX_S)
+            await asyncio.sleep(delay)
 
     def mark_stale(self, topic: str | None = None) -> None:
         """Make the next partitions()/leader() for ``topic`` (None: every topic) refresh."""

@@ -35,6 +35,7 @@ from itertools import repeat
 from typing import Any
 
 from strom.cluster import METADATA_ERRORS, ClusterClient, list_offsets, storage_call, where
+from strom.cluster.retry import Backoff
 from strom.consumer._subscription import PartitionState, SubscriptionState
 from strom.consumer.aborted import AbortedTransaction, AbortedTransactionFilter
 from strom.consumer.config import Deserializer
@@ -218,7 +219,10 @@ class Fetcher:
         self._resets: dict[int, asyncio.Task[None]] = {}
         self._stale: set[str] = set()
         self._metadata_at = 0.0
-        self._metadata_backoff = max(self._backoff, _METADATA_BACKOFF_MIN_S)
+        self._metadata_backoff = Backoff(
+            max(self._backoff, _METADATA_BACKOFF_MIN_S),
+            max(self._backoff, _METADATA_BACKOFF_MAX_S),
+        )
         self._task: asyncio.Task[None] | None = None
         #: An error of the manager itself (metadata), raised by the next poll.
         self.error: StromError | None = None
@@ -303,11 +307,11 @@ class Fetcher:
                 except StromError as exc:
                     log.debug("metadata refresh failed: %s", exc)
                 # Back off growing while leaders stay unknown; reset once all are known.
-                self._metadata_at = loop.time() + self._metadata_backoff
-                self._metadata_backoff = min(self._metadata_backoff * 2, _METADATA_BACKOFF_MAX_S)
-                delays.append(self._metadata_backoff)
+                delay = self._metadata_backoff.next()
+                self._metadata_at = loop.time() + delay
+                delays.append(delay)
         else:
-            self._metadata_backoff = max(self._backoff, _METADATA_BACKOFF_MIN_S)
+            self._metadata_backoff.reset()
         now = loop.time()
         resets: dict[int, list[TopicPartition]] = defaultdict(list)
         for tp, st in assignment.items():

@@ -30,6 +30,7 @@ import time
 from collections import deque
 
 from strom.cluster import ClusterClient, translate_errors
+from strom.cluster.retry import Backoff
 from strom.errors import (
     DuplicateSequenceNumberError,
     LeaderNotAvailableError,
@@ -615,7 +616,7 @@ class Sender:
 
     async def _init_pid(self) -> None:
         """InitProducerId through the gateway, retried with backoff while retriable."""
-        backoff = max(self._retry_backoff, 0.01)
+        backoff = Backoff(max(self._retry_backoff, 0.01), 1.0)
         while not self.pid.has_id and not self._stopping:
             try:
                 with translate_errors(self.cluster.gateway_address):
@@ -634,8 +635,7 @@ class Sender:
                     self._fatal_error(exc)
                     return
             if not self.pid.has_id:
-                await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, 1.0)
+                await backoff.sleep()
         self.wakeup()
 
     def _fatal_error(self, error: BaseException) -> None:

@@ -35,6 +35,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from strom.cluster import ClusterClient, translate_errors
+from strom.cluster.retry import Backoff
 from strom.errors import (
     ConcurrentTransactionsError,
     InvalidProducerEpochError,
@@ -488,8 +489,12 @@ class TransactionManager:
         (transport, NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS, CONCURRENT_TRANSACTIONS,
         ...) with backoff, until ``max_block_ms``; raises the first non-retriable error."""
         deadline = time.monotonic() + self.max_block_ms / 1000
-        backoff = self._backoff
-        concurrent_backoff = _CONCURRENT_BACKOFF_S
+        backoff = Backoff(max(self._backoff, 0.001), max(self._backoff, 1.0))
+        # The previous transaction's markers are being written: done in a few ms, so a short
+        # backoff (Kafka uses 20 ms) instead of retry_backoff_ms per commit.
+        concurrent = Backoff(
+            max(min(_CONCURRENT_BACKOFF_S, self._backoff), 0.001), max(self._backoff, 0.001)
+        )
         last: StromError | None = None
         while True:
             left = deadline - time.monotonic()
@@ -513,14 +518,9 @@ class TransactionManager:
                 raise error
             last = error
             log.debug("%s: %s; retrying", what, error)
-            if isinstance(error, ConcurrentTransactionsError):
-                # The previous transaction's markers are being written: done in a few ms, so
-                # a short backoff (Kafka uses 20 ms) instead of retry_backoff_ms per commit.
-                wait = min(concurrent_backoff, self._backoff)
-                concurrent_backoff *= 2
-            else:
-                wait = backoff
-                backoff = min(backoff * 2, 1.0)
+            wait = (
+                concurrent if isinstance(error, ConcurrentTransactionsError) else backoff
+            ).next()
             await asyncio.sleep(min(wait, max(deadline - time.monotonic(), 0)))
 
 

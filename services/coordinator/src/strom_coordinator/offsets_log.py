@@ -32,6 +32,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
 from strom.cluster import METADATA_ERRORS, ClusterClient, storage_call, where
+from strom.cluster.retry import Backoff
 from strom.errors import NotCoordinatorError, RequestTimedOutError, StromError, for_code
 from strom.protocol.v1 import common_pb2, storage_pb2
 from strom.records import BatchBuilder
@@ -225,7 +226,7 @@ class OffsetsLog:
         data = builder.build()
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self._timeout_s
-        backoff = _BACKOFF_S
+        backoff = Backoff(_BACKOFF_S, _BACKOFF_MAX_S)
         last: StromError | None = None
         while True:
             remaining = deadline - loop.time()
@@ -280,5 +281,4 @@ class OffsetsLog:
                     raise error
                 last = error
                 self._cluster.mark_stale(self.topic)
-            await asyncio.sleep(min(backoff, max(0.0, deadline - loop.time())))
-            backoff = min(backoff * 2, _BACKOFF_MAX_S)
+            await asyncio.sleep(min(backoff.next(), max(0.0, deadline - loop.time())))

@@ -16,6 +16,7 @@ from typing import Any
 
 from strom import NewTopic, TopicPartition
 from strom.aio import Admin, Consumer, Producer
+from strom.cluster.retry import Backoff
 from strom.errors import StromError, TopicAlreadyExistsError
 from strom_registry import errors
 from strom_registry.records import Record
@@ -85,17 +86,16 @@ class SchemasLog:
         await self.sync()
 
     async def _read(self) -> None:
-        backoff = 0.1
+        backoff = Backoff(0.1, 2.0)
         while True:
             try:
                 batches = await self._consumer.getmany(timeout_ms=500)
-                backoff = 0.1
+                backoff.reset()
             except asyncio.CancelledError:
                 raise
             except StromError as exc:
                 log.warning("reading the schemas topic failed; retrying", error=str(exc))
-                await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, 2.0)
+                await backoff.sleep()
                 continue
             records = batches.get(self._tp, [])
             for record in records:

@@ -26,6 +26,7 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
+from strom.cluster.retry import Backoff
 from strom.errors import (
     BrokerResponseError,
     ConcurrentTransactionsError,
@@ -615,7 +616,7 @@ class TransactionManager:
             partitions=tuple(sorted(tp for tp in meta.partitions if tp[0] != OFFSETS_TOPIC)),
             groups=tuple(sorted(meta.groups)),
         )
-        backoff = _BACKOFF_S
+        backoff = Backoff(_BACKOFF_S, _BACKOFF_MAX_S)
         while True:
             try:
                 await self._markers.write(job)
@@ -627,10 +628,9 @@ class TransactionManager:
                 return
             except Exception:  # the writer retries what it knows; anything else: again
                 log.exception("writing markers failed; retrying", transactional_id=tid)
-                await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, _BACKOFF_MAX_S)
+                await backoff.sleep()
         self._stats.on_markers(job.committed, len(job.partitions) + len(job.groups))
-        backoff = _BACKOFF_S
+        backoff.reset()
         completed: TxnMetadata | None = None
         while self._generation.get(partition, 0) == generation:
             try:
@@ -658,8 +658,7 @@ class TransactionManager:
             except StromError as exc:
                 log.warning("writing the completed state failed; retrying",
                             transactional_id=tid, error=str(exc))  # fmt: skip
-                await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, _BACKOFF_MAX_S)
+                await backoff.sleep()
 
     # -- the loader's side ---------------------------------------------------------------------
 

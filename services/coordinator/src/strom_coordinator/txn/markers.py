@@ -23,6 +23,7 @@ from collections.abc import Callable
 import grpc
 
 from strom.cluster import METADATA_ERRORS, ClusterClient, from_rpc_error, storage_call
+from strom.cluster.retry import Backoff
 from strom.errors import (
     StromError,
     TransactionCoordinatorFencedError,
@@ -69,7 +70,7 @@ class MarkerSender:
     async def write(self, job: MarkerJob) -> None:
         partitions = {TopicPartition(t, p) for t, p in job.partitions if t != _OFFSETS_TOPIC}
         groups = set(job.groups)
-        backoff = _BACKOFF_S
+        backoff = Backoff(_BACKOFF_S, _BACKOFF_MAX_S)
         while True:
             done_partitions, done_groups = await asyncio.gather(
                 self._to_leaders(job, partitions), self._to_groups(job, groups)
@@ -78,8 +79,7 @@ class MarkerSender:
             groups -= done_groups
             if not partitions and not groups:
                 return
-            await asyncio.sleep(backoff)
-            backoff = min(backoff * 2, _BACKOFF_MAX_S)
+            await backoff.sleep()
 
     # --- partition leaders ---------------------------------------------------------------
 

@@ -40,6 +40,7 @@ import os
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
+from strom.cluster.retry import Backoff
 from strom.errors import InvalidRequestError, NotCoordinatorError, StromError
 from strom.types import StagedTransaction
 from strom_coordinator.partitions.log import PartitionLog
@@ -305,7 +306,7 @@ class StagedCommits:
         )
         failed = [m for m, ok in zip(decision.members, outcomes, strict=True) if not ok]
         finished = staged.finish(decision, failed, self._now())
-        backoff = _BACKOFF_S
+        backoff = Backoff(_BACKOFF_S, _BACKOFF_MAX_S)
         while True:
             self._check_generation(partition, generation)
             try:
@@ -316,8 +317,7 @@ class StagedCommits:
             except StromError as exc:
                 log.warning("writing the committed staged decision failed; retrying",
                             commit_id=decision.commit_id, error=str(exc))  # fmt: skip
-                await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, _BACKOFF_MAX_S)
+                await backoff.sleep()
         self._stats.on_staged_commit(len(decision.members), len(failed))
         log.info("staged commit completed", commit_id=decision.commit_id,
                  sequence=decision.sequence, members=len(decision.members),
@@ -329,7 +329,7 @@ class StagedCommits:
     ) -> bool:
         """EndTxn(commit) of one member until committed (True) or lost (False)."""
         calls = self._calls()
-        backoff = _BACKOFF_S
+        backoff = Backoff(_BACKOFF_S, _BACKOFF_MAX_S)
         while True:
             self._check_generation(partition, generation)
             error: StromError | None = None
@@ -349,5 +349,4 @@ class StagedCommits:
                 return False
             log.debug("committing a staged transaction: retrying", commit_id=decision.commit_id,
                       transactional_id=member.transactional_id, error=str(error))  # fmt: skip
-            await asyncio.sleep(backoff)
-            backoff = min(backoff * 2, _BACKOFF_MAX_S)
+            await backoff.sleep()
