@@ -43,6 +43,7 @@ from strom.cluster import (
     translate_errors,
     where,
 )
+from strom.cluster.retry import Deadline
 from strom.errors import (
     BrokerResponseError,
     ConfigurationError,
@@ -219,23 +220,22 @@ class Admin:
         within request_timeout_ms; returns the last answer. A read (``_READ_GROUP_CALLS``) is
         also asked again after a retriable failure of the call itself (no answer in time: the
         coordinator paused or unreachable); a change is not, as it may have been applied."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self._api_timeout
+        deadline = Deadline(self._api_timeout)
         while True:
-            left = max(deadline - loop.time(), 0.001)
+            left = max(deadline.left(), 0.001)
             try:
                 response = await self._call(method, request, min(self._timeout, left))
             except StromError as exc:
                 if not (exc.retriable and method in _READ_GROUP_CALLS):
                     raise
-                if loop.time() + _RETRY_BACKOFF_S > deadline:
+                if not deadline.allows(_RETRY_BACKOFF_S):
                     raise StromTimeoutError(
                         f"{method} not answered within {self._api_timeout * 1000:.0f} ms "
                         f"(default_api_timeout_ms; last error: {exc})"
                     ) from exc
                 await asyncio.sleep(_RETRY_BACKOFF_S)
                 continue
-            if not _retriable_code(response) or loop.time() + _RETRY_BACKOFF_S > deadline:
+            if not _retriable_code(response) or not deadline.allows(_RETRY_BACKOFF_S):
                 return response
             await asyncio.sleep(_RETRY_BACKOFF_S)  # retry backoff: the coordinator is moving
 

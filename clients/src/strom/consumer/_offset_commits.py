@@ -11,9 +11,9 @@ the ``ConsumerCoordinator``'s business: ``send_commit`` returns it.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterable, Mapping
 
+from strom.cluster.retry import Deadline
 from strom.consumer._coordinator_link import (
     COORDINATOR_ERRORS,
     CoordinatorLink,
@@ -68,12 +68,14 @@ async def send_commit(
     """Send the commit; ``(0, "")`` when every partition was committed, else the first
     partition error ``(code, message)`` that retrying within ``api_timeout_s`` (default:
     ``request_timeout_s``) did not cure."""
-    retry = _Retry(link, request_timeout_s, api_timeout_s)
+    deadline = Deadline(request_timeout_s if api_timeout_s is None else api_timeout_s)
     while True:
         try:
-            response = await link.call("OffsetCommit", request, retry.rpc_timeout(), retry.deadline)
+            response = await link.call(
+                "OffsetCommit", request, _rpc_timeout(request_timeout_s, deadline), deadline.at
+            )
         except StromError as exc:
-            if retriable_group_error(exc) and retry.has_time():
+            if retriable_group_error(exc) and deadline.allows(link.backoff_s):
                 await link.backoff()
                 continue
             raise
@@ -81,7 +83,7 @@ async def send_commit(
         if not failed:
             return 0, ""
         code, message = failed[0].error_code, failed[0].error_message
-        if code not in _RETRIED or not retry.has_time():
+        if code not in _RETRIED or not deadline.allows(link.backoff_s):
             return code, message
         if code in COORDINATOR_ERRORS:
             link.mark_unknown(for_code(code, message))
@@ -105,7 +107,8 @@ async def fetch_committed(
     wanted = sorted(set(partitions))
     if not wanted:
         return {}
-    retry = _Retry(link, request_timeout_s, api_timeout_s)
+    api_timeout_s = request_timeout_s if api_timeout_s is None else api_timeout_s
+    deadline = Deadline(api_timeout_s)
     request = coordinator_pb2.OffsetFetchRequest(
         group_id=group_id,
         partitions=[
@@ -115,7 +118,9 @@ async def fetch_committed(
     )
     while True:
         try:
-            response = await link.call("OffsetFetch", request, retry.rpc_timeout(), retry.deadline)
+            response = await link.call(
+                "OffsetFetch", request, _rpc_timeout(request_timeout_s, deadline), deadline.at
+            )
             code, message = response.error_code, response.error_message
             if not code:
                 failed = [p for p in response.partitions if p.error_code]
@@ -129,12 +134,12 @@ async def fetch_committed(
         except StromError as exc:
             if not (retriable_group_error(exc) or exc.retriable):
                 raise
-            if retry.has_time():
+            if deadline.allows(link.backoff_s):
                 await link.backoff()
                 continue
             raise StromTimeoutError(
                 f"group {group_id!r}: committed offsets not fetched within "
-                f"{retry.api_timeout_s * 1000:.0f} ms (last error: {exc})"
+                f"{api_timeout_s * 1000:.0f} ms (last error: {exc})"
             ) from exc
         found: Committed = dict.fromkeys(wanted)
         for p in response.partitions:
@@ -147,22 +152,6 @@ async def fetch_committed(
         return found
 
 
-class _Retry:
-    """The deadline of one group call: each request at most ``request_timeout_s``, all of
-    them together ``api_timeout_s``."""
-
-    def __init__(
-        self, link: CoordinatorLink, request_timeout_s: float, api_timeout_s: float | None
-    ) -> None:
-        self._loop = asyncio.get_running_loop()
-        self._link = link
-        self._request_timeout_s = request_timeout_s
-        self.api_timeout_s = request_timeout_s if api_timeout_s is None else api_timeout_s
-        self.deadline = self._loop.time() + self.api_timeout_s
-
-    def rpc_timeout(self) -> float:
-        return max(min(self._request_timeout_s, self.deadline - self._loop.time()), 0.01)
-
-    def has_time(self) -> bool:
-        """Whether a backoff and another request fit before the deadline."""
-        return self._loop.time() + self._link.backoff_s < self.deadline
+def _rpc_timeout(request_timeout_s: float, deadline: Deadline) -> float:
+    """One request's timeout: ``request_timeout_s``, or what is left of the whole call."""
+    return max(min(request_timeout_s, deadline.left()), 0.01)
