@@ -6,11 +6,11 @@ from __future__ import annotations
 from strom.admin.log_dirs import BrokerLogDirs, LogDirDescription, ReplicaInfo
 from strom.types import ClusterDescription, NodeInfo, PartitionDescription, TopicDescription
 from strom.types import TopicPartition as TP
-from strom_console.app import _size
 from strom_console.disk import node_disks, partition_sizes, replica_sizes
 from strom_console.overview import summarize
 from strom_console.rates import by_topic, bytes_out, per_second, records_out
 from strom_console.sampler import in_turn
+from strom_console.web import _size
 
 GiB = 1 << 30
 

@@ -1,0 +1,46 @@
+"""Logging in and out (the session cookie; ``strom_console.guard`` enforces the login)."""
+
+from __future__ import annotations
+
+from starlette.requests import Request
+from starlette.responses import RedirectResponse, Response
+
+from strom_console.guard import session_of
+from strom_console.security import password_ok
+from strom_console.web import Console, form_field
+from strom_server.runtime.logs import get_logger
+
+log = get_logger(__name__)
+
+
+async def page_login(console: Console, request: Request) -> Response:
+    return console.render(request, "login.html", failed=False)
+
+
+async def login(console: Console, request: Request) -> Response:
+    form = await request.form()
+    session = session_of(request.scope)
+    if console.password is not None and password_ok(
+        console.config.user,
+        console.password,
+        form_field(form, "user"),
+        form_field(form, "password"),
+    ):
+        # A new session id on login: an id planted before it is worth nothing after it.
+        console.sessions.drop(session.id)
+        fresh = console.sessions.new()
+        fresh.user = console.config.user
+        response = RedirectResponse("/", 303)
+        response.set_cookie(
+            "strom_console_session", fresh.id, httponly=True, samesite="strict", path="/"
+        )
+        log.info("login", user=fresh.user)
+        return response
+    return console.render(request, "login.html", 401, failed=True)
+
+
+async def logout(console: Console, request: Request) -> Response:
+    console.sessions.drop(session_of(request.scope).id)
+    response = RedirectResponse("/login" if console.password is not None else "/", 303)
+    response.delete_cookie("strom_console_session", path="/")
+    return response
