@@ -8,10 +8,10 @@ from pathlib import Path
 
 from strom_testkit import free_port
 
-from strom.cli.cluster import _spec
 from strom.cli.main import build_parser
 from strom_server.local import cluster as local
 from strom_server.local import secure
+from strom_server.local.cluster_cli import _spec
 
 
 def test_the_secure_registry_process(tmp_path: Path) -> None:

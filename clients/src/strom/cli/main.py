@@ -2,7 +2,8 @@
 
 Every command reports failure as one line on stderr and a non-zero exit status, never a
 traceback (set STROM_DEBUG=1 to see one). Subcommands live in their own modules and register
-themselves through ``add_parser``.
+themselves through ``add_parser``; the commands of the server distributions (``cluster``,
+``security``, ``dump-log``) come from their entry points (``server_commands``).
 """
 
 from __future__ import annotations
@@ -10,19 +11,18 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Mapping
 
 from strom import __version__
 from strom.cli import (
     admin_commands,
-    cluster,
     console,
-    dump_log,
     groups,
     log_dirs,
     perf,
     schemas,
     security_commands,
-    security_init,
+    server_commands,
     transactions,
 )
 from strom.errors import StromError
@@ -36,7 +36,13 @@ class CommandError(Exception):
     """A failure to report to the user as one line."""
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(
+    servers: Mapping[str, server_commands.AddParsers] | None = None,
+) -> argparse.ArgumentParser:
+    """The ``strom`` command's parser; ``servers``: the server distributions' commands
+    (default: those the installed distributions declare)."""
+    if servers is None:
+        servers = server_commands.installed()
     parser = argparse.ArgumentParser(
         prog="strom", description="Strom event streaming: run a local cluster and administer it."
     )
@@ -49,7 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
         "accepted anywhere on the command line",
     )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    cluster.add_parser(commands)
+    server_commands.add_command(commands, "cluster", servers)
     admin_commands.add_parsers(commands)
     console.add_parsers(commands)
     groups.add_parsers(commands)
@@ -57,21 +63,28 @@ def build_parser() -> argparse.ArgumentParser:
     transactions.add_parsers(commands)
     schemas.add_parsers(commands)
     security_commands.add_parsers(commands)
-    security_init.add_parsers(commands)
+    server_commands.add_command(commands, "security", servers)
     perf.add_parser(commands)
-    dump_log.add_parser(commands)
+    server_commands.add_command(commands, "dump-log", servers)
+    for name in sorted(servers.keys() - server_commands.KNOWN.keys()):
+        server_commands.add_command(commands, name, servers)
     security_commands.offer_everywhere(parser)
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+def main(
+    argv: list[str] | None = None,
+    servers: Mapping[str, server_commands.AddParsers] | None = None,
+) -> int:
+    parser = build_parser(servers)
     arguments = sys.argv[1:] if argv is None else list(argv)
     try:
         arguments, command_config = security_commands.extract_command_config(arguments)
     except StromError as exc:
         parser.error(str(exc))
-    args = parser.parse_args(arguments)
+    args, unknown = parser.parse_known_args(arguments)
+    if unknown and not getattr(args, "any_arguments", False):
+        parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     try:
         if command_config:
             security_commands.apply_command_config(command_config, args)

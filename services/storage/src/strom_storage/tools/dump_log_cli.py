@@ -1,8 +1,8 @@
 """``strom dump-log FILE...``: print and check a storage node's files (Kafka's kafka-dump-log).
 
-A thin front: the formats belong to the storage engine, so the work is done by
-``strom_storage.tools.dump_log``, imported by name (see ``_server``). Usage and output:
-``docs/dump-log.md``.
+A thin front over ``strom_storage.tools.dump_log`` (imported when the command runs, so
+``strom`` starts as fast), registered with the ``strom`` command through the entry point
+``dump-log`` of the group ``strom.cli_commands``. Usage and output: ``docs/dump-log.md``.
 """
 
 from __future__ import annotations
@@ -14,13 +14,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from strom.cli._server import server_module
-
 #: Exit status when the output pipe closes early (``strom dump-log ... | head``): 128 + SIGPIPE.
 _EXIT_BROKEN_PIPE = 141
 
 
-def add_parser(commands: Any) -> None:
+def add_parsers(commands: Any) -> None:
+    """Add ``strom dump-log`` to the ``strom`` command's subparsers ``commands``."""
     parser = commands.add_parser(
         "dump-log",
         help=(
@@ -53,9 +52,8 @@ def add_parser(commands: Any) -> None:
 
 
 def dump_log_command(args: argparse.Namespace) -> int:
-    tool = server_module(
-        "strom_storage.tools.dump_log", command="strom dump-log", distribution="strom-storage"
-    )
+    from strom_storage.tools import dump_log as tool
+
     options = tool.DumpOptions(
         print_data_log=args.print_data_log,
         verify_index_only=args.verify_index_only,

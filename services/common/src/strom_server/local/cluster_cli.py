@@ -1,8 +1,9 @@
 """``strom cluster ...``: run the embedded local cluster and operate it from other terminals.
 
 ``up`` (foreground, or ``--detach``), ``down``, ``status``, ``stop|start|restart|kill NODE``
-and ``logs NODE [-f]``. The work is done by the server packages (``strom_server``), imported
-by name so that the client distribution never depends on server code.
+and ``logs NODE [-f]``. Registered with the ``strom`` command through the entry point
+``cluster`` of the group ``strom.cli_commands`` (``strom.cli.server_commands``); the engine
+(``strom_server.local``) is imported when a command runs, so ``strom`` starts as fast.
 """
 
 from __future__ import annotations
@@ -15,16 +16,11 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from strom.cli._server import server_module
 from strom.cli.cluster_status import print_status, status_document
 
 DEFAULT_DATA_DIR = Path(".strom")
 #: What ``stop|start|restart|kill`` wait for, as states of the process in the state file.
 _UP, _DOWN = ("up",), ("stopped", "exited", "failed")
-
-
-def _server_module(name: str) -> ModuleType:
-    return server_module(name, command="strom cluster", distribution="strom-server")
 
 
 def _add_data_dir(parser: argparse.ArgumentParser, what: str) -> None:
@@ -36,7 +32,8 @@ def _add_data_dir(parser: argparse.ArgumentParser, what: str) -> None:
     )
 
 
-def add_parser(commands: Any) -> None:
+def add_parsers(commands: Any) -> None:
+    """Add ``strom cluster ...`` to the ``strom`` command's subparsers ``commands``."""
     cluster = commands.add_parser("cluster", help="run a local cluster (etcd and services)")
     actions = cluster.add_subparsers(dest="action", metavar="ACTION", required=True)
 
@@ -202,15 +199,17 @@ def _say(line: str) -> None:
 
 
 def cluster_up(args: argparse.Namespace) -> int:
-    local = _server_module("strom_server.local.cluster")
-    restart_policy = _server_module("strom_server.local.restart_policy")
+    from strom_server.local import cluster as local
+    from strom_server.local import restart_policy
+
     spec = _spec(args, local)
     policy = restart_policy.RestartPolicy(
         enabled=not args.no_restart, max_restarts=args.max_restarts
     )
     print(f"Starting the Strom cluster in {spec.data_dir} ...", flush=True)
     if args.detach:
-        control = _server_module("strom_server.local.cluster_control")
+        from strom_server.local import cluster_control as control
+
         state = control.start_detached(
             spec, ready_timeout_s=args.ready_timeout, policy=policy, progress=_say
         )
@@ -225,7 +224,8 @@ def cluster_up(args: argparse.Namespace) -> int:
 
 
 def cluster_down(args: argparse.Namespace) -> int:
-    control = _server_module("strom_server.local.cluster_control")
+    from strom_server.local import cluster_control as control
+
     data_dir = args.data_dir.resolve()
     started = time.monotonic()
     control.stop_cluster(data_dir, progress=_say)
@@ -234,7 +234,8 @@ def cluster_down(args: argparse.Namespace) -> int:
 
 
 def cluster_status(args: argparse.Namespace) -> int:
-    state_module = _server_module("strom_server.local.cluster_state")
+    from strom_server.local import cluster_state as state_module
+
     data_dir = args.data_dir.resolve()
     state = state_module.read_state(data_dir)
     if state is not None and not state_module.supervisor_alive(state):
@@ -252,9 +253,11 @@ def cluster_status(args: argparse.Namespace) -> int:
 
 
 def cluster_command(args: argparse.Namespace) -> int:
-    control = _server_module("strom_server.local.cluster_control")
+    from strom_server.local import cluster_control as control
+    from strom_server.local import cluster_state
+
     data_dir = args.data_dir.resolve()
-    before = _server_module("strom_server.local.cluster_state").read_state(data_dir) or {}
+    before = cluster_state.read_state(data_dir) or {}
     restarts = before.get("processes", {}).get(args.node, {}).get("restarts", 0)
     try:
         message = control.command(data_dir, args.op, args.node)
@@ -287,7 +290,8 @@ def cluster_command(args: argparse.Namespace) -> int:
 
 
 def cluster_logs(args: argparse.Namespace) -> int:
-    control = _server_module("strom_server.local.cluster_control")
+    from strom_server.local import cluster_control as control
+
     path = control.log_path(args.data_dir.resolve(), args.node)
     if not path.exists():
         names = sorted(p.stem for p in path.parent.glob("*.log"))

@@ -1,6 +1,8 @@
 """``strom security init|add-admin``: the files and the super user of ``strom cluster up
 --secure`` for a cluster started some other way (docker-compose.secure.yml, hand-run
-services). The work is done by ``strom_server.local.security_init``, imported by name.
+services). Registered with the ``strom`` command through the entry point ``security`` of the
+group ``strom.cli_commands``; the work is done by ``strom_server.local.security_init``,
+imported when a command runs.
 
 ``init --dir DIR [--services a,b,...]`` writes DIR/tls/ca.crt, a certificate per service
 (valid for the service's name, localhost, 127.0.0.1 and ::1) and DIR/admin.properties;
@@ -14,19 +16,12 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from strom.cli._server import server_module
-
 __all__ = ["add_parsers"]
 
 
-def _module() -> Any:
-    return server_module(
-        "strom_server.local.security_init", command="strom security", distribution="strom-server"
-    )
-
-
 def _init(args: argparse.Namespace) -> int:
-    module = _module()
+    from strom_server.local import security_init as module
+
     services = [s.strip() for s in args.services.split(",") if s.strip()] or list(
         module.DEFAULT_SERVICES
     )
@@ -47,12 +42,15 @@ def _add_admin(args: argparse.Namespace) -> int:
         raise RuntimeError(
             f"{directory}/admin.properties does not exist: run `strom security init`"
         )
-    _module().add_admin(directory, args.etcd_endpoints, args.etcd_prefix, args.timeout)
+    from strom_server.local import security_init
+
+    security_init.add_admin(directory, args.etcd_endpoints, args.etcd_prefix, args.timeout)
     print(f"stored the super user admin (password in {directory / 'admin.properties'})")
     return 0
 
 
 def add_parsers(commands: Any) -> None:
+    """Add ``strom security init|add-admin`` to the ``strom`` command's subparsers ``commands``."""
     security = commands.add_parser(
         "security", help="certificates and the super user for a secure cluster (docs/security.md)"
     )
