@@ -49,7 +49,7 @@ from strom_controller.managers.replication import ReplicationManager
 from strom_controller.managers.result import MAX_TXN_OPS, ControllerResult
 from strom_controller.managers.topics import TopicDefaults, TopicManager
 from strom_controller.managers.transactional_ids import TransactionalIdManager
-from strom_controller.membership import ControllerMembership
+from strom_controller.membership import controller_membership
 from strom_controller.metadata_cache import CacheFeeder, Change, MetadataCache
 from strom_controller.model import (
     AlterConfigOp,
@@ -66,6 +66,7 @@ from strom_controller.model import (
     TopicView,
 )
 from strom_controller.topic_names import is_internal, validate_topic_name
+from strom_server.etcd.lease_registration import LeaseRegistration
 from strom_server.etcd.store import Compare, EtcdStore, EtcdUnavailableError, Put
 from strom_server.runtime.clock import Clock, SystemClock
 from strom_server.runtime.logs import get_logger
@@ -116,7 +117,7 @@ class Controller:
         self._write_lock = asyncio.Lock()
         self._serving = False
         self._election: ControllerElection | None = None
-        self._membership: ControllerMembership | None = None
+        self._membership: LeaseRegistration | None = None
         self._reconcile_wanted = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self._balancer: asyncio.Task[None] | None = None
@@ -143,7 +144,7 @@ class Controller:
             clock=self.clock,
             backoff_max_s=self.config.etcd_retry_backoff_max_ms / 1000,
         )
-        self._membership = ControllerMembership(
+        self._membership = controller_membership(
             self.store,
             self.keys.shared,
             controller_id=self.config.controller_id,

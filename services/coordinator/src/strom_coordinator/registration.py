@@ -1,12 +1,14 @@
 """This coordinator's registration in etcd and the view of ``P/coordinators/`` it follows.
 
-Registration: ``P/coordinators/ids/<id>`` on this process's lease, kept alive. A lost lease (it
-expired, e.g. after the process was paused, or etcd was unreachable for longer than its TTL)
-stops serving every partition of every internal topic at once; the process then registers
-again with a new lease. Every lease grant and keep-alive etcd answers renews ``session``
+Registration: ``P/coordinators/ids/<id>`` on this process's lease, kept by the shared lease
+registration (``strom_server.etcd.lease_registration``: kept alive from a thread of its own
+while the event loop ticks). A lost lease (etcd reported it expired, e.g. after the process was
+paused, or no keep-alive was answered for its TTL while etcd was unreachable) stops serving
+every partition of every internal topic at once; the process then registers again with a new
+lease. Every lease grant and keep-alive etcd answers renews ``session``
 (``strom_server.etcd.session_lease``): once the lease may have expired (last answered
-keep-alive's send time + TTL) the hosted partitions answer NOT_COORDINATOR, before the keep-alive
-loop notices the loss and while another coordinator may already have taken them over.
+keep-alive's send time + TTL) the hosted partitions answer NOT_COORDINATOR, while another
+coordinator may already have taken them over.
 
 One watch of ``P/coordinators/`` (registrations and every topic's ownership keys) and of each
 internal topic's key feeds the live members here and hands every other key to the
@@ -24,12 +26,12 @@ from typing import Protocol
 
 from strom.errors import ConfigurationError
 from strom_server.etcd.keys import ClusterKeys, decode_value, encode_value
+from strom_server.etcd.lease_registration import LeaseRegistration
 from strom_server.etcd.session_lease import SessionLease
 from strom_server.etcd.store import (
     Compare,
     Delete,
     EtcdStore,
-    EtcdUnavailableError,
     KeyValue,
     Put,
     WatchCompactedError,
@@ -85,20 +87,36 @@ class CoordinatorRegistration:
         session: SessionLease | None = None,
     ) -> None:
         self.store = store
-        #: Until when the lease is surely alive (renewed by every answered keep-alive).
-        self.session = session if session is not None else SessionLease()
         self.keys = keys
         self.coordinator_id = coordinator_id
         self.ttl_s = ttl_s
+        self._registration = LeaseRegistration(
+            store, what="coordinator registration", ttl_s=ttl_s, session=session,
+            write=self._write_registration, on_lost=self._lost, on_registered=self._changed,
+        )  # fmt: skip
         self.members: dict[int, Member] = {}
         #: The etcd revision this view is at (claims use one above it as the owner epoch).
         self.revision = 0
-        self.lease = 0
         self._views: list[OwnershipView] = []
         self._address: tuple[str, int] = ("", 0)
         self._revs: dict[str, int] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self.on_change: Callable[[], None] = lambda: None
+
+    @property
+    def session(self) -> SessionLease:
+        """Until when the lease is surely alive (renewed by every answered keep-alive)."""
+        return self._registration.session
+
+    @property
+    def lease(self) -> int:
+        """The lease the registration and every ownership key are on (0: none now)."""
+        return self._registration.lease_id
+
+    @lease.setter
+    def lease(self, lease_id: int) -> None:
+        """Keep ``lease_id`` alive instead (a lease etcd does not know is soon found lost)."""
+        self._registration.held.hold(lease_id)
 
     def attach(self, view: OwnershipView) -> None:
         """Follow ``view``'s topic too (before ``start``)."""
@@ -115,12 +133,9 @@ class CoordinatorRegistration:
     async def start(self, host: str, port: int) -> None:
         """Register as ``host:port``, read the current owners, and start following etcd."""
         self._address = (host, port)
-        await self._register()
+        await self._registration.start()
         revision = await self._load_snapshot()
-        self._tasks = [
-            asyncio.create_task(self._keep_alive(), name="coordinator-keep-alive"),
-            asyncio.create_task(self._watch(revision + 1), name="coordinator-watch"),
-        ]
+        self._tasks = [asyncio.create_task(self._watch(revision + 1), name="coordinator-watch")]
 
     async def stop_following(self) -> None:
         for task in self._tasks:
@@ -129,22 +144,19 @@ class CoordinatorRegistration:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
         self._tasks = []
+        await self._registration.stop()
 
     async def revoke(self) -> None:
         """Revoke the lease: every ownership key goes at once."""
-        if self.lease:
-            with contextlib.suppress(Exception):
-                await self.store.revoke_lease(self.lease, retry=False)
-            self.lease = 0
+        await self._registration.revoke()
 
     # --- registration and lease ----------------------------------------------------------
 
-    async def _register(self) -> None:
+    async def _write_registration(self, lease: int) -> None:
+        """Create the registration on ``lease``, replacing a previous incarnation's."""
         key = self.keys.coordinator(self.coordinator_id)
         host, port = self._address
         value = encode_value({"id": self.coordinator_id, "host": host, "port": port})
-        sent_at = self.session.now()
-        lease = await self.store.grant_lease(self.ttl_s)
         put = Put(key, value, lease)
         while not (await self.store.txn([Compare.absent(key)], [put])).succeeded:
             existing = await self.store.get(key)
@@ -152,7 +164,6 @@ class CoordinatorRegistration:
                 continue
             current = decode_value(existing.value)
             if (current.get("host"), current.get("port")) != (host, port):
-                await self.store.revoke_lease(lease)
                 raise ConfigurationError(
                     f"coordinator id {self.coordinator_id} is already registered by "
                     f"{current.get('host')}:{current.get('port')}; every coordinator needs its "
@@ -165,38 +176,13 @@ class CoordinatorRegistration:
                 await self.store.revoke_lease(existing.lease)
             else:
                 await self.store.txn([Compare.value_equals(key, existing.value)], [Delete(key)])
-        self.lease = lease
-        self.session.renewed(sent_at, self.ttl_s)
         log.info("registered", coordinator_id=self.coordinator_id, host=host, port=port)
 
-    async def _keep_alive(self) -> None:
-        interval = max(0.2, self.ttl_s / 3)
-        while True:
-            await asyncio.sleep(interval)
-            try:
-                sent_at = self.session.now()
-                ttl = await self.store.keep_alive_once(self.lease, timeout_s=interval)
-            except EtcdUnavailableError as exc:
-                if not self.session.expired():
-                    log.warning("etcd keep-alive failed; retrying", error=str(exc))
-                    continue
-                ttl = 0
-            if ttl > 0:
-                self.session.renewed(sent_at, ttl)
-                continue
-            log.warning("registration lease lost: no longer serving any partition; "
-                        "registering again", coordinator_id=self.coordinator_id)  # fmt: skip
-            for view in self._views:
-                view.drop_all()
-            self.lease = 0
-            while True:
-                try:
-                    await self._register()
-                    break
-                except Exception as exc:  # etcd trouble, or our id taken meanwhile
-                    log.warning("registration failed; retrying", error=str(exc))
-                    await asyncio.sleep(interval)
-            self._changed()
+    def _lost(self) -> None:
+        """The lease is lost: no longer serving any partition (until registered again)."""
+        log.warning("no longer serving any partition", coordinator_id=self.coordinator_id)
+        for view in self._views:
+            view.drop_all()
 
     # --- following etcd ------------------------------------------------------------------
 

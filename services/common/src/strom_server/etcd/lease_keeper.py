@@ -8,7 +8,7 @@ plain thread with a synchronous gRPC channel of its own, so a busy loop cannot d
 
 It must not keep a session alive for a process that can no longer serve, though: it renews
 only while ``may_renew()`` says so (the storage node passes "its event loop ticked within the
-last keep-alive interval", ``strom_storage.node.loop_watch``). A wedged loop therefore loses
+last keep-alive interval", ``strom_server.runtime.loop_watch``). A wedged loop therefore loses
 its session within ``interval + TTL``, as with a keep-alive on the loop; a loop that is merely
 slow no longer does.
 
