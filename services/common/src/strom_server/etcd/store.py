@@ -378,7 +378,7 @@ class EtcdStore:
         response = await self._unary("KVStub", "Txn", request, **kwargs)
         return TxnResult(bool(response.succeeded), int(response.header.revision))
 
-    # --- leases --------------------------------------------------------------------------
+    # --- leases (kept alive from a thread: lease_keeper) ---------------------------------
 
     async def grant_lease(self, ttl_s: int, **kwargs: Any) -> int:
         response = await self._unary(
@@ -396,29 +396,6 @@ class EtcdStore:
         except grpc.aio.AioRpcError as exc:
             if exc.code() != grpc.StatusCode.NOT_FOUND:
                 raise
-
-    async def keep_alive_once(self, lease_id: int, timeout_s: float) -> int:
-        """Refresh ``lease_id`` once; returns its new TTL, 0 when it has expired.
-
-        Raises ``EtcdUnavailableError`` when etcd does not answer within ``timeout_s`` (no
-        retry: the caller decides what a missed refresh means)."""
-        stub = etcdrpc.LeaseStub(self._channel())
-        call = stub.LeaseKeepAlive(iter([etcdrpc.LeaseKeepAliveRequest(ID=lease_id)]))
-        try:
-            async with asyncio.timeout(timeout_s):
-                async for response in call:
-                    self._succeeded()
-                    return int(response.TTL)
-        except TimeoutError:
-            raise EtcdUnavailableError("etcd lease keep-alive timed out") from None
-        except grpc.aio.AioRpcError as exc:
-            self._failed("LeaseKeepAlive", exc)
-            raise EtcdUnavailableError(
-                f"etcd lease keep-alive failed: {exc.code().name} {exc.details()}"
-            ) from None
-        finally:
-            call.cancel()
-        return 0
 
     # --- watches -------------------------------------------------------------------------
 
