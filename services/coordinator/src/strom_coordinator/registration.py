@@ -148,7 +148,7 @@ class CoordinatorRegistration:
 
     async def revoke(self) -> None:
         """Revoke the lease: every ownership key goes at once."""
-        await self._registration.revoke()
+        await self._registration.close()
 
     # --- registration and lease ----------------------------------------------------------
 

@@ -129,12 +129,9 @@ class LeaseRegistration:
         with contextlib.suppress(Exception):
             await self.held.close()
 
-    async def revoke(self) -> None:
-        """Revoke the lease: the registration goes at once."""
+    async def close(self) -> None:
+        """Stop keeping the registration and revoke its lease: it goes at once."""
+        await self.stop()
         lease = self.held.release()
         if lease:
             await self.held.revoke(lease)
-
-    async def close(self) -> None:
-        await self.stop()
-        await self.revoke()
