@@ -37,6 +37,7 @@ from typing import Protocol
 import grpc
 
 from strom.cluster import ClusterClient, from_rpc_error
+from strom.cluster.retry import Backoff
 from strom.errors import NotCoordinatorError, StromError, for_code
 from strom.protocol.v1 import controller_pb2
 from strom.types import TopicPartition
@@ -258,13 +259,13 @@ class PartitionOwnership:
     # --- placement -----------------------------------------------------------------------
 
     async def _reconcile_loop(self) -> None:
-        backoff = _BACKOFF_S
+        backoff = Backoff(_BACKOFF_S, _BACKOFF_MAX_S)
         while True:
             await self._wanted.wait()
             self._wanted.clear()
             try:
                 await self._reconcile()
-                backoff = _BACKOFF_S
+                backoff.reset()
                 continue
             except (EtcdUnavailableError, StromError) as exc:
                 log.warning("placement failed; will retry", topic=self.topic, error=str(exc))
@@ -273,8 +274,7 @@ class PartitionOwnership:
                 # expired while the claim waited out a partition (NOT_FOUND), and the next
                 # round claims on the new lease.
                 log.exception("placement failed; will retry", topic=self.topic)
-            await asyncio.sleep(backoff)
-            backoff = min(backoff * 2, _BACKOFF_MAX_S)
+            await backoff.sleep()
             self._wanted.set()
 
     async def _reconcile(self) -> None:
@@ -358,7 +358,7 @@ class PartitionOwnership:
     # --- taking a partition over ---------------------------------------------------------
 
     async def _load(self, partition: int) -> None:
-        backoff = _BACKOFF_S
+        backoff = Backoff(_BACKOFF_S, _BACKOFF_MAX_S)
         tp = TopicPartition(self.topic, partition)
         while self._owned.get(partition) is asyncio.current_task():
             started = time.monotonic()
@@ -387,8 +387,7 @@ class PartitionOwnership:
                 self.log.close(partition)
                 self.host.unload(partition)
                 self.host.begin_loading(partition)
-                await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, _BACKOFF_MAX_S)
+                await backoff.sleep()
                 continue
             self.host.finish_loading(partition)
             self._loaded.add(partition)
@@ -421,7 +420,7 @@ async def init_producer_id(
     )
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout_s
-    backoff = _BACKOFF_S
+    backoff = Backoff(_BACKOFF_S, _BACKOFF_MAX_S)
     while True:
         try:
             response = await cluster.gateway.InitProducerId(
@@ -434,7 +433,7 @@ async def init_producer_id(
             error = from_rpc_error(exc, cluster.gateway_address)
         except StromError as exc:
             error = exc
-        if not error.retriable or loop.time() + backoff > deadline:
+        delay = backoff.next()
+        if not error.retriable or loop.time() + delay > deadline:
             raise error
-        await asyncio.sleep(backoff)
-        backoff = min(backoff * 2, _BACKOFF_MAX_S)
+        await asyncio.sleep(delay)

@@ -14,6 +14,7 @@ import signal
 
 from aiohttp import web
 
+from strom.cluster.retry import Backoff
 from strom.errors import StromError
 from strom_registry.config import RegistryConfig
 from strom_registry.election import WriterElection
@@ -37,15 +38,14 @@ SERVICE = "strom-registry"
 
 async def _start_log(schemas: SchemasLog, stop: asyncio.Event) -> bool:
     """Read the topic until caught up, waiting while the cluster is not reachable yet."""
-    backoff = 0.2
+    backoff = Backoff(0.2, 2.0)
     while not stop.is_set():
         try:
             await schemas.ensure_topic()
             break
         except (StromError, OSError) as exc:
             log.warning("the cluster is not reachable yet; retrying", error=str(exc))
-            await asyncio.sleep(backoff)
-            backoff = min(backoff * 2, 2.0)
+            await backoff.sleep()
     else:
         return False
     await schemas.start()

@@ -28,6 +28,7 @@ import contextlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from strom.cluster.retry import Backoff
 from strom.errors import StromError
 from strom_server.etcd.held_lease import HeldLease
 from strom_server.etcd.store import Compare, EtcdStore, EtcdUnavailableError, Put
@@ -116,27 +117,26 @@ class LeaseCampaign:
 
     async def run(self) -> None:
         """Campaign, lead, step down, campaign again... until cancelled."""
-        backoff = 0.1
+        backoff = Backoff(0.1, self._backoff_max_s)
         while True:
             try:
                 if await self._campaign():
                     await self._lead()
                 else:
                     await self._wait()
-                backoff = 0.1
+                backoff.reset()
             except asyncio.CancelledError:
                 raise
             except EtcdUnavailableError as exc:
+                delay = backoff.next()
                 log.warning("election paused: etcd unreachable", role=self.role, error=str(exc),
-                            retry_in_s=backoff, **self._describe())  # fmt: skip
+                            retry_in_s=round(delay, 3), **self._describe())  # fmt: skip
                 await self.step_down("etcd unreachable")
-                await self._clock.sleep(backoff)
-                backoff = min(backoff * 2, self._backoff_max_s)
+                await self._clock.sleep(delay)
             except Exception:
                 log.exception("election loop failed; retrying", role=self.role, **self._describe())
                 await self.step_down("election loop failed")
-                await self._clock.sleep(backoff)
-                backoff = min(backoff * 2, self._backoff_max_s)
+                await self._clock.sleep(backoff.next())
 
     async def _campaign(self) -> bool:
         """One try at the key: True when this candidate won it (and stays leading)."""

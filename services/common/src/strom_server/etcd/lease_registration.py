@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable
 
+from strom.cluster.retry import Backoff
 from strom_server.etcd.held_lease import HeldLease
 from strom_server.etcd.session_lease import SessionLease
 from strom_server.etcd.store import EtcdStore, EtcdUnavailableError
@@ -103,7 +104,7 @@ class LeaseRegistration:
             self._on_registered()
 
     async def _register_until_done(self) -> None:
-        backoff = 0.1
+        backoff = Backoff(0.1, self._backoff_max_s)
         while True:
             try:
                 await self.register()
@@ -116,8 +117,7 @@ class LeaseRegistration:
                 # id taken by another process for a while: never stop for good
                 log.warning("registration failed; registering again", what=self.what,
                             error=str(exc))  # fmt: skip
-            await self._clock.sleep(backoff)
-            backoff = min(backoff * 2, self._backoff_max_s)
+            await self._clock.sleep(backoff.next())
 
     async def stop(self) -> None:
         """Stop keeping the registration (the lease then expires unless revoked)."""

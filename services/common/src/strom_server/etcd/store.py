@@ -29,6 +29,7 @@ import grpc.aio
 from etcd3 import etcdrpc
 from etcd3.etcdrpc import kv_pb2
 
+from strom.cluster.retry import Backoff
 from strom.errors import StromError
 from strom_server.runtime.clock import Clock, SystemClock
 from strom_server.runtime.logs import get_logger
@@ -305,7 +306,7 @@ class EtcdStore:
         timeout_s: float | None = None,
     ) -> Any:
         start = self._clock.monotonic()
-        backoff = 0.05
+        backoff = Backoff(0.05, self._backoff_max_s)
         while True:
             if self._closed:
                 raise EtcdUnavailableError("the etcd store is closed")
@@ -319,13 +320,13 @@ class EtcdStore:
                     raise
                 self._failed(method, exc)
                 elapsed = self._clock.monotonic() - start
-                if not retry or (deadline_s is not None and elapsed + backoff > deadline_s):
+                delay = backoff.next()
+                if not retry or (deadline_s is not None and elapsed + delay > deadline_s):
                     raise EtcdUnavailableError(
                         f"etcd {method} failed on every endpoint ({', '.join(self.endpoints)}):"
                         f" {exc.code().name} {exc.details()}"
                     ) from None
-                await self._clock.sleep(backoff)
-                backoff = min(backoff * 2, self._backoff_max_s)
+                await self._clock.sleep(delay)
                 continue
             self._succeeded()
             return response
@@ -408,7 +409,7 @@ class EtcdStore:
         """
         raw = prefix.encode()
         next_revision = start_revision
-        backoff = 0.05
+        backoff = Backoff(0.05, self._backoff_max_s)
         while not self._closed:
             stop = asyncio.Event()
 
@@ -429,7 +430,7 @@ class EtcdStore:
             try:
                 async for response in call:
                     self._succeeded()
-                    backoff = 0.05
+                    backoff.reset()
                     if response.compact_revision:
                         raise WatchCompactedError(int(response.compact_revision))
                     if response.canceled:
@@ -453,8 +454,7 @@ class EtcdStore:
             finally:
                 stop.set()
                 call.cancel()
-            await self._clock.sleep(backoff)
-            backoff = min(backoff * 2, self._backoff_max_s)
+            await self._clock.sleep(backoff.next())
 
     async def close(self) -> None:
         self._closed = True
