@@ -25,11 +25,11 @@ def test_callers_failing_together_spread_out() -> None:
     assert max(first) - min(first) > 0.25
 
 
-def test_bad_bounds_are_refused() -> None:
+def test_bad_bounds_are_refused_and_a_first_delay_above_the_cap_is_kept() -> None:
     with pytest.raises(ValueError, match="initial_s"):
         Backoff(0, 1)
-    with pytest.raises(ValueError, match="initial_s"):
-        Backoff(2, 1)
+    backoff = Backoff(60, 1, rng=random.Random(1))  # e.g. retry_backoff_ms=60000, cap 1 s
+    assert backoff.max_s == 60 and 30 <= backoff.next() <= 60
 
 
 def test_a_deadline_cuts_the_sleep_short() -> None:

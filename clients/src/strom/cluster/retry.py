@@ -43,10 +43,10 @@ class Backoff:
     __slots__ = ("_nominal", "_rng", "initial_s", "max_s")
 
     def __init__(self, initial_s: float, max_s: float, *, rng: random.Random | None = None) -> None:
-        if not 0 < initial_s <= max_s:
-            raise ValueError(f"backoff needs 0 < initial_s <= max_s, got {initial_s}, {max_s}")
+        if not initial_s > 0:
+            raise ValueError(f"backoff needs initial_s > 0, got {initial_s}")
         self.initial_s = initial_s
-        self.max_s = max_s
+        self.max_s = max(max_s, initial_s)  # a configured backoff above the cap is kept
         self._nominal = initial_s
         self._rng = rng or random.Random()
 

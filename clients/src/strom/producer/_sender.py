@@ -616,7 +616,7 @@ class Sender:
 
     async def _init_pid(self) -> None:
         """InitProducerId through the gateway, retried with backoff while retriable."""
-        backoff = Backoff(max(self._retry_backoff, 0.01), 1.0)
+        backoff = Backoff(max(self._retry_backoff, 0.01), 1.0)  # a longer backoff stays as set
         while not self.pid.has_id and not self._stopping:
             try:
                 with translate_errors(self.cluster.gateway_address):
