@@ -1,18 +1,22 @@
 """The Gateway gRPC service: the whole public API in one place.
 
-Metadata and administration go to the active controller (``routing``); the data path
-(Produce, ProduceStream, Fetch, ListOffsets, DeleteRecords) to partition leaders
-(``data_path``, ``produce_stream``), with ProduceRecords/FetchRecords on top of it
-(``record_rpcs``); consumer-group and transaction RPCs to the coordinators
-(``coordinator_router``), except InitProducerId without a transactional id or with a reserved
-``__strom_`` one (the controller's); DescribeProducers to partition leaders (``data_path``).
+Most RPCs only forward their request, and are made from one table, ``FORWARDED`` (RPC name ->
+``Route``): to the active controller (``routing``), to the partition leaders (``data_path``, with
+ProduceRecords/FetchRecords on top of it in ``record_rpcs``), or to the coordinators
+(``coordinator_router``: by group id, by transactional id, by commit id, or split, merged and
+sent to all by the router's own methods). The RPCs with logic of their own are written below:
+Metadata (adds the controllers), Produce (bytes in), ProduceStream (``produce_stream``),
+InitProducerId (the controller without a transactional id or with a reserved ``__strom_`` one,
+else the id's coordinator), FindCoordinator and DescribeLogDirs (``log_dirs``).
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import NoReturn, TypeVar, cast
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any, NoReturn, TypeVar, cast
 
 import grpc
 from google.protobuf.message import DecodeError, Message
@@ -21,15 +25,12 @@ from strom.protocol.v1 import (
     common_pb2,
     controller_pb2,
     coordinator_pb2,
-    gateway_pb2,
     gateway_pb2_grpc,
     storage_pb2,
-    transaction_pb2,
 )
 from strom_gateway.byte_budget import TooLargeError
 from strom_gateway.coordinator_router import (
     CoordinatorRouter,
-    GroupRequest,
     TxnRequest,
     is_controller_producer_id,
 )
@@ -41,7 +42,7 @@ from strom_gateway.routing import ControllerRouter, NoControllerError
 from strom_server.rpc.raw_methods import add_with_raw_methods
 from strom_server.rpc.server import ServicerContext as Ctx
 
-__all__ = ["GatewayServicer", "add_to_server"]
+__all__ = ["FORWARDED", "GatewayServicer", "Route", "To", "add_to_server"]
 
 #: Methods whose bytes pass through: Produce's request arrives unparsed (the servicer reads it
 #: to route, and forwards the original bytes), Fetch's answer may be the leader's bytes.
@@ -51,6 +52,91 @@ RAW_RESPONSES = ("Produce", "Fetch")
 Request = TypeVar("Request")
 Response = TypeVar("Response")
 Answer = TypeVar("Answer", bound=Message)
+Servicer = TypeVar("Servicer", bound=type)
+
+
+class To(Enum):
+    """Where a forwarded RPC goes (the value says how, for the methods' docstrings)."""
+
+    CONTROLLER = "the active controller's Controller.{rpc}"
+    GROUP = "GroupCoordinator.{rpc} on the coordinator of the request's group_id"
+    TXN = "TransactionCoordinator.{rpc} on the coordinator of the request's transactional_id"
+    STAGED = "TransactionCoordinator.{rpc} on the coordinator of the request's commit_id"
+    COORDINATORS = "the coordinators, through CoordinatorRouter.{method}"
+    DATA = "the partition leaders, through DataPath.{method}"
+    RECORDS = "the partition leaders, through RecordRpcs.{method}"
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    """How one forwarded RPC is routed."""
+
+    to: To
+    #: The router's method taking (request, timeout or deadline), for COORDINATORS, DATA and
+    #: RECORDS; the others call the RPC of the same name.
+    method: str = ""
+    #: The least time the RPC may take, from its request (a long poll, a rebalance): the
+    #: client's deadline if it set one, else the default timeout but at least this.
+    floor_s: Callable[[Any], float] | None = None
+
+    def describe(self, rpc: str) -> str:
+        return self.to.value.format(rpc=rpc, method=self.method)
+
+
+CONTROLLER = Route(To.CONTROLLER)
+GROUP = Route(To.GROUP)
+TXN = Route(To.TXN)
+STAGED = Route(To.STAGED)
+#: CoordinatorRouter's method for each keyed route (it takes the RPC's name).
+_BY_KEY = {To.GROUP: "call", To.TXN: "call_txn", To.STAGED: "call_staged"}
+
+
+def _max_wait_s(request: Any) -> float:
+    """A long poll legitimately takes ``max_wait_ms``."""
+    return float(request.max_wait_ms) / 1000
+
+
+def _rebalance_s(request: coordinator_pb2.JoinGroupRequest) -> float:
+    """A join legitimately waits for the rebalance: up to the rebalance timeout."""
+    return request.rebalance_timeout_ms / 1000 + 5.0
+
+
+#: Every RPC that only forwards its request: adding one is a line here (and its rule in
+#: ``strom_server.security.rules``).
+FORWARDED: dict[str, Route] = {
+    "CreateTopics": CONTROLLER,
+    "DeleteTopics": CONTROLLER,
+    "CreatePartitions": CONTROLLER,
+    "DescribeConfigs": CONTROLLER,
+    "IncrementalAlterConfigs": CONTROLLER,
+    "ElectLeaders": CONTROLLER,
+    "AlterPartitionReassignments": CONTROLLER,
+    "ListPartitionReassignments": CONTROLLER,
+    "Fetch": Route(To.DATA, "fetch", _max_wait_s),
+    "ListOffsets": Route(To.DATA, "list_offsets"),
+    "DeleteRecords": Route(To.DATA, "delete_records"),
+    "DescribeProducers": Route(To.DATA, "describe_producers"),
+    "ProduceRecords": Route(To.RECORDS, "produce"),
+    "FetchRecords": Route(To.RECORDS, "fetch", _max_wait_s),
+    "JoinGroup": Route(To.GROUP, floor_s=_rebalance_s),
+    "SyncGroup": GROUP,
+    "Heartbeat": GROUP,
+    "LeaveGroup": GROUP,
+    "OffsetCommit": GROUP,
+    "OffsetFetch": GROUP,
+    "OffsetDelete": GROUP,
+    "TxnOffsetCommit": GROUP,
+    "ListGroups": Route(To.COORDINATORS, "list_groups"),
+    "DescribeGroups": Route(To.COORDINATORS, "describe_groups"),
+    "DeleteGroups": Route(To.COORDINATORS, "delete_groups"),
+    "AddPartitionsToTxn": TXN,
+    "AddOffsetsToTxn": TXN,
+    "EndTxn": TXN,
+    "ListTransactions": Route(To.COORDINATORS, "list_transactions"),
+    "DescribeTransactions": Route(To.COORDINATORS, "describe_transactions"),
+    "CommitStagedTransactions": STAGED,
+    "DescribeStagedCommit": STAGED,
+}
 
 
 async def _abort(context: Ctx, code: grpc.StatusCode, details: str) -> NoReturn:
@@ -70,6 +156,28 @@ def add_to_server(servicer: GatewayServicer, server: grpc.aio.Server) -> None:
     )
 
 
+def _forwarder(rpc: str, route: Route) -> Callable[..., Awaitable[Message]]:
+    """The servicer method of a ``FORWARDED`` RPC."""
+
+    async def forward(self: GatewayServicer, request: Message, context: Ctx) -> Message:
+        return await self._route(rpc, route, request, context)
+
+    forward.__name__ = rpc
+    forward.__qualname__ = f"GatewayServicer.{rpc}"
+    forward.__doc__ = f"Forwarded to {route.describe(rpc)}."
+    return forward
+
+
+def _with_forwarded(cls: Servicer) -> Servicer:
+    """``cls`` with a method for each ``FORWARDED`` RPC (grpc looks them up by name)."""
+    for rpc, route in FORWARDED.items():
+        if rpc in vars(cls):
+            raise TypeError(f"Gateway.{rpc} is both in FORWARDED and written by hand")
+        setattr(cls, rpc, _forwarder(rpc, route))
+    return cls
+
+
+@_with_forwarded
 class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
     """Thin: each RPC is one call into a router."""
 
@@ -96,6 +204,28 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
             return max(self.default_timeout_s, floor_s)
         return min(remaining, 3600.0)
 
+    def _deadline(self, context: Ctx, floor_s: float = 0.0) -> float:
+        return time.monotonic() + self._timeout(context, floor_s)
+
+    async def _route(self, rpc: str, route: Route, request: Message, context: Ctx) -> Message:
+        """A ``FORWARDED`` RPC: ``request`` sent where ``route`` says."""
+        floor_s = 0.0 if route.floor_s is None else route.floor_s(request)
+        if route.to is To.CONTROLLER:
+            return await self._forward(rpc, request, Message, context)
+        if route.to is To.DATA:
+            return await self._data(getattr(self.data, route.method), request, context, floor_s)
+        if route.to is To.RECORDS:
+            call = getattr(self.records, route.method)
+            return await self._data(call, request, context, floor_s)
+        keyed = _BY_KEY.get(route.to)
+        if keyed is not None:
+            call = getattr(self.coordinators, keyed)
+            return await self._routed(lambda t: call(rpc, request, t), context, floor_s)
+        method = getattr(self.coordinators, route.method)
+        return await self._routed(lambda t: method(request, t), context, floor_s)
+
+    # -- the active controller ----------------------------------------------------------------
+
     async def _forward(
         self, method: str, request: Message, answer: type[Answer], context: Ctx
     ) -> Answer:
@@ -121,10 +251,15 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
         )
         return response
 
-    # -- data path ----------------------------------------------------------------------------
+    async def InitProducerId(
+        self, request: controller_pb2.InitProducerIdRequest, context: Ctx
+    ) -> controller_pb2.InitProducerIdResponse:
+        answer = controller_pb2.InitProducerIdResponse
+        if is_controller_producer_id(request.transactional_id):
+            return await self._forward("InitProducerId", request, answer, context)
+        return await self._txn("InitProducerId", request, answer, context)
 
-    def _deadline(self, context: Ctx, floor_s: float = 0.0) -> float:
-        return time.monotonic() + self._timeout(context, floor_s)
+    # -- data path ----------------------------------------------------------------------------
 
     async def _data(
         self,
@@ -163,123 +298,14 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
         except NoControllerError as exc:
             await _abort(context, grpc.StatusCode.UNAVAILABLE, str(exc))
 
-    async def Fetch(
-        self, request: storage_pb2.FetchRequest, context: Ctx
-    ) -> storage_pb2.FetchResponse | bytes:
-        # A long poll legitimately takes max_wait_ms.
-        return await self._data(self.data.fetch, request, context, request.max_wait_ms / 1000)
+    async def DescribeLogDirs(
+        self, request: storage_pb2.DescribeLogDirsRequest, context: Ctx
+    ) -> storage_pb2.DescribeLogDirsResponse:
+        if self.log_dirs is None:
+            await _abort(context, grpc.StatusCode.UNIMPLEMENTED, "DescribeLogDirs is not set up")
+        return await self._data(self.log_dirs.describe, request, context)
 
-    async def ListOffsets(
-        self, request: storage_pb2.ListOffsetsRequest, context: Ctx
-    ) -> storage_pb2.ListOffsetsResponse:
-        return await self._data(self.data.list_offsets, request, context)
-
-    async def DeleteRecords(
-        self, request: storage_pb2.DeleteRecordsRequest, context: Ctx
-    ) -> storage_pb2.DeleteRecordsResponse:
-        return await self._data(self.data.delete_records, request, context)
-
-    async def ProduceRecords(
-        self, request: gateway_pb2.ProduceRecordsRequest, context: Ctx
-    ) -> gateway_pb2.ProduceRecordsResponse:
-        return await self._data(self.records.produce, request, context)
-
-    async def FetchRecords(
-        self, request: gateway_pb2.FetchRecordsRequest, context: Ctx
-    ) -> gateway_pb2.FetchRecordsResponse:
-        return await self._data(self.records.fetch, request, context, request.max_wait_ms / 1000)
-
-    # -- administration -----------------------------------------------------------------------
-
-    async def CreateTopics(
-        self, request: controller_pb2.CreateTopicsRequest, context: Ctx
-    ) -> controller_pb2.CreateTopicsResponse:
-        return await self._forward(
-            "CreateTopics", request, controller_pb2.CreateTopicsResponse, context
-        )
-
-    async def DeleteTopics(
-        self, request: controller_pb2.DeleteTopicsRequest, context: Ctx
-    ) -> controller_pb2.DeleteTopicsResponse:
-        return await self._forward(
-            "DeleteTopics", request, controller_pb2.DeleteTopicsResponse, context
-        )
-
-    async def CreatePartitions(
-        self, request: controller_pb2.CreatePartitionsRequest, context: Ctx
-    ) -> controller_pb2.CreatePartitionsResponse:
-        return await self._forward(
-            "CreatePartitions", request, controller_pb2.CreatePartitionsResponse, context
-        )
-
-    async def DescribeConfigs(
-        self, request: controller_pb2.DescribeConfigsRequest, context: Ctx
-    ) -> controller_pb2.DescribeConfigsResponse:
-        return await self._forward(
-            "DescribeConfigs", request, controller_pb2.DescribeConfigsResponse, context
-        )
-
-    async def IncrementalAlterConfigs(
-        self, request: controller_pb2.IncrementalAlterConfigsRequest, context: Ctx
-    ) -> controller_pb2.IncrementalAlterConfigsResponse:
-        return await self._forward(
-            "IncrementalAlterConfigs",
-            request,
-            controller_pb2.IncrementalAlterConfigsResponse,
-            context,
-        )
-
-    async def ElectLeaders(
-        self, request: controller_pb2.ElectLeadersRequest, context: Ctx
-    ) -> controller_pb2.ElectLeadersResponse:
-        return await self._forward(
-            "ElectLeaders", request, controller_pb2.ElectLeadersResponse, context
-        )
-
-    async def AlterPartitionReassignments(
-        self, request: controller_pb2.AlterPartitionReassignmentsRequest, context: Ctx
-    ) -> controller_pb2.AlterPartitionReassignmentsResponse:
-        return await self._forward(
-            "AlterPartitionReassignments",
-            request,
-            controller_pb2.AlterPartitionReassignmentsResponse,
-            context,
-        )
-
-    async def ListPartitionReassignments(
-        self, request: controller_pb2.ListPartitionReassignmentsRequest, context: Ctx
-    ) -> controller_pb2.ListPartitionReassignmentsResponse:
-        return await self._forward(
-            "ListPartitionReassignments",
-            request,
-            controller_pb2.ListPartitionReassignmentsResponse,
-            context,
-        )
-
-    async def InitProducerId(
-        self, request: controller_pb2.InitProducerIdRequest, context: Ctx
-    ) -> controller_pb2.InitProducerIdResponse:
-        answer = controller_pb2.InitProducerIdResponse
-        if is_controller_producer_id(request.transactional_id):
-            return await self._forward("InitProducerId", request, answer, context)
-        return await self._txn("InitProducerId", request, answer, context)
-
-    # -- consumer groups ----------------------------------------------------------------------
-
-    async def _group(
-        self,
-        method: str,
-        request: GroupRequest,
-        answer: type[Answer],
-        context: Ctx,
-        floor_s: float = 0.0,
-    ) -> Answer:
-        """``GroupCoordinator.<method>`` on the group's coordinator; ``answer``, its response
-        type, is for the type checker only (the generated stubs carry no types)."""
-        response = await self._routed(
-            lambda t: self.coordinators.call(method, request, t), context, floor_s
-        )
-        return cast(Answer, response)
+    # -- coordinators -------------------------------------------------------------------------
 
     async def _txn(
         self, method: str, request: TxnRequest, answer: type[Answer], context: Ctx
@@ -304,133 +330,3 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
         self, request: coordinator_pb2.FindCoordinatorRequest, context: Ctx
     ) -> coordinator_pb2.FindCoordinatorResponse:
         return await self.coordinators.find_coordinator(request, self._timeout(context))
-
-    async def JoinGroup(
-        self, request: coordinator_pb2.JoinGroupRequest, context: Ctx
-    ) -> coordinator_pb2.JoinGroupResponse:
-        # A join legitimately waits for the rebalance: up to the rebalance timeout.
-        floor_s = request.rebalance_timeout_ms / 1000 + 5.0
-        answer = coordinator_pb2.JoinGroupResponse
-        return await self._group("JoinGroup", request, answer, context, floor_s)
-
-    async def SyncGroup(
-        self, request: coordinator_pb2.SyncGroupRequest, context: Ctx
-    ) -> coordinator_pb2.SyncGroupResponse:
-        return await self._group("SyncGroup", request, coordinator_pb2.SyncGroupResponse, context)
-
-    async def Heartbeat(
-        self, request: coordinator_pb2.HeartbeatRequest, context: Ctx
-    ) -> coordinator_pb2.HeartbeatResponse:
-        return await self._group("Heartbeat", request, coordinator_pb2.HeartbeatResponse, context)
-
-    async def LeaveGroup(
-        self, request: coordinator_pb2.LeaveGroupRequest, context: Ctx
-    ) -> coordinator_pb2.LeaveGroupResponse:
-        return await self._group("LeaveGroup", request, coordinator_pb2.LeaveGroupResponse, context)
-
-    async def OffsetCommit(
-        self, request: coordinator_pb2.OffsetCommitRequest, context: Ctx
-    ) -> coordinator_pb2.OffsetCommitResponse:
-        return await self._group(
-            "OffsetCommit", request, coordinator_pb2.OffsetCommitResponse, context
-        )
-
-    async def OffsetFetch(
-        self, request: coordinator_pb2.OffsetFetchRequest, context: Ctx
-    ) -> coordinator_pb2.OffsetFetchResponse:
-        return await self._group(
-            "OffsetFetch", request, coordinator_pb2.OffsetFetchResponse, context
-        )
-
-    async def OffsetDelete(
-        self, request: coordinator_pb2.OffsetDeleteRequest, context: Ctx
-    ) -> coordinator_pb2.OffsetDeleteResponse:
-        return await self._group(
-            "OffsetDelete", request, coordinator_pb2.OffsetDeleteResponse, context
-        )
-
-    async def ListGroups(
-        self, request: coordinator_pb2.ListGroupsRequest, context: Ctx
-    ) -> coordinator_pb2.ListGroupsResponse:
-        return await self._routed(lambda t: self.coordinators.list_groups(request, t), context)
-
-    async def DescribeGroups(
-        self, request: coordinator_pb2.DescribeGroupsRequest, context: Ctx
-    ) -> coordinator_pb2.DescribeGroupsResponse:
-        return await self._routed(lambda t: self.coordinators.describe_groups(request, t), context)
-
-    async def DeleteGroups(
-        self, request: coordinator_pb2.DeleteGroupsRequest, context: Ctx
-    ) -> coordinator_pb2.DeleteGroupsResponse:
-        return await self._routed(lambda t: self.coordinators.delete_groups(request, t), context)
-
-    async def TxnOffsetCommit(
-        self, request: coordinator_pb2.TxnOffsetCommitRequest, context: Ctx
-    ) -> coordinator_pb2.TxnOffsetCommitResponse:
-        return await self._group(
-            "TxnOffsetCommit", request, coordinator_pb2.TxnOffsetCommitResponse, context
-        )
-
-    # -- transactions -------------------------------------------------------------------------
-
-    async def AddPartitionsToTxn(
-        self, request: transaction_pb2.AddPartitionsToTxnRequest, context: Ctx
-    ) -> transaction_pb2.AddPartitionsToTxnResponse:
-        return await self._txn(
-            "AddPartitionsToTxn", request, transaction_pb2.AddPartitionsToTxnResponse, context
-        )
-
-    async def AddOffsetsToTxn(
-        self, request: transaction_pb2.AddOffsetsToTxnRequest, context: Ctx
-    ) -> transaction_pb2.AddOffsetsToTxnResponse:
-        return await self._txn(
-            "AddOffsetsToTxn", request, transaction_pb2.AddOffsetsToTxnResponse, context
-        )
-
-    async def EndTxn(
-        self, request: transaction_pb2.EndTxnRequest, context: Ctx
-    ) -> transaction_pb2.EndTxnResponse:
-        return await self._txn("EndTxn", request, transaction_pb2.EndTxnResponse, context)
-
-    async def ListTransactions(
-        self, request: transaction_pb2.ListTransactionsRequest, context: Ctx
-    ) -> transaction_pb2.ListTransactionsResponse:
-        return await self._routed(
-            lambda t: self.coordinators.list_transactions(request, t), context
-        )
-
-    async def DescribeTransactions(
-        self, request: transaction_pb2.DescribeTransactionsRequest, context: Ctx
-    ) -> transaction_pb2.DescribeTransactionsResponse:
-        return await self._routed(
-            lambda t: self.coordinators.describe_transactions(request, t), context
-        )
-
-    async def DescribeProducers(
-        self, request: transaction_pb2.DescribeProducersRequest, context: Ctx
-    ) -> transaction_pb2.DescribeProducersResponse:
-        return await self._data(self.data.describe_producers, request, context)
-
-    async def DescribeLogDirs(
-        self, request: storage_pb2.DescribeLogDirsRequest, context: Ctx
-    ) -> storage_pb2.DescribeLogDirsResponse:
-        if self.log_dirs is None:
-            await _abort(context, grpc.StatusCode.UNIMPLEMENTED, "DescribeLogDirs is not set up")
-        return await self._data(self.log_dirs.describe, request, context)
-
-    async def CommitStagedTransactions(
-        self, request: transaction_pb2.CommitStagedTransactionsRequest, context: Ctx
-    ) -> transaction_pb2.CommitStagedTransactionsResponse:
-        response = await self._routed(
-            lambda t: self.coordinators.call_staged("CommitStagedTransactions", request, t),
-            context,
-        )
-        return cast(transaction_pb2.CommitStagedTransactionsResponse, response)
-
-    async def DescribeStagedCommit(
-        self, request: transaction_pb2.DescribeStagedCommitRequest, context: Ctx
-    ) -> transaction_pb2.DescribeStagedCommitResponse:
-        response = await self._routed(
-            lambda t: self.coordinators.call_staged("DescribeStagedCommit", request, t), context
-        )
-        return cast(transaction_pb2.DescribeStagedCommitResponse, response)
