@@ -111,22 +111,32 @@ class DataPath:
     async def produce(
         self, request: storage_pb2.ProduceRequest, deadline: float
     ) -> storage_pb2.ProduceResponse:
-        async with self.budget.hold(request.ByteSize()):
-            return await self.produce_held(request, deadline)
-
-    async def produce_held(
-        self, request: storage_pb2.ProduceRequest, deadline: float
-    ) -> storage_pb2.ProduceResponse:
-        """``produce`` for a caller that already holds the request's bytes."""
         build = _whole_or(request, request.partitions, lambda parts: produce_share(request, parts))
-        results, whole = await self.router.scatter(
-            PRODUCE, request.partitions, build, produce_error, deadline
-        )
+        async with self.budget.hold(request.ByteSize()):
+            results, whole = await self.router.scatter(
+                PRODUCE, request.partitions, build, produce_error, deadline
+            )
         if whole is not None:
             return whole
         return storage_pb2.ProduceResponse(
             correlation_id=request.correlation_id, partitions=results
         )
+
+    async def produce_partitions(
+        self,
+        items: Sequence[PartitionItem],
+        indexes: Sequence[int],
+        share: Callable[[list[int]], storage_pb2.ProduceRequest | bytes],
+        deadline: float,
+    ) -> list[storage_pb2.ProducePartitionResult]:
+        """The answers for the partitions ``indexes`` of a produce request whose partitions are
+        ``items``, each leader sent ``share(its indexes)``; for a caller that already holds the
+        request's bytes (a relay retrying part of a request it has grouped)."""
+        refs = [PartitionRef(items[i].topic, items[i].partition, i) for i in indexes]
+        results, _ = await self.router.scatter(
+            PRODUCE, refs, lambda part: share([r.index for r in part]), produce_error, deadline
+        )
+        return results
 
     async def fetch(
         self, request: storage_pb2.FetchRequest, deadline: float

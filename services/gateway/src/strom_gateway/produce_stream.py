@@ -6,11 +6,11 @@ leader in arrival order, so the order a leader sees per partition is the client'
 an idempotent producer's sequence numbers expect). Routing happens as each request is read;
 answers are awaited concurrently and leave in request order. A share whose leader answers a
 retriable leadership error, or whose upstream stream broke, is retried through
-``DataPath.produce_held`` (unary, new leader) within the deadline.
+``DataPath.produce_partitions`` (unary, new leader) within the deadline.
 
-A request may also come serialized (``RawProduce``, the Kafka listener's: its record bytes
-never become a message): it goes to its leader as those very bytes, and is parsed only when it
-must be split or retried.
+A request may also come written in pieces (``RawProduce``, the Kafka listener's: its record
+bytes never become a message): this relay is the one place it is grouped by leader, and each
+leader's share, and each retry, is written from those pieces, never parsed.
 
 Memory: each request holds its size in the ``ByteBudget`` until its response has left, and
 reading stops while the budget is spent or ``MAX_IN_FLIGHT`` requests are pending.
@@ -22,7 +22,7 @@ import asyncio
 import contextlib
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from typing import TypeAlias, cast
 
@@ -41,28 +41,30 @@ __all__ = ["MAX_IN_FLIGHT", "ProduceStreamRelay", "RawProduce"]
 MAX_IN_FLIGHT = 32
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class RawProduce:
-    """A serialized ProduceRequest and its partitions' (topic, partition), in order."""
+    """A ProduceRequest's partitions' (topic, partition), in order, and how its bytes are
+    written: ``write(indexes)`` serializes the request of those partitions (a leader's share,
+    or all of them), ``size`` is the whole request's length."""
 
-    raw: bytes
     items: Sequence[PartitionItem]
+    write: Callable[[Sequence[int]], bytes]
+    size: int
     correlation_id: int = 0
-    _parsed: storage_pb2.ProduceRequest | None = None
-
-    def message(self) -> storage_pb2.ProduceRequest:
-        """The request parsed (once; only to split or retry it)."""
-        if self._parsed is None:
-            self._parsed = storage_pb2.ProduceRequest.FromString(self.raw)
-        return self._parsed
 
 
-#: What a relay takes: a request message, or one already serialized.
+#: What a relay takes: a request message, or one written in pieces.
 AnyProduce: TypeAlias = storage_pb2.ProduceRequest | RawProduce
 
 
-def _message(request: AnyProduce) -> storage_pb2.ProduceRequest:
-    return request.message() if isinstance(request, RawProduce) else request
+def _share(request: AnyProduce, indexes: Sequence[int]) -> storage_pb2.ProduceRequest | bytes:
+    """What goes upstream for the partitions ``indexes`` of ``request`` (all of them: the
+    request itself, when it is a message)."""
+    if isinstance(request, RawProduce):
+        return request.write(indexes)
+    if len(indexes) == len(request.partitions):
+        return request
+    return produce_share(request, [request.partitions[i] for i in indexes])
 
 
 class _Upstream:
@@ -146,10 +148,7 @@ class ProduceStreamRelay:
         async def read() -> None:
             try:
                 async for request in requests:
-                    if isinstance(request, RawProduce):
-                        size = len(request.raw)
-                    else:
-                        size = request.ByteSize()
+                    size = request.size if isinstance(request, RawProduce) else request.ByteSize()
                     await budget.acquire(size)
                     try:
                         task = await self._dispatch(request)
@@ -188,13 +187,7 @@ class ProduceStreamRelay:
         by_leader, final, retry = await router.group(items, range(len(items)), deadline)
         sent: list[tuple[list[int], asyncio.Future[storage_pb2.ProduceResponse]]] = []
         for address, indexes in by_leader.items():
-            share: storage_pb2.ProduceRequest | bytes
-            if len(indexes) == len(items):
-                share = request.raw if isinstance(request, RawProduce) else request
-            else:
-                full = _message(request)
-                share = produce_share(full, [full.partitions[i] for i in indexes])
-            sent.append((indexes, self._upstream(address).send(share)))
+            sent.append((indexes, self._upstream(address).send(_share(request, indexes))))
         later = [i for i, _, _ in retry]
         errors = {i: (code, message) for i, code, message in final}
         return asyncio.ensure_future(
@@ -232,10 +225,11 @@ class ProduceStreamRelay:
                     retry.append(i)
         if retry:
             self._data.router.metadata.mark_stale({items[i].topic for i in retry})
-            full = _message(request)
-            again = produce_share(full, [full.partitions[i] for i in sorted(retry)])
-            retried = await self._data.produce_held(again, deadline)
-            for i, result in zip(sorted(retry), retried.partitions, strict=True):
+            again = sorted(retry)
+            retried = await self._data.produce_partitions(
+                items, again, lambda indexes: _share(request, indexes), deadline
+            )
+            for i, result in zip(again, retried, strict=True):
                 results[i] = result
         # Every slot is filled by now: by an answer, an error or a retry's answer.
         return storage_pb2.ProduceResponse(

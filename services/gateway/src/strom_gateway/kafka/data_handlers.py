@@ -3,12 +3,14 @@ path. Record batches pass through as the bytes the client sent or the leader sto
 
 Produce requests of one connection go through one ``ProduceStreamRelay`` (``ProducePipe``), so
 each leader sees them in the connection's order, as an idempotent producer's sequence numbers
-need; their answers leave in that order too.
+need; their answers leave in that order too. The relay alone groups a request's partitions by
+leader (and regroups those it retries after a leadership move).
 
 Neither direction copies record batches into protobuf messages (``upstream_wire``): a
-Produce's batches go upstream inside a ProduceRequest serialized straight from the request
-frame's views, and a Fetch's leaders' answers are read field by field, their records spliced
-into Kafka's response as views of the leaders' bytes.
+Produce's batches go upstream inside ProduceRequests written straight from the request frame's
+views (each leader's share, and each retry's; never parsed back), and a Fetch's leaders'
+answers are read field by field, their records spliced into Kafka's response as views of the
+leaders' bytes.
 """
 
 from __future__ import annotations
@@ -35,9 +37,9 @@ from strom_gateway.kafka.listener import Connection
 from strom_gateway.kafka.security import refused_among_unknown
 from strom_gateway.kafka.upstream_wire import (
     FetchAnswer,
+    ProduceRequestWriter,
     fetch_answer,
     fetch_answer_of,
-    produce_request_bytes,
 )
 from strom_gateway.leader_router import ErrorResult, PartitionItem
 from strom_gateway.produce_stream import ProduceStreamRelay, RawProduce
@@ -140,23 +142,11 @@ def _pipe(backend: Backend, connection: Connection) -> ProducePipe:
     return pipe
 
 
-def _leader_groups(backend: Backend, entries: list[tuple[str, int, Any]]) -> list[list[int]]:
-    """Indexes of ``entries`` (topic, partition, records) grouped by cached leader, in first-seen
-    order (an unknown leader is a group of its own: the relay finds it). On a secured listener
-    a leader answers a topic the user may not write per entry, the others are written."""
-    metadata = backend.data.router.metadata
-    groups: dict[int, list[int]] = {}
-    for i, (topic, partition, _) in enumerate(entries):
-        leader = metadata.leader(topic, partition)
-        groups.setdefault(-1 if leader is None else leader.node_id, []).append(i)
-    return list(groups.values())
-
-
 async def produce(
     backend: Backend, request: Request, connection: Connection
 ) -> dict[str, Any] | None:
-    """One storage ProduceRequest per leader, serialized here from the frame's record views
-    (the relay sends those bytes as they are), submitted in order; the answers merged back."""
+    """The request through the connection's relay, which groups its partitions by leader and
+    writes each leader's storage ProduceRequest from the frame's record views."""
     body = request.body
     acks = body["acks"]
     entries = [
@@ -164,34 +154,20 @@ async def produce(
         for topic in body["topic_data"]
         for p in topic["partition_data"]
     ]
-    pipe = _pipe(backend, connection)
-    groups = _leader_groups(backend, entries)
-    submitted = []
-    for indexes in groups:
-        share = [entries[i] for i in indexes]
-        raw = produce_request_bytes(
-            acks=acks,
-            timeout_ms=body["timeout_ms"],
-            client_id=request.client_id or "",
-            transactional_id=body["transactional_id"] or "",
-            entries=share,
-        )
-        refs = [PartitionRef(topic, partition, n) for n, (topic, partition, _) in enumerate(share)]
-        submitted.append((refs, pipe.submit(RawProduce(raw, refs))))
-    results: list[storage_pb2.ProducePartitionResult | None] = [None] * len(entries)
-    for indexes, (refs, future) in zip(groups, submitted, strict=True):
-        try:
-            answers = list((await future).partitions)
-        except (*ROUTER_ERRORS, ConnectionError) as exc:
-            answers = all_failed(exc, refs, produce_error)
-        if len(answers) != len(indexes):
-            answers = all_failed(
-                ConnectionError(f"{len(answers)} answers for {len(indexes)} partitions"),
-                refs,
-                produce_error,
-            )
-        for i, answer in zip(indexes, answers, strict=True):
-            results[i] = answer
+    writer = ProduceRequestWriter(
+        acks=acks,
+        timeout_ms=body["timeout_ms"],
+        client_id=request.client_id or "",
+        transactional_id=body["transactional_id"] or "",
+        entries=entries,
+    )
+    refs = [PartitionRef(topic, partition, n) for n, (topic, partition, _) in enumerate(entries)]
+    future = _pipe(backend, connection).submit(RawProduce(refs, writer.write, writer.size))
+    results: list[storage_pb2.ProducePartitionResult]
+    try:
+        results = list((await future).partitions)  # one per partition, in order
+    except (*ROUTER_ERRORS, ConnectionError) as exc:
+        results = all_failed(exc, refs, produce_error)
     await _explain_refusals(backend, connection, results)
     if acks == 0:
         return None
@@ -212,7 +188,7 @@ async def produce(
 
     return {
         "responses": by_topic(
-            cast(list[storage_pb2.ProducePartitionResult], results),
+            results,
             lambda r: r.topic,
             entry,
             list_key="partition_responses",

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import cast
+from itertools import chain
+from typing import TypeAlias, cast
 
 from strom.protocol.v1 import common_pb2, storage_pb2
 from strom_server.rpc.protowire import (
@@ -25,10 +26,55 @@ from strom_server.rpc.protowire import (
     varint_field,
 )
 
-__all__ = ["FetchAnswer", "fetch_answer", "fetch_answer_of", "produce_request_bytes"]
+__all__ = [
+    "FetchAnswer",
+    "ProduceRequestWriter",
+    "fetch_answer",
+    "fetch_answer_of",
+    "produce_request_bytes",
+]
 
 #: (topic, partition, records) of one partition of a Produce.
 ProduceEntry = tuple[str, int, "bytes | memoryview | None"]
+#: Pieces of a serialized message, joined to write it.
+_Parts: TypeAlias = list[bytes | memoryview]
+
+
+class ProduceRequestWriter:
+    """A ProduceRequest of ``entries`` written as ``SerializeToString`` would write it, in
+    pieces: each partition's once, so that the request of any of them (a leader's share, a
+    retry) is one join of those pieces and the record views."""
+
+    def __init__(
+        self,
+        *,
+        acks: int,
+        timeout_ms: int,
+        client_id: str,
+        transactional_id: str,
+        entries: Iterable[ProduceEntry],
+    ) -> None:
+        self._head: _Parts = [varint_field(0x08, acks), varint_field(0x10, timeout_ms)]
+        self._tail: _Parts = [
+            *len_field(0x2A, client_id.encode()),
+            *len_field(0x32, transactional_id.encode()),
+        ]
+        self._entries: list[_Parts] = []
+        for topic, partition, records in entries:
+            body = [*len_field(0x0A, topic.encode()), varint_field(0x10, partition)]
+            if records:
+                body += len_field(0x1A, records)
+            self._entries.append([len_prefix(0x1A, sum(map(len, body))), *body])
+        #: The length of the whole request's bytes.
+        self.size = sum(map(len, chain(self._head, self._tail, *self._entries)))
+
+    def write(self, indexes: Iterable[int]) -> bytes:
+        """The serialized ProduceRequest of the entries ``indexes``, in that order."""
+        parts = list(self._head)
+        for i in indexes:
+            parts += self._entries[i]
+        parts += self._tail
+        return b"".join(parts)
 
 
 def produce_request_bytes(
@@ -40,14 +86,15 @@ def produce_request_bytes(
     entries: Iterable[ProduceEntry],
 ) -> bytes:
     """A serialized ProduceRequest of ``entries``, as ``SerializeToString`` would write it."""
-    parts: list[bytes | memoryview] = [varint_field(0x08, acks), varint_field(0x10, timeout_ms)]
-    for topic, partition, records in entries:
-        body = [*len_field(0x0A, topic.encode()), varint_field(0x10, partition)]
-        if records:
-            body += len_field(0x1A, records)
-        parts += (len_prefix(0x1A, sum(map(len, body))), *body)
-    parts += (*len_field(0x2A, client_id.encode()), *len_field(0x32, transactional_id.encode()))
-    return b"".join(parts)
+    entries = list(entries)
+    writer = ProduceRequestWriter(
+        acks=acks,
+        timeout_ms=timeout_ms,
+        client_id=client_id,
+        transactional_id=transactional_id,
+        entries=entries,
+    )
+    return writer.write(range(len(entries)))
 
 
 @dataclass(slots=True)
