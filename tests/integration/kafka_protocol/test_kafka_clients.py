@@ -597,3 +597,55 @@ def test_list_offsets_after_delete_records_answers_the_new_start(
             listed = lister.list_offsets({confluent_kafka.TopicPartition(topic, 0): earliest})
             (start,) = [future.result(30).offset for future in listed.values()]
             assert start == offset, f"DeleteRecords answered {low}, ListOffsets {start}"
+
+
+def test_a_produce_over_several_leaders_is_retried_on_a_moved_one(
+    cluster: LocalCluster, kafka: str
+) -> None:
+    """One Produce request carries partitions of several leaders (kafka-python sends every
+    partition's batch to its one broker, the listener, in one request). After partition 1's
+    leadership moves, the gateway's routing still names its old leader, which refuses its
+    share: the gateway retries that share alone on the new leader, and every record is
+    written once, in order."""
+    kafka_python = pytest.importorskip("kafka")
+    topic = "kafka-moving-leader"
+    make_topic(cluster, topic, 3)
+    assert len({p.leader for p in cluster.describe(topic).partitions}) > 1
+    producer = kafka_python.KafkaProducer(bootstrap_servers=kafka, acks="all", linger_ms=200)
+
+    def send(tag: bytes) -> None:
+        sent = [producer.send(topic, value=b"%s-%d" % (tag, i), partition=i % 3) for i in range(30)]
+        producer.flush(60)
+        for future in sent:
+            future.get(30)
+
+    send(b"before")
+    before = cluster.describe(topic).partitions[1]
+    replicas = [*before.replicas[1:], before.replicas[0]]
+    tp = TopicPartition(topic, 1)
+    with cluster.admin() as strom_admin:
+        strom_admin.alter_partition_reassignments({tp: replicas})
+        wait_until(lambda: list(cluster.describe(topic).partitions[1].replicas) == replicas, 30,
+                   "the new replica order")  # fmt: skip
+        strom_admin.elect_leaders("preferred", [tp])
+    wait_until(lambda: cluster.describe(topic).partitions[1].leader == replicas[0], 30,
+               "the preferred leader elected")  # fmt: skip
+    send(b"after")
+    producer.close()
+
+    reader = confluent_kafka.Consumer(
+        {"bootstrap.servers": kafka, "group.id": "moving-leader", "enable.auto.commit": False,
+         **LIBRDKAFKA, **GROUP}
+    )  # fmt: skip
+    reader.assign([confluent_kafka.TopicPartition(topic, p, 0) for p in range(3)])
+    read: dict[int, list[bytes]] = {0: [], 1: [], 2: []}
+    deadline = time.monotonic() + 60
+    while sum(map(len, read.values())) < 60:
+        assert time.monotonic() < deadline, f"librdkafka read {read}"
+        message = reader.poll(0.5)
+        if message is not None and message.error() is None:
+            read[message.partition()].append(message.value())
+    reader.close()
+    for p in range(3):
+        expected = [b"%s-%d" % (tag, i) for tag in (b"before", b"after") for i in range(p, 30, 3)]
+        assert read[p] == expected, p
