@@ -122,7 +122,12 @@ def _producer_properties(parser: argparse.ArgumentParser) -> None:
 def add_parser(commands: Any) -> None:
     perf = commands.add_parser("perf", help="load tools: produce, consume, end-to-end latency")
     tools = perf.add_subparsers(dest="tool", metavar="TOOL", required=True)
+    _add_produce(tools)
+    _add_consume(tools)
+    _add_e2e(tools)
 
+
+def _add_produce(tools: Any) -> None:
     produce = tools.add_parser("produce", help="producer throughput and latency")
     produce.add_argument("--num-records", type=int, required=True, help="records to send")
     payload = produce.add_mutually_exclusive_group(required=True)
@@ -157,6 +162,8 @@ def add_parser(commands: Any) -> None:
     _common(produce)
     produce.set_defaults(handler=produce_command)
 
+
+def _add_consume(tools: Any) -> None:
     consume = tools.add_parser("consume", help="consumer throughput")
     consume.add_argument("--messages", type=int, required=True, help="records to consume")
     consume.add_argument(
@@ -192,6 +199,8 @@ def add_parser(commands: Any) -> None:
     _common(consume)
     consume.set_defaults(handler=consume_command)
 
+
+def _add_e2e(tools: Any) -> None:
     e2e = tools.add_parser("e2e", help="end-to-end latency at a steady rate")
     amount = e2e.add_mutually_exclusive_group(required=True)
     amount.add_argument("--num-records", type=int, help="records to send")

@@ -36,7 +36,11 @@ def add_parsers(commands: Any) -> None:
     """Add ``strom cluster ...`` to the ``strom`` command's subparsers ``commands``."""
     cluster = commands.add_parser("cluster", help="run a local cluster (etcd and services)")
     actions = cluster.add_subparsers(dest="action", metavar="ACTION", required=True)
+    _add_up_parser(actions)
+    _add_control_parsers(actions)
 
+
+def _add_up_parser(actions: Any) -> None:
     up = actions.add_parser(
         "up", help="start the local cluster and keep it running; Ctrl-C (or `down`) stops it"
     )
@@ -112,6 +116,9 @@ def add_parsers(commands: Any) -> None:
     )
     up.set_defaults(handler=cluster_up)
 
+
+def _add_control_parsers(actions: Any) -> None:
+    """``down``, ``status``, ``stop|start|restart|kill NODE`` and ``logs NODE``."""
     down = actions.add_parser("down", help="stop a running local cluster (as Ctrl-C does)")
     _add_data_dir(down, "the data directory given to `up`")
     down.set_defaults(handler=cluster_down)
