@@ -144,7 +144,7 @@ def partition_chaos_run(
     for topic in TOPICS:
         wait_for_full_isr(cluster, 60, topic=topic)
     results = idempotent.check(cluster, outcome, behind)
-    txn_results = transactional.check(cluster, txn_outcome)
+    txn_results = transactional.check(cluster, txn_outcome, txn_settings.workers)
     print(idempotent.table(results, outcome, settings), flush=True)
     print(transactional.table(txn_results, txn_outcome, txn_settings), flush=True)
     print("nemesis events:", *outcome.faults, sep="\n  ", flush=True)
