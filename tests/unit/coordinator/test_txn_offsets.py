@@ -373,3 +373,38 @@ def test_delete_groups_racing_a_staging_waits_for_it_and_refuses() -> None:
         assert await stable(reloaded(log), ("t", 0)) == {("t", 0): "UNSTABLE_OFFSET_COMMIT"}
 
     run(scenario)
+
+
+def test_a_pending_record_the_markers_coordinator_never_loaded_does_not_come_back() -> None:
+    """Coordinator A stages an offset; its record is in the log but was not committed when B
+    took the partition over and loaded it, so B's memory has nothing pending when the abort
+    marker arrives. Before, B wrote nothing and every later owner replayed the record as
+    pending for good (read_committed consumers of the group stuck on UNSTABLE_OFFSET_COMMIT:
+    a fault run's pipeline stopped for minutes); now the marker's ended-transaction record,
+    after it in the log, drops it at replay."""
+
+    async def scenario() -> None:
+        log = MemoryLog()
+        a = manager(log)
+        await a.commit_offsets("g", -1, "", [CommitPartition("t", 0, 7)])
+        loaded_by_b = len(log.records(0))
+        (staged,) = await a.txn_commit_offsets(txn(("t", 0, 10)))
+        assert staged.error is None
+        b = manager(log, load=False)
+        b.begin_loading(0)
+        for key, value in log.records(0)[:loaded_by_b]:
+            b.replay(0, key, value, 0)
+        b.finish_loading(0)
+        (ended,) = await b.end_txn(["g"], PID, 3, committed=False)
+        assert ended.error is None
+        assert await stable(b, ("t", 0)) == {("t", 0): 7}
+        assert await stable(reloaded(log), ("t", 0)) == {("t", 0): 7}
+
+    run(scenario)
+
+
+def test_ended_transaction_records_round_trip_and_are_not_kafka_keys() -> None:
+    key = records.ended_key("grp", 2**40)
+    assert records.decode_key(key) == records.EndedKey("grp", 2**40)
+    assert key[:2] == b"\x7f\xf1"
+    assert records.decode_ended_value(records.ended_value(32766)) == 32766

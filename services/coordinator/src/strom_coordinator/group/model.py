@@ -127,6 +127,8 @@ class Group:
     offset_seq: dict[tuple[str, int], int] = field(default_factory=dict)
     #: producer id -> partition -> offset staged by that producer's open transaction.
     pending_txn: dict[int, dict[tuple[str, int], PendingTxnOffset]] = field(default_factory=dict)
+    #: producer id -> the epoch of its last transaction whose marker reached the group.
+    txn_ended: dict[int, int] = field(default_factory=dict)
     state_timestamp_ms: int | None = None
     join_timer: asyncio.TimerHandle | None = None
     # InitialDelayedJoin of an Empty group: remaining budget and whether someone joined since.

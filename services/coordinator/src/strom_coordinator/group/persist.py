@@ -54,6 +54,8 @@ def replay_record(
         _replay_group(groups, partition, decoded.group_id, value)
     elif isinstance(decoded, records.PendingKey):
         _replay_pending(groups, partition, decoded, value)
+    elif isinstance(decoded, records.EndedKey):
+        _replay_ended(groups, decoded, value)
 
 
 def _replay_pending(
@@ -72,6 +74,20 @@ def _replay_pending(
     group.pending_txn.setdefault(key.producer_id, {})[tp] = PendingTxnOffset(
         v.producer_epoch, offset
     )
+
+
+def _replay_ended(groups: dict[str, Group], key: records.EndedKey, value: bytes | None) -> None:
+    """A marker reached the group: what the producer had pending at its epoch or below, in
+    the log before this record, is gone (a record the marker's coordinator never loaded)."""
+    group = groups.get(key.group_id)
+    if value is None or group is None:
+        return
+    epoch = records.decode_ended_value(value)
+    group.txn_ended[key.producer_id] = epoch
+    staged = group.pending_txn.get(key.producer_id, {})
+    for tp, entry in list(staged.items()):
+        if entry.producer_epoch <= epoch:
+            group.unstage(key.producer_id, tp)
 
 
 def _replay_offset(
@@ -98,7 +114,11 @@ def _replay_group(
     if value is None:  # the group was deleted; offsets written later may bring it back
         if old is not None and (old.offsets or old.pending_txn):
             groups[group_id] = Group(
-                group_id, partition, offsets=old.offsets, pending_txn=old.pending_txn
+                group_id,
+                partition,
+                offsets=old.offsets,
+                pending_txn=old.pending_txn,
+                txn_ended=old.txn_ended,
             )
         else:
             groups.pop(group_id, None)
@@ -113,6 +133,7 @@ def _replay_group(
         leader_id=v.leader_id,
         offsets=old.offsets if old is not None else {},
         pending_txn=old.pending_txn if old is not None else {},
+        txn_ended=old.txn_ended if old is not None else {},
         state_timestamp_ms=(
             v.current_state_timestamp_ms if v.current_state_timestamp_ms >= 0 else None
         ),

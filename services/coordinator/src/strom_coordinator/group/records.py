@@ -9,6 +9,7 @@ and UTF-8 bytes (nullable strings use length -1), byte arrays an int32 length::
                                             only the newest marker)
     pending txn offset key (version 0x7FF0) group: string, producer_id int64, topic: string,
                                             partition: int32
+    ended txn key        (version 0x7FF1)  group: string, producer_id int64
 
     offset commit value  version int16 (0..3), offset int64,
                          [v3+] leader_epoch int32 (-1 = unknown), metadata string,
@@ -24,12 +25,18 @@ and UTF-8 bytes (nullable strings use length -1), byte arrays an int32 length::
     ownership marker value version int16 (0), coordinator_id int32, owner_epoch int32
     pending txn offset value version int16 (0), producer_epoch int16, offset int64,
                          leader_epoch int32, metadata string, commit_timestamp int64
+    ended txn value      version int16 (0), producer_epoch int16
 
 A pending transactional offset (Strom's own record kind, not Kafka's: Kafka writes them as
 offset records inside the transaction's batch) is one partition's offset staged by
 TxnOffsetCommit for (group, producer id); the transaction's marker turns it into an offset
 commit record (commit) or drops it, and either way writes its tombstone in the same batch.
 Its key version sits far above Kafka's key versions so that none of theirs can collide.
+A marker that finds nothing pending for (group, producer id) in memory writes an
+ended-transaction record with the transaction's epoch: replay drops what that producer still had
+pending at that epoch or below before it, so a pending record that reached the log but not the
+memory of the coordinator that handled the marker (the previous owner's write, committed after
+the new owner loaded) does not come back pending at the next load.
 
 Strom writes offset keys v1, group keys v2, offset values v3 and group values v3, and decodes
 every older version. A tombstone (None value) deletes the key's offset or group. Key bytes are a
@@ -47,6 +54,7 @@ from strom.errors import InvalidRecordError
 
 __all__ = [
     "OFFSETS_TOPIC",
+    "EndedKey",
     "GroupKey",
     "GroupMetadataValue",
     "MarkerKey",
@@ -55,11 +63,14 @@ __all__ = [
     "OffsetValue",
     "PendingKey",
     "PendingValue",
+    "decode_ended_value",
     "decode_group_value",
     "decode_key",
     "decode_offset_value",
     "decode_pending_value",
     "encode_group_value",
+    "ended_key",
+    "ended_value",
     "group_key",
     "offset_key",
     "offset_value",
@@ -76,6 +87,8 @@ _GROUP_KEY_VERSION = 2
 _MARKER_KEY_VERSION = 0x7FFF
 _PENDING_KEY_VERSION = 0x7FF0
 _PENDING_VALUE_VERSION = 0
+_ENDED_KEY_VERSION = 0x7FF1
+_ENDED_VALUE_VERSION = 0
 _OFFSET_VALUE_VERSION = 3
 _GROUP_VALUE_VERSION = 3
 _MAX_STRING = 0x7FFF
@@ -106,6 +119,14 @@ class PendingKey:
     producer_id: int
     topic: str
     partition: int
+
+
+@dataclass(frozen=True)
+class EndedKey:
+    """The last transaction of ``producer_id`` whose marker reached the group."""
+
+    group_id: str
+    producer_id: int
 
 
 @dataclass(frozen=True)
@@ -280,7 +301,27 @@ def decode_pending_value(data: bytes) -> PendingValue:
     return value
 
 
-Key = OffsetKey | GroupKey | MarkerKey | PendingKey
+def ended_key(group_id: str, producer_id: int) -> bytes:
+    """Key of the ended-transaction record of ``producer_id`` in the group."""
+    return _Writer().int16(_ENDED_KEY_VERSION).string(group_id).int64(producer_id).done()
+
+
+def ended_value(producer_epoch: int) -> bytes:
+    return _Writer().int16(_ENDED_VALUE_VERSION).int16(producer_epoch).done()
+
+
+def decode_ended_value(data: bytes) -> int:
+    """The producer epoch of an ended-transaction record."""
+    r = _Reader(data, "ended transaction value")
+    version = r.int16()
+    if version != _ENDED_VALUE_VERSION:
+        raise InvalidRecordError(f"ended transaction value: unknown version {version}")
+    epoch = r.int16()
+    r.end()
+    return epoch
+
+
+Key = OffsetKey | GroupKey | MarkerKey | PendingKey | EndedKey
 
 
 def decode_key(data: bytes) -> Key:
@@ -296,6 +337,8 @@ def decode_key(data: bytes) -> Key:
         key = MarkerKey()
     elif version == _PENDING_KEY_VERSION:
         key = PendingKey(r.string(), r.int64(), r.string(), r.int32())
+    elif version == _ENDED_KEY_VERSION:
+        key = EndedKey(r.string(), r.int64())
     else:
         raise InvalidRecordError(f"__consumer_offsets key: unknown version {version}")
     r.end()

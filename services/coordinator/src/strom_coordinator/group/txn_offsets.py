@@ -200,10 +200,22 @@ class TxnOffsetStore:
         partition = self._partitions.route(group_id)
         group = self._groups.get(group_id)
         staged = group.pending_txn.get(producer_id) if group is not None else None
-        if group is None or not staged:
-            return  # nothing pending: ended already (a resent marker) or never staged
-        ending = {tp: e for tp, e in staged.items() if e.producer_epoch <= producer_epoch}
+        ending = {tp: e for tp, e in (staged or {}).items() if e.producer_epoch <= producer_epoch}
+        if group is None:
+            return  # an unknown group: nothing was ever staged here
         if not ending:
+            if group.txn_ended.get(producer_id, -1) >= producer_epoch:
+                return  # a resent marker: ended already
+            # Nothing pending in memory, yet the log may hold a pending record this coordinator
+            # never loaded (the previous owner's write, committed after the load): the
+            # ended-transaction record drops it at the next load.
+            ended = (records.ended_key(group_id, producer_id), records.ended_value(producer_epoch))
+            try:
+                await self._log.append(partition, [ended])
+            except Exception as e:
+                raise log_failure(e, commit=False) from None
+            if self._groups.get(group_id) is group:
+                group.txn_ended[producer_id] = producer_epoch
             return
         applied = {
             tp: e
@@ -240,6 +252,7 @@ class TxnOffsetStore:
             group.pending_commits -= 1
         if self._groups.get(group_id) is not group:
             return
+        group.txn_ended[producer_id] = max(group.txn_ended.get(producer_id, -1), producer_epoch)
         for tp, entry in ending.items():
             group.unstage(producer_id, tp, entry)
         for tp, entry in applied.items():
