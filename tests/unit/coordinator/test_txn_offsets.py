@@ -408,3 +408,41 @@ def test_ended_transaction_records_round_trip_and_are_not_kafka_keys() -> None:
     assert records.decode_key(key) == records.EndedKey("grp", 2**40)
     assert key[:2] == b"\x7f\xf1"
     assert records.decode_ended_value(records.ended_value(32766)) == 32766
+
+
+def test_a_late_staging_of_an_ended_transaction_does_not_replace_the_newer_one() -> None:
+    """A TxnOffsetCommit of an earlier transaction (epoch 2) lands after the producer's current
+    one (epoch 3) staged its offset: a deposed coordinator resuming after a pause wrote it.
+    Before, it replaced the newer pending offset, the epoch-3 commit marker then found only an
+    older epoch and committed nothing, and the partition's next owner re-read records the
+    committed transaction had consumed (two duplicated outputs in a fault run)."""
+
+    async def scenario() -> None:
+        log = MemoryLog()
+        m = manager(log)
+        await m.commit_offsets("g", -1, "", [CommitPartition("t", 0, 2)])
+        (current,) = await m.txn_commit_offsets(txn(("t", 0, 10), epoch=3))
+        (late,) = await m.txn_commit_offsets(txn(("t", 0, 8), epoch=2))
+        assert current.error is None and late.error is None
+        (ended,) = await m.end_txn(["g"], PID, 3, committed=True)
+        assert ended.error is None
+        assert await stable(m, ("t", 0)) == {("t", 0): 10}
+        assert await stable(reloaded(log), ("t", 0)) == {("t", 0): 10}
+
+    run(scenario)
+
+
+def test_replay_keeps_the_newer_pending_offset_whatever_the_log_order() -> None:
+    async def scenario() -> None:
+        log = MemoryLog()
+        m = manager(log)
+        await m.txn_commit_offsets(txn(("t", 0, 10), epoch=3))
+        stale = (records.pending_key("g", PID, "t", 0),
+                 records.pending_value(records.PendingValue(2, 8)))  # fmt: skip
+        await log.append(0, [stale])  # written late by a deposed owner
+        fresh = reloaded(log)
+        (ended,) = await fresh.end_txn(["g"], PID, 3, committed=True)
+        assert ended.error is None
+        assert await stable(fresh, ("t", 0)) == {("t", 0): 10}
+
+    run(scenario)

@@ -14,7 +14,7 @@ from strom_coordinator.group.model import (
     PendingTxnOffset,
 )
 
-__all__ = ["group_record", "replay_record"]
+__all__ = ["group_record", "replay_record", "stage"]
 
 
 def group_record(group: Group) -> tuple[bytes, bytes]:
@@ -71,9 +71,21 @@ def _replay_pending(
     if group is None:
         group = groups[key.group_id] = Group(key.group_id, partition)
     offset = CommittedOffset(v.offset, v.leader_epoch, v.metadata, v.commit_timestamp_ms)
-    group.pending_txn.setdefault(key.producer_id, {})[tp] = PendingTxnOffset(
-        v.producer_epoch, offset
-    )
+    stage(group, key.producer_id, tp, PendingTxnOffset(v.producer_epoch, offset))
+
+
+def stage(group: Group, producer_id: int, tp: tuple[str, int], entry: PendingTxnOffset) -> bool:
+    """Make ``entry`` the offset ``producer_id`` has pending for ``tp``, unless it is a late
+    write of a transaction that already ended: an epoch below one whose marker reached the
+    group, or below the epoch of what is pending already (a producer's epochs only grow; a
+    deposed coordinator's write can land after its successor's). Whether it was staged."""
+    if entry.producer_epoch < group.txn_ended.get(producer_id, -1):
+        return False
+    current = group.pending_txn.get(producer_id, {}).get(tp)
+    if current is not None and current.producer_epoch > entry.producer_epoch:
+        return False
+    group.pending_txn.setdefault(producer_id, {})[tp] = entry
+    return True
 
 
 def _replay_ended(groups: dict[str, Group], key: records.EndedKey, value: bytes | None) -> None:

@@ -43,7 +43,7 @@ from strom.errors import (
     InvalidRequestError,
 )
 from strom.types import TopicPartition
-from strom_coordinator.group import records
+from strom_coordinator.group import persist, records
 from strom_coordinator.group.api import MarkerGroupResult, PartitionResult, TxnCommitRequest
 from strom_coordinator.group.errors import check_group_id, log_failure
 from strom_coordinator.group.model import CommittedOffset, Group, GroupState, PendingTxnOffset
@@ -173,7 +173,8 @@ class TxnOffsetStore:
         finally:
             group.pending_commits -= 1
         if self._groups.get(req.group_id) is group:
-            group.pending_txn.setdefault(req.producer_id, {}).update(staged)
+            for tp, entry in staged.items():
+                persist.stage(group, req.producer_id, tp, entry)
         return results
 
     async def end(
