@@ -404,7 +404,20 @@ class PartitionOwnership:
     async def init_producer(self, partition: int) -> tuple[int, int]:
         """InitProducerId for the partition's fencing transactional id through the gateway:
         the same producer id with a bumped epoch (retried while retriable, within the request
-        timeout)."""
+        timeout). ``NotCoordinatorError`` instead when this instance no longer holds the
+        partition or its etcd session lapsed: bumping the epoch fences the current owner, and a
+        deposed coordinator resuming from a pause (its writer re-initialising after a failed
+        write) would otherwise fence its successor and land its own late writes."""
+        owner = self.owners.get(partition)
+        session = self.registration.session
+        if (
+            partition not in self._owned
+            or session.expired()
+            or (owner is not None and owner.coordinator_id != self.coordinator_id)
+        ):
+            raise NotCoordinatorError(
+                f"coordinator {self.coordinator_id} no longer holds {self.topic}-{partition}"
+            )
         return await init_producer_id(
             self.cluster, self.spec.fencing_id(partition), self.request_timeout_s
         )
