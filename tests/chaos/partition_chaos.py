@@ -131,7 +131,7 @@ def partition_chaos_run(
                 thread.join(180)
         try:
             behind = idempotent.wait_for_group(cluster, 120)
-            transactional.wait_for_pipeline(cluster, 120)
+            transactional.wait_for_pipeline(cluster, txn_outcome, 120)
         finally:
             group.stop_all()
             workers.stop_all()

@@ -102,6 +102,8 @@ class TxnOutcome:
     #: records of aborted transactions that a read_uncommitted reader finds in the log
     aborted_in_log: int = 0
     faults: list[str] = field(default_factory=list)
+    #: Input partitions whose committed offset never reached the end of txn-in.
+    pipeline_behind: int = 0
     #: One line per duplicated pipeline input: who wrote each committed copy.
     duplicates_explained: list[str] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -347,6 +349,7 @@ def check(cluster: LocalCluster, outcome: TxnOutcome, workers: int) -> dict[str,
         "duplicates": sum(n - 1 for n in visible.values()),
         "non-monotonic offsets (live reader)": outcome.live_backwards,
         "pipeline records missing": sum(1 for i in outcome.input_acked if i not in output),
+        "pipeline partitions not caught up": outcome.pipeline_behind,
         "pipeline records duplicated": sum(n - 1 for n in output.values()),
         # The read_committed read and the log's own markers must agree on what was duplicated.
         "pipeline duplicates read vs log differ": len(counted ^ explained),
@@ -442,7 +445,7 @@ def txn_chaos_run(data_dir: Path, settings: TxnChaosSettings) -> tuple[dict[str,
             for thread in writers:
                 thread.join(180)
             try:
-                wait_for_pipeline(cluster, 120)
+                wait_for_pipeline(cluster, outcome, 120)
             finally:
                 workers.stop_all()
                 stop_readers.set()
@@ -454,8 +457,10 @@ def txn_chaos_run(data_dir: Path, settings: TxnChaosSettings) -> tuple[dict[str,
         next(runner, None)
 
 
-def wait_for_pipeline(cluster: LocalCluster, timeout_s: float) -> None:
-    """Until the pipeline group's committed offsets reach the end of ``txn-in``."""
+def wait_for_pipeline(cluster: LocalCluster, outcome: TxnOutcome, timeout_s: float) -> None:
+    """Until the pipeline group's committed offsets reach the end of ``txn-in``; the
+    partitions still behind at ``timeout_s`` go to ``outcome.pipeline_behind`` (a stuck
+    pipeline, told apart from records it lost)."""
     with cluster.admin() as admin:
         latest = admin.list_offsets(
             {TopicPartition(IN_TOPIC, p): "latest" for p in range(PARTITIONS)}
@@ -469,6 +474,8 @@ def wait_for_pipeline(cluster: LocalCluster, timeout_s: float) -> None:
             committed = {tp.partition: o.offset for tp, o in found.items() if tp.topic == IN_TOPIC}
         except StromError:
             committed = {}
-        if all(committed.get(p, -1) >= end for p, end in ends.items()):
+        behind = {p for p, end in ends.items() if committed.get(p, -1) < end}
+        outcome.pipeline_behind = len(behind)
+        if not behind:
             return
         time.sleep(1)
