@@ -7,25 +7,20 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Iterator
 
-import etcd3
 import pytest
+from lease_testkit import etcd, eventually, lease_alive
 
 from strom.errors import StromError
 from strom_server.etcd.lease_campaign import Ballot, LeaseCampaign
 from strom_server.etcd.process import EtcdProcess
 from strom_server.etcd.store import EtcdStore, Put
 
+__all__ = ["etcd"]  # the module-scoped fixture, used by name
+
 pytestmark = pytest.mark.timeout(60)
 
 TTL_S = 2
-
-
-@pytest.fixture(scope="module")
-def etcd() -> Iterator[EtcdProcess]:
-    with EtcdProcess() as process:
-        yield process
 
 
 class Candidate(LeaseCampaign):
@@ -50,24 +45,6 @@ class Candidate(LeaseCampaign):
 
     async def _wait(self) -> None:
         await asyncio.sleep(0.05)
-
-
-async def eventually(condition: Callable[[], bool], what: str, timeout_s: float = 10.0) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout_s
-    while not condition():
-        assert loop.time() < deadline, f"timed out waiting for {what}"
-        await asyncio.sleep(0.02)
-
-
-async def _lease_alive(etcd: EtcdProcess, lease: int) -> bool:
-    """Whether etcd still knows ``lease`` (asked with the synchronous client, off the loop)."""
-    client = etcd3.client(etcd.host, etcd.port, timeout=5)
-    try:
-        info = await asyncio.to_thread(client.get_lease_info, lease)
-        return int(info.TTL) > 0
-    finally:
-        client.close()
 
 
 def test_one_candidate_wins_keeps_the_key_and_only_its_writes_pass(etcd: EtcdProcess) -> None:
@@ -151,7 +128,7 @@ def test_a_wedged_event_loop_loses_the_lease(etcd: EtcdProcess) -> None:
             time.sleep(TTL_S + 1)  # noqa: ASYNC251 (the loop is wedged: its keep-alive holds back)
             await eventually(lambda: bool(a.deposed), "the step-down")
             assert "lease" in a.deposed[0]
-            assert not await _lease_alive(etcd, first)
+            assert not await lease_alive(etcd, first)
         finally:
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
@@ -170,13 +147,13 @@ def test_a_changed_key_steps_down_and_revokes_the_lease(etcd: EtcdProcess) -> No
         try:
             assert await a._campaign()
             lease = a.lease_id
-            assert lease is not None and await _lease_alive(etcd, lease)
+            assert lease is not None and await lease_alive(etcd, lease)
             await store.put(key, b"someone else")  # what the owner's watch then reports
             lead = asyncio.create_task(a._lead())
             a.key_changed()
             await asyncio.wait_for(lead, 5)
             assert a.deposed == ["the election key changed"] and not a.leading
-            assert a.lease_id is None and not await _lease_alive(etcd, lease)
+            assert a.lease_id is None and not await lease_alive(etcd, lease)
             with pytest.raises(StromError):
                 a.fence()
         finally:

@@ -5,42 +5,19 @@ failed write, keeps trying a write that fails, and goes at once on close."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterator
 
-import etcd3
 import pytest
+from lease_testkit import etcd, eventually, lease_alive
 
 from strom_server.etcd.lease_registration import LeaseRegistration
 from strom_server.etcd.process import EtcdProcess
 from strom_server.etcd.store import EtcdStore
 
+__all__ = ["etcd"]  # the module-scoped fixture, used by name
+
 pytestmark = pytest.mark.timeout(60)
 
 TTL_S = 2
-
-
-@pytest.fixture(scope="module")
-def etcd() -> Iterator[EtcdProcess]:
-    with EtcdProcess() as process:
-        yield process
-
-
-async def eventually(condition: Callable[[], bool], what: str, timeout_s: float = 10.0) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout_s
-    while not condition():
-        assert loop.time() < deadline, f"timed out waiting for {what}"
-        await asyncio.sleep(0.02)
-
-
-async def _lease_alive(etcd: EtcdProcess, lease: int) -> bool:
-    """Whether etcd still knows ``lease`` (asked with the synchronous client, off the loop)."""
-    client = etcd3.client(etcd.host, etcd.port, timeout=5)
-    try:
-        info = await asyncio.to_thread(client.get_lease_info, lease)
-        return int(info.TTL) > 0
-    finally:
-        client.close()
 
 
 def test_kept_past_its_ttl_written_again_after_a_loss_and_gone_on_close(
@@ -94,7 +71,7 @@ def test_a_failed_write_revokes_its_lease_and_run_keeps_trying(etcd: EtcdProcess
         once = LeaseRegistration(store, what="test registration", ttl_s=TTL_S, write=refused)
         with pytest.raises(ValueError, match="refused"):
             await once.start()
-        assert once.lease_id == 0 and not await _lease_alive(etcd, leases[0])
+        assert once.lease_id == 0 and not await lease_alive(etcd, leases[0])
 
         async def refused_twice(lease: int) -> None:
             leases.append(lease)
@@ -109,7 +86,7 @@ def test_a_failed_write_revokes_its_lease_and_run_keeps_trying(etcd: EtcdProcess
         try:
             await eventually(lambda: patient.lease_id != 0, "the registration")
             assert len(leases) == 4 and patient.lease_id == leases[-1]
-            assert not any([await _lease_alive(etcd, lease) for lease in leases[1:3]])
+            assert not any([await lease_alive(etcd, lease) for lease in leases[1:3]])
             held = await store.get(key)
             assert held is not None and held.lease == patient.lease_id
         finally:
