@@ -25,14 +25,14 @@ from strom import Producer as StromProducer
 from strom.protocol.v1 import common_pb2, storage_pb2, storage_pb2_grpc
 from strom.records import Compression
 from strom.records.header import walk_batches
-from strom_gateway.kafka.codec import decode, encode
-from strom_gateway.kafka.messages import (
+from strom_gateway.kafka.protocol.codec import decode, encode
+from strom_gateway.kafka.protocol.messages import (
     DESCRIBE_PRODUCERS,
     DESCRIBE_TRANSACTIONS,
     LIST_TRANSACTIONS,
     OFFSET_FOR_LEADER_EPOCH,
 )
-from strom_gateway.kafka.schema import Api
+from strom_gateway.kafka.protocol.schema import Api
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 admin_module = pytest.importorskip("confluent_kafka.admin")

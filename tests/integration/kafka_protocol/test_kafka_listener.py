@@ -14,10 +14,10 @@ import structlog
 from structlog.testing import capture_logs
 
 from strom_gateway.kafka import listener as listener_module
-from strom_gateway.kafka.codec import decode, encode
-from strom_gateway.kafka.frames import Request
 from strom_gateway.kafka.listener import Connection, KafkaListener, served_versions
-from strom_gateway.kafka.messages import API_VERSIONS, METADATA
+from strom_gateway.kafka.protocol.codec import decode, encode
+from strom_gateway.kafka.protocol.frames import Request
+from strom_gateway.kafka.protocol.messages import API_VERSIONS, METADATA
 
 pytestmark = pytest.mark.integration
 

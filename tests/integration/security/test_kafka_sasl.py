@@ -24,8 +24,8 @@ from strom.records import encode_batch
 from strom.security.acl import AclBinding
 from strom.security.scram import ScramClient
 from strom.types import NewTopic
-from strom_gateway.kafka.codec import decode, encode
-from strom_gateway.kafka.messages import (
+from strom_gateway.kafka.protocol.codec import decode, encode
+from strom_gateway.kafka.protocol.messages import (
     ADD_PARTITIONS_TO_TXN,
     ALTER_CONFIGS,
     API_VERSIONS,
@@ -43,7 +43,7 @@ from strom_gateway.kafka.messages import (
     SASL_AUTHENTICATE,
     SASL_HANDSHAKE,
 )
-from strom_gateway.kafka.schema import Api
+from strom_gateway.kafka.protocol.schema import Api
 from strom_server.local import secure
 
 confluent_kafka = pytest.importorskip("confluent_kafka")

@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 import pytest
 
-from strom_gateway.coordinator_registry import CoordinatorRegistry
+from strom_gateway.routing.coordinator_registry import CoordinatorRegistry
 from strom_server.etcd.keys import ClusterKeys, encode_value
 from strom_server.etcd.process import EtcdProcess
 from strom_server.etcd.store import EtcdStore

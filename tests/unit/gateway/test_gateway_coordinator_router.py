@@ -12,7 +12,7 @@ from gateway_coordinator_fakes import Directory, FakeCoordinator, StaticSource, 
 
 from strom.errors import ErrorCode
 from strom.protocol.v1 import coordinator_pb2 as pb
-from strom_gateway.coordinator_router import CoordinatorRouter
+from strom_gateway.routing.coordinators import CoordinatorRouter
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -11,10 +11,10 @@ import pytest
 from strom.producer.partitioner import murmur2_partition
 from strom.protocol.v1 import gateway_pb2, storage_pb2
 from strom.records import decode_batches, encode_batch
-from strom_gateway.byte_budget import ByteBudget, TooLargeError
-from strom_gateway.data_path import fetch_reservation
-from strom_gateway.record_rpcs import decode_into, encode
-from strom_gateway.wire import LazyFetchResponse, produce_partitions, resolve
+from strom_gateway.api.record_rpcs import decode_into, encode
+from strom_gateway.routing.byte_budget import ByteBudget, TooLargeError
+from strom_gateway.routing.data_path import fetch_reservation
+from strom_gateway.routing.wire import LazyFetchResponse, produce_partitions, resolve
 
 # -- ByteBudget -----------------------------------------------------------------------------
 
@@ -195,6 +195,6 @@ def test_decode_into_starts_at_the_offset_and_stops_at_max_records() -> None:
 
 def test_the_record_partitioner_is_the_python_producers() -> None:
     # One place for murmur2: the gateway imports strom.producer's partitioner.
-    from strom_gateway import record_rpcs
+    from strom_gateway.api import record_rpcs
 
     assert record_rpcs.murmur2_partition is murmur2_partition

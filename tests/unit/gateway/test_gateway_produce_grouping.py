@@ -15,14 +15,14 @@ import grpc.aio
 
 from strom.errors import ErrorCode
 from strom.protocol.v1 import common_pb2, controller_pb2, storage_pb2, storage_pb2_grpc
-from strom_gateway.byte_budget import ByteBudget
-from strom_gateway.data_path import DataPath
 from strom_gateway.kafka.upstream_wire import ProduceRequestWriter
-from strom_gateway.leader_router import LeaderRouter
-from strom_gateway.metadata_cache import MetadataCache
-from strom_gateway.produce_stream import ProduceStreamRelay, RawProduce
-from strom_gateway.routing import ControllerRouter
-from strom_gateway.wire import PartitionRef
+from strom_gateway.routing.byte_budget import ByteBudget
+from strom_gateway.routing.controller import ControllerRouter
+from strom_gateway.routing.data_path import DataPath
+from strom_gateway.routing.leaders import LeaderRouter
+from strom_gateway.routing.metadata_cache import MetadataCache
+from strom_gateway.routing.produce_stream import ProduceStreamRelay, RawProduce
+from strom_gateway.routing.wire import PartitionRef
 from strom_server.rpc.raw_methods import add_with_raw_methods
 
 TOPIC = "t"

@@ -13,12 +13,12 @@ import grpc.aio
 
 from strom.errors import ErrorCode, is_retriable
 from strom.protocol.v1 import common_pb2, controller_pb2, storage_pb2, storage_pb2_grpc
-from strom_gateway.byte_budget import ByteBudget
-from strom_gateway.data_path import DataPath
-from strom_gateway.leader_router import LeaderRouter
-from strom_gateway.metadata_cache import MetadataCache
-from strom_gateway.produce_stream import ProduceStreamRelay
-from strom_gateway.routing import ControllerRouter
+from strom_gateway.routing.byte_budget import ByteBudget
+from strom_gateway.routing.controller import ControllerRouter
+from strom_gateway.routing.data_path import DataPath
+from strom_gateway.routing.leaders import LeaderRouter
+from strom_gateway.routing.metadata_cache import MetadataCache
+from strom_gateway.routing.produce_stream import ProduceStreamRelay
 
 TOPIC = "t"
 

@@ -7,10 +7,10 @@ from __future__ import annotations
 import inspect
 
 from strom.protocol.v1 import gateway_pb2, gateway_pb2_grpc
-from strom_gateway.coordinator_router import CoordinatorRouter
-from strom_gateway.data_path import DataPath
-from strom_gateway.record_rpcs import RecordRpcs
-from strom_gateway.servicer import FORWARDED, GatewayServicer, To
+from strom_gateway.api.record_rpcs import RecordRpcs
+from strom_gateway.api.servicer import FORWARDED, GatewayServicer, To
+from strom_gateway.routing.coordinators import CoordinatorRouter
+from strom_gateway.routing.data_path import DataPath
 
 RPCS = [m.name for m in gateway_pb2.DESCRIPTOR.services_by_name["Gateway"].methods]
 #: The router class whose method a route names.

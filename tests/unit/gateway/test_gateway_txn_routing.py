@@ -24,13 +24,13 @@ from strom.protocol.v1 import (
 )
 from strom.protocol.v1 import coordinator_pb2 as pb
 from strom.protocol.v1 import transaction_pb2 as txn
-from strom_gateway.byte_budget import ByteBudget
-from strom_gateway.coordinator_router import CoordinatorRouter, is_controller_producer_id
-from strom_gateway.data_path import DataPath
-from strom_gateway.leader_router import LeaderRouter
-from strom_gateway.metadata_cache import MetadataCache
-from strom_gateway.routing import ControllerRouter
-from strom_gateway.servicer import GatewayServicer, add_to_server
+from strom_gateway.api.servicer import GatewayServicer, add_to_server
+from strom_gateway.routing.byte_budget import ByteBudget
+from strom_gateway.routing.controller import ControllerRouter
+from strom_gateway.routing.coordinators import CoordinatorRouter, is_controller_producer_id
+from strom_gateway.routing.data_path import DataPath
+from strom_gateway.routing.leaders import LeaderRouter
+from strom_gateway.routing.metadata_cache import MetadataCache
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -6,7 +6,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from strom_gateway.kafka.schema import Field, Struct
+from strom_gateway.kafka.protocol.schema import Field, Struct
 
 _INTS = {
     "int8": st.integers(-(2**7), 2**7 - 1),

@@ -13,8 +13,8 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from kafka_strategies import message, plain
 
-from strom_gateway.kafka.codec import MalformedMessageError, decode, encode
-from strom_gateway.kafka.messages import (
+from strom_gateway.kafka.protocol.codec import MalformedMessageError, decode, encode
+from strom_gateway.kafka.protocol.messages import (
     APIS,
     FETCH,
     METADATA,
@@ -22,7 +22,7 @@ from strom_gateway.kafka.messages import (
     SASL_AUTHENTICATE,
     SASL_HANDSHAKE,
 )
-from strom_gateway.kafka.schema import Api, Struct
+from strom_gateway.kafka.protocol.schema import Api, Struct
 
 SETTINGS = settings(
     max_examples=60,

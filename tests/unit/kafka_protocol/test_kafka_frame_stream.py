@@ -13,8 +13,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from strom_gateway.kafka.frame_stream import FrameError, FrameStream
-from strom_gateway.kafka.frames import SPLICE_BYTES, response_frame, response_parts
-from strom_gateway.kafka.messages import FETCH
+from strom_gateway.kafka.protocol.frames import SPLICE_BYTES, response_frame, response_parts
+from strom_gateway.kafka.protocol.messages import FETCH
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 FRAMES = st.lists(

@@ -19,7 +19,7 @@ from strom.security.scram import (
     make_credential,
     salted_password,
 )
-from strom_gateway.kafka.messages import API_VERSIONS, METADATA, PRODUCE, SASL_AUTHENTICATE
+from strom_gateway.kafka.protocol.messages import API_VERSIONS, METADATA, PRODUCE, SASL_AUTHENTICATE
 from strom_gateway.kafka.sasl import SaslServer, SaslSession, session_margin_s
 from strom_server.security.authentication import ScramAuthenticator
 from strom_server.security.tokens import TokenIssuer, TokenVerifier

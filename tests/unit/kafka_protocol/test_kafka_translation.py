@@ -12,7 +12,7 @@ from strom_gateway.kafka.admin_handlers import _topic_id
 from strom_gateway.kafka.backend import failure, kafka_code
 from strom_gateway.kafka.handlers import HANDLERS
 from strom_gateway.kafka.listener import served_versions
-from strom_gateway.kafka.messages import APIS
+from strom_gateway.kafka.protocol.messages import APIS
 
 
 def test_kafka_codes_are_strom_codes_below_1000() -> None:

@@ -4,18 +4,18 @@ from __future__ import annotations
 
 from strom.protocol.v1.security_pb2_grpc import add_SecurityServicer_to_server
 from strom.security import ChannelSecurity
-from strom_gateway.byte_budget import ByteBudget
+from strom_gateway.api.servicer import GatewayServicer, add_to_server
 from strom_gateway.config import GatewayConfig
-from strom_gateway.coordinator_registry import CoordinatorRegistry
-from strom_gateway.coordinator_router import CoordinatorRouter
-from strom_gateway.data_path import DataPath
-from strom_gateway.kafka import Routes, start_kafka_listener
 from strom_gateway.kafka.listener import KafkaListener
-from strom_gateway.leader_router import LeaderRouter
-from strom_gateway.log_dirs import LogDirsFanOut
-from strom_gateway.metadata_cache import MetadataCache
-from strom_gateway.routing import ControllerRouter
-from strom_gateway.servicer import GatewayServicer, add_to_server
+from strom_gateway.kafka.start import Routes, start_kafka_listener
+from strom_gateway.routing.byte_budget import ByteBudget
+from strom_gateway.routing.controller import ControllerRouter
+from strom_gateway.routing.coordinator_registry import CoordinatorRegistry
+from strom_gateway.routing.coordinators import CoordinatorRouter
+from strom_gateway.routing.data_path import DataPath
+from strom_gateway.routing.leaders import LeaderRouter
+from strom_gateway.routing.log_dirs import LogDirsFanOut
+from strom_gateway.routing.metadata_cache import MetadataCache
 from strom_server.etcd.controller_locator import ControllerLocator
 from strom_server.etcd.keys import ClusterKeys
 from strom_server.etcd.store import EtcdStore

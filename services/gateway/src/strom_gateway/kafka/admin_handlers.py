@@ -17,8 +17,8 @@ from strom.errors import ErrorCode
 from strom.protocol.v1 import common_pb2
 from strom.protocol.v1 import controller_pb2 as pb
 from strom_gateway.kafka.backend import Backend, CallFailed, kafka_code
-from strom_gateway.kafka.frames import Request
 from strom_gateway.kafka.listener import Connection, served_versions
+from strom_gateway.kafka.protocol.frames import Request
 
 __all__ = [
     "alter_configs",

@@ -18,10 +18,10 @@ from google.protobuf.message import Message
 from strom.cluster import from_rpc_error
 from strom.errors import ErrorCode
 from strom.protocol.v1 import controller_pb2
-from strom_gateway.byte_budget import TooLargeError
-from strom_gateway.coordinator_router import CoordinatorRouter
-from strom_gateway.data_path import DataPath
-from strom_gateway.routing import ControllerRouter, NoControllerError
+from strom_gateway.routing.byte_budget import TooLargeError
+from strom_gateway.routing.controller import ControllerRouter, NoControllerError
+from strom_gateway.routing.coordinators import CoordinatorRouter
+from strom_gateway.routing.data_path import DataPath
 
 __all__ = ["ROUTER_ERRORS", "Backend", "CallFailed", "failure", "kafka_code"]
 

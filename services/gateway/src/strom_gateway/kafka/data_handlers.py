@@ -23,17 +23,9 @@ from typing import Any, Protocol, TypeVar, cast
 
 from strom.errors import ErrorCode
 from strom.protocol.v1 import common_pb2, storage_pb2
-from strom_gateway.data_path import (
-    DataPath,
-    delete_records_error,
-    fetch_error,
-    list_offsets_error,
-    offset_for_leader_epoch_error,
-    produce_error,
-)
 from strom_gateway.kafka.backend import ROUTER_ERRORS, Backend, CallFailed, failure, kafka_code
-from strom_gateway.kafka.frames import Request
 from strom_gateway.kafka.listener import Connection
+from strom_gateway.kafka.protocol.frames import Request
 from strom_gateway.kafka.security import refused_among_unknown
 from strom_gateway.kafka.upstream_wire import (
     FetchAnswer,
@@ -41,9 +33,17 @@ from strom_gateway.kafka.upstream_wire import (
     fetch_answer,
     fetch_answer_of,
 )
-from strom_gateway.leader_router import ErrorResult, PartitionItem
-from strom_gateway.produce_stream import ProduceStreamRelay, RawProduce
-from strom_gateway.wire import PartitionRef, resolve, serialized
+from strom_gateway.routing.data_path import (
+    DataPath,
+    delete_records_error,
+    fetch_error,
+    list_offsets_error,
+    offset_for_leader_epoch_error,
+    produce_error,
+)
+from strom_gateway.routing.leaders import ErrorResult, PartitionItem
+from strom_gateway.routing.produce_stream import ProduceStreamRelay, RawProduce
+from strom_gateway.routing.wire import PartitionRef, resolve, serialized
 
 __all__ = [
     "ProducePipe",

@@ -15,8 +15,8 @@ from strom.protocol.v1 import common_pb2
 from strom.protocol.v1 import coordinator_pb2 as pb
 from strom_gateway.kafka.backend import Backend, CallFailed, failure, kafka_code
 from strom_gateway.kafka.data_handlers import by_topic
-from strom_gateway.kafka.frames import Request
 from strom_gateway.kafka.listener import Connection
+from strom_gateway.kafka.protocol.frames import Request
 
 __all__ = [
     "delete_groups",

@@ -10,11 +10,11 @@ import structlog
 from strom_gateway.kafka import admin_handlers as admin
 from strom_gateway.kafka import data_handlers as data
 from strom_gateway.kafka import group_handlers as groups
-from strom_gateway.kafka import messages as m
 from strom_gateway.kafka import txn_handlers as txn
 from strom_gateway.kafka.backend import Backend, CallFailed
-from strom_gateway.kafka.frames import Request
 from strom_gateway.kafka.listener import Connection, Dispatch
+from strom_gateway.kafka.protocol import messages as m
+from strom_gateway.kafka.protocol.frames import Request
 from strom_gateway.kafka.security import backend_of, no_sasl_authenticate, no_sasl_handshake
 
 log = structlog.get_logger(__name__)

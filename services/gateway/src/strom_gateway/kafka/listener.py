@@ -29,9 +29,9 @@ from typing import Any, Protocol, TypeAlias
 
 import structlog
 
-from strom_gateway.kafka.codec import MalformedMessageError
 from strom_gateway.kafka.frame_stream import FrameError, FrameStream
-from strom_gateway.kafka.frames import (
+from strom_gateway.kafka.protocol.codec import MalformedMessageError
+from strom_gateway.kafka.protocol.frames import (
     Request,
     Unsupported,
     parse_request,
@@ -39,7 +39,7 @@ from strom_gateway.kafka.frames import (
     response_parts,
     unsupported_frame,
 )
-from strom_gateway.kafka.messages import APIS
+from strom_gateway.kafka.protocol.messages import APIS
 
 log = structlog.get_logger(__name__)
 

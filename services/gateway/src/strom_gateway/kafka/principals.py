@@ -17,10 +17,10 @@ from dataclasses import dataclass
 
 from strom.errors import SaslAuthenticationFailedError
 from strom.security import ChannelSecurity
-from strom_gateway.coordinator_router import CoordinatorRouter
-from strom_gateway.data_path import DataPath
 from strom_gateway.kafka.backend import Backend
-from strom_gateway.routing import ControllerRouter
+from strom_gateway.routing.controller import ControllerRouter
+from strom_gateway.routing.coordinators import CoordinatorRouter
+from strom_gateway.routing.data_path import DataPath
 
 __all__ = ["PrincipalTokens", "Routes", "RoutesFactory", "UserBackends"]
 

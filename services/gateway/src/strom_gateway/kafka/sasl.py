@@ -29,7 +29,7 @@ from strom.errors import (
     SaslAuthenticationFailedError,
 )
 from strom.security.scram import ScramClient
-from strom_gateway.kafka.messages import API_VERSIONS, SASL_AUTHENTICATE, SASL_HANDSHAKE
+from strom_gateway.kafka.protocol.messages import API_VERSIONS, SASL_AUTHENTICATE, SASL_HANDSHAKE
 from strom_server.security.authentication import CredentialLookup, ScramAuthenticator
 
 __all__ = ["PLAIN", "PRE_AUTHENTICATION_APIS", "SCRAM", "Login", "SaslServer", "SaslSession"]

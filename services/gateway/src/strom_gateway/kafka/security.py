@@ -18,12 +18,12 @@ import structlog
 
 from strom.errors import ConfigurationError, ErrorCode
 from strom_gateway.kafka.backend import Backend, CallFailed
-from strom_gateway.kafka.frames import Request
 from strom_gateway.kafka.listener import Admission, Connection
-from strom_gateway.kafka.messages import API_VERSIONS, SASL_AUTHENTICATE, SASL_HANDSHAKE
 from strom_gateway.kafka.principals import UserBackends
+from strom_gateway.kafka.protocol.frames import Request
+from strom_gateway.kafka.protocol.messages import API_VERSIONS, SASL_AUTHENTICATE, SASL_HANDSHAKE
+from strom_gateway.kafka.protocol.schema import Api
 from strom_gateway.kafka.sasl import SaslServer, SaslSession
-from strom_gateway.kafka.schema import Api
 
 log = structlog.get_logger(__name__)
 

@@ -10,12 +10,12 @@ import grpc
 
 from strom.errors import ErrorCode
 from strom.protocol.v1 import common_pb2, controller_pb2, coordinator_pb2, transaction_pb2
-from strom_gateway.coordinator_router import is_controller_producer_id
-from strom_gateway.data_path import describe_producers_error
 from strom_gateway.kafka.backend import ROUTER_ERRORS, Backend, CallFailed, failure, kafka_code
 from strom_gateway.kafka.data_handlers import all_failed, by_topic
-from strom_gateway.kafka.frames import Request
 from strom_gateway.kafka.listener import Connection
+from strom_gateway.kafka.protocol.frames import Request
+from strom_gateway.routing.coordinators import is_controller_producer_id
+from strom_gateway.routing.data_path import describe_producers_error
 
 __all__ = [
     "add_offsets_to_txn",

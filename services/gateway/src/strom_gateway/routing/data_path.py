@@ -16,8 +16,8 @@ from typing import TypeVar
 from google.protobuf.message import Message
 
 from strom.protocol.v1 import common_pb2, storage_pb2, transaction_pb2
-from strom_gateway.byte_budget import ByteBudget
-from strom_gateway.leader_router import (
+from strom_gateway.routing.byte_budget import ByteBudget
+from strom_gateway.routing.leaders import (
     DELETE_RECORDS,
     DESCRIBE_PRODUCERS,
     FETCH,
@@ -27,7 +27,7 @@ from strom_gateway.leader_router import (
     LeaderRouter,
     PartitionItem,
 )
-from strom_gateway.wire import (
+from strom_gateway.routing.wire import (
     FetchResult,
     LazyFetchResponse,
     PartitionRef,

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import cast
 
 from strom.protocol.v1 import controller_pb2
-from strom_gateway.routing import ControllerRouter
+from strom_gateway.routing.controller import ControllerRouter
 
 __all__ = ["LeaderInfo", "MetadataCache"]
 

@@ -14,9 +14,15 @@ import struct
 from dataclasses import dataclass
 from typing import Any
 
-from strom_gateway.kafka.codec import MalformedMessageError, Reader, Writer, decode, encode_into
-from strom_gateway.kafka.messages import API_VERSIONS, by_key
-from strom_gateway.kafka.schema import Api
+from strom_gateway.kafka.protocol.codec import (
+    MalformedMessageError,
+    Reader,
+    Writer,
+    decode,
+    encode_into,
+)
+from strom_gateway.kafka.protocol.messages import API_VERSIONS, by_key
+from strom_gateway.kafka.protocol.schema import Api
 
 __all__ = [
     "SPLICE_BYTES",

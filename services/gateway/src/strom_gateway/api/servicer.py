@@ -28,17 +28,17 @@ from strom.protocol.v1 import (
     gateway_pb2_grpc,
     storage_pb2,
 )
-from strom_gateway.byte_budget import TooLargeError
-from strom_gateway.coordinator_router import (
+from strom_gateway.api.record_rpcs import RecordRpcs
+from strom_gateway.routing.byte_budget import TooLargeError
+from strom_gateway.routing.controller import ControllerRouter, NoControllerError
+from strom_gateway.routing.coordinators import (
     CoordinatorRouter,
     TxnRequest,
     is_controller_producer_id,
 )
-from strom_gateway.data_path import DataPath
-from strom_gateway.log_dirs import LogDirsFanOut
-from strom_gateway.produce_stream import ProduceStreamRelay
-from strom_gateway.record_rpcs import RecordRpcs
-from strom_gateway.routing import ControllerRouter, NoControllerError
+from strom_gateway.routing.data_path import DataPath
+from strom_gateway.routing.log_dirs import LogDirsFanOut
+from strom_gateway.routing.produce_stream import ProduceStreamRelay
 from strom_server.rpc.raw_methods import add_with_raw_methods
 from strom_server.rpc.server import ServicerContext as Ctx
 

@@ -33,8 +33,8 @@ from strom.cluster import from_rpc_error
 from strom.errors import ErrorCode
 from strom.protocol.v1 import common_pb2, storage_pb2, storage_pb2_grpc, transaction_pb2
 from strom.security import ChannelSecurity
-from strom_gateway.metadata_cache import MetadataCache
-from strom_gateway.wire import LazyFetchResponse
+from strom_gateway.routing.metadata_cache import MetadataCache
+from strom_gateway.routing.wire import LazyFetchResponse
 from strom_server.rpc.channels import open_channel, trace_metadata
 from strom_server.rpc.raw_methods import serialize
 

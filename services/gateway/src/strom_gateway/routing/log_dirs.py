@@ -17,7 +17,7 @@ import grpc
 from strom.cluster import from_rpc_error
 from strom.errors import ErrorCode
 from strom.protocol.v1 import storage_pb2
-from strom_gateway.leader_router import LeaderRouter
+from strom_gateway.routing.leaders import LeaderRouter
 from strom_server.etcd.keys import ClusterKeys, decode_value
 from strom_server.etcd.store import EtcdStore
 from strom_server.rpc.channels import trace_metadata

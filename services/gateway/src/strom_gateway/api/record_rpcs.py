@@ -20,7 +20,7 @@ from strom.errors import ErrorCode, StromError
 from strom.producer.partitioner import murmur2_partition
 from strom.protocol.v1 import gateway_pb2, storage_pb2
 from strom.records import BatchBuilder, decode_batches
-from strom_gateway.data_path import DataPath
+from strom_gateway.routing.data_path import DataPath
 
 __all__ = ["RecordRpcs"]
 

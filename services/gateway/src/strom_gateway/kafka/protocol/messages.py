@@ -10,7 +10,7 @@ ids instead of names in data requests, or transaction/group protocols Strom does
 
 from __future__ import annotations
 
-from strom_gateway.kafka.schema import Api, Field, Struct, arr, f, struct
+from strom_gateway.kafka.protocol.schema import Api, Field, Struct, arr, f, struct
 
 __all__ = ["APIS", "by_key"]
 

@@ -30,8 +30,8 @@ import grpc
 import structlog
 
 from strom.protocol.v1 import common_pb2, storage_pb2
-from strom_gateway.data_path import DataPath, produce_error, produce_share
-from strom_gateway.leader_router import RETRY_CODES, PartitionItem
+from strom_gateway.routing.data_path import DataPath, produce_error, produce_share
+from strom_gateway.routing.leaders import RETRY_CODES, PartitionItem
 
 log = structlog.get_logger(__name__)
 

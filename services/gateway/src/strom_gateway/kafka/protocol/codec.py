@@ -13,7 +13,7 @@ from __future__ import annotations
 import struct as _struct
 from typing import Any
 
-from strom_gateway.kafka.schema import Field, Struct
+from strom_gateway.kafka.protocol.schema import Field, Struct
 
 __all__ = ["MalformedMessageError", "Reader", "Writer", "decode", "encode"]
 
