@@ -76,8 +76,6 @@ class ConsumerConfig(ClientConfig):
     """Called on non-null keys."""
     value_deserializer: Deserializer | None = None
     """Called on non-null values."""
-    request_timeout_ms: int = 30000
-    """One request's deadline (a fetch gets ``fetch_max_wait_ms`` on top)."""
     default_api_timeout_ms: int = 60000
     """How long a blocking group call (``committed()``, ``commit()``) retries retriable errors
     (the coordinator moving or loading, an offset pending in a transaction) before raising
@@ -88,8 +86,6 @@ class ConsumerConfig(ClientConfig):
     """Metadata refresh interval (and of pattern subscriptions)."""
     consumer_timeout_ms: int | None = None
     """Iteration ends after this long without a record; None: never."""
-    client_id: str = "strom-python"
-    """Sent with every request."""
     session_timeout_ms: int = 45000
     """A member without a heartbeat for this long is removed from the group."""
     heartbeat_interval_ms: int = 3000
@@ -126,7 +122,6 @@ class ConsumerConfig(ClientConfig):
         _at_least("fetch_max_bytes", self.fetch_max_bytes)
         _at_least("max_partition_fetch_bytes", self.max_partition_fetch_bytes)
         _at_least("retry_backoff_ms", self.retry_backoff_ms, 0)
-        _at_least("request_timeout_ms", self.request_timeout_ms)
         _at_least("default_api_timeout_ms", self.default_api_timeout_ms)
         self._check_group_options()
         if self.consumer_timeout_ms is not None:
@@ -229,12 +224,10 @@ class ConsumerOptions(ClientOptions, total=False):
     isolation_level: str
     key_deserializer: Deserializer | None
     value_deserializer: Deserializer | None
-    request_timeout_ms: int
     default_api_timeout_ms: int
     retry_backoff_ms: int
     metadata_max_age_ms: int
     consumer_timeout_ms: int | None
-    client_id: str
     session_timeout_ms: int
     heartbeat_interval_ms: int
     max_poll_interval_ms: int

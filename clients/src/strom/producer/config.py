@@ -22,11 +22,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from strom.cluster.client_config import ClientConfig
+from strom.cluster.client_config import ClientConfig, CommonOptions
 from strom.errors import ConfigurationError
 from strom.producer.partitioner import Partitioner
 from strom.records import Compression
-from strom.security.config import SecurityOptions
 
 __all__ = [
     "DEFAULT_BUFFER_MEMORY",
@@ -54,6 +53,8 @@ Serializer = Callable[[Any], bytes | None]
 class ProducerConfig(ClientConfig):
     """Every producer option (see the module docstring); checked when created."""
 
+    default_client_id = "strom-producer"
+
     acks: int | str = "all"
     """``"all"``/-1: every in-sync replica; 1: the leader; 0: no acknowledgement."""
     enable_idempotence: bool | None = None
@@ -75,8 +76,6 @@ class ProducerConfig(ClientConfig):
     """Wait before a retry, and between metadata refreshes."""
     delivery_timeout_ms: int = 120000
     """Bound from ``send`` to success or failure (>= ``linger_ms + request_timeout_ms``)."""
-    request_timeout_ms: int = 30000
-    """A produce request without an answer for this long fails (retriable)."""
     max_in_flight_requests_per_connection: int = 5
     """Pipelined produce requests per storage node."""
     max_request_size: int = DEFAULT_MAX_REQUEST_SIZE
@@ -89,8 +88,6 @@ class ProducerConfig(ClientConfig):
     """Turns keys into ``bytes`` (otherwise pass bytes-like objects or None)."""
     value_serializer: Serializer | None = None
     """Turns values into ``bytes`` (otherwise pass bytes-like objects or None)."""
-    client_id: str = "strom-producer"
-    """Sent with every request."""
     gateway_only: bool = False
     """Send everything through the gateway, for networks where only it is reachable."""
     transactional_id: str | None = None
@@ -122,7 +119,6 @@ class ProducerConfig(ClientConfig):
         _integer("retries", self.retries, 0, _MAX_INT32)
         _integer("retry_backoff_ms", self.retry_backoff_ms, 0, _MAX_INT32)
         _integer("delivery_timeout_ms", self.delivery_timeout_ms, 1, _MAX_INT32)
-        _integer("request_timeout_ms", self.request_timeout_ms, 1, _MAX_INT32)
         max_in_flight = self.max_in_flight_requests_per_connection
         _integer("max_in_flight_requests_per_connection", max_in_flight, 1, 1000)
         _integer("max_request_size", self.max_request_size, 1, _MAX_INT32)
@@ -150,8 +146,6 @@ class ProducerConfig(ClientConfig):
         ):
             if fn is not None and not callable(fn):
                 raise ConfigurationError(f"{name} must be callable or None, got {fn!r}")
-        if not isinstance(self.client_id, str):
-            raise ConfigurationError(f"client_id must be a str, got {self.client_id!r}")
         if not isinstance(self.gateway_only, bool):
             raise ConfigurationError(f"gateway_only must be a bool, got {self.gateway_only!r}")
         set_(self, "acks", ack)
@@ -170,7 +164,7 @@ class ProducerConfig(ClientConfig):
             ) from None
 
 
-class ProducerOptions(SecurityOptions, total=False):
+class ProducerOptions(CommonOptions, total=False):
     """The keyword options of ``strom.Producer`` and ``strom.aio.Producer``: the fields of
     ``ProducerConfig`` but ``bootstrap_servers`` (their first parameter), with their types.
     Defaults, checks and meanings: ``ProducerConfig``."""
@@ -185,14 +179,12 @@ class ProducerOptions(SecurityOptions, total=False):
     retries: int
     retry_backoff_ms: int
     delivery_timeout_ms: int
-    request_timeout_ms: int
     max_in_flight_requests_per_connection: int
     max_request_size: int
     metadata_max_age_ms: int
     partitioner: Partitioner | None
     key_serializer: Serializer | None
     value_serializer: Serializer | None
-    client_id: str
     gateway_only: bool
     transactional_id: str | None
     transaction_timeout_ms: int
