@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from strom.admin.aio import _member, _retriable_code
+from strom.admin._calls import retriable_code as _retriable_code
+from strom.admin._groups import member_description as _member
 from strom.cli import groups
 from strom.cli.main import build_parser
 from strom.errors import ConfigurationError, ErrorCode

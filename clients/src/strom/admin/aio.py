@@ -19,13 +19,14 @@ and are retried while a coordinator is moving or loading, within ``request_timeo
 from __future__ import annotations
 
 import asyncio
-import contextlib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from types import TracebackType
-from typing import Any, Unpack
+from typing import Unpack
 
-from strom.admin import transactions as txn
+from strom.admin._calls import RETRY_BACKOFF_S, AdminCalls, check, node_info
+from strom.admin._groups import GroupAdmin
 from strom.admin._security import SecurityAdmin
+from strom.admin._transactions import TransactionAdmin
 from strom.admin.config import AdminConfig, AdminOptions
 from strom.admin.log_dirs import BrokerLogDirs, broker_log_dirs
 from strom.admin.transactions import (
@@ -40,32 +41,19 @@ from strom.cluster import (
     ClusterClient,
     list_offsets,
     storage_call,
-    translate_errors,
     where,
 )
-from strom.cluster.retry import Deadline
 from strom.errors import (
     BrokerResponseError,
     ConfigurationError,
-    CoordinatorNotAvailableError,
-    InconsistentGroupProtocolError,
-    InvalidProducerEpochError,
-    InvalidProducerIdMappingError,
-    InvalidTxnStateError,
-    ProducerFencedError,
     StromError,
     StromTimeoutError,
-    TransactionalIdNotFoundError,
     for_code,
-    is_retriable,
 )
-from strom.group.protocol import PROTOCOL_TYPE, decode_assignment
 from strom.protocol.v1 import (
     common_pb2,
     controller_pb2,
-    coordinator_pb2,
     storage_pb2,
-    transaction_pb2,
 )
 from strom.security.acl import AclBinding, AclFilter
 from strom.security.config import security_of
@@ -75,10 +63,7 @@ from strom.types import (
     ConfigValue,
     ConsumerGroupDescription,
     ConsumerGroupListing,
-    MemberAssignment,
-    MemberDescription,
     NewTopic,
-    NodeInfo,
     OffsetAndMetadata,
     OffsetAndTimestamp,
     PartitionDescription,
@@ -91,99 +76,7 @@ from strom.types import (
 
 __all__ = ["Admin"]
 
-#: Wait before retrying partitions whose leader moved.
-_RETRY_BACKOFF_S = 0.1
-
 _SOURCES = {v: k for k, v in common_pb2.ConfigEntry.Source.items()}
-
-
-def _check(items: Iterable[object], describe: str) -> None:
-    """Raise the first per-item error of a response."""
-    for item in items:
-        code = getattr(item, "error_code", 0)
-        if code:
-            name = getattr(item, "name", "") or getattr(item, "topic", "")
-            partition = getattr(item, "partition", None)
-            where = (
-                f"{name}-{partition}" if partition is not None and describe == "partition" else name
-            )
-            message = getattr(item, "error_message", "")
-            raise for_code(code, f"{where}: {message}" if message else where)
-
-
-#: EndTxn(abort) answers meaning the staged transaction is over already.
-_ENDED_ALREADY = (
-    InvalidTxnStateError,
-    ProducerFencedError,
-    InvalidProducerEpochError,
-    InvalidProducerIdMappingError,
-    TransactionalIdNotFoundError,
-)
-
-
-def _check_commit_id(commit_id: str) -> None:
-    if not isinstance(commit_id, str) or not commit_id:
-        raise ConfigurationError(f"commit_id must be a non-empty string, got {commit_id!r}")
-
-
-def _node(node: common_pb2.Node) -> NodeInfo:
-    return NodeInfo(node.node_id, node.host, node.port, node.rack)
-
-
-#: Group calls that change nothing: asked again after a retriable failure of the call itself.
-_READ_GROUP_CALLS = frozenset(
-    {
-        "FindCoordinator",
-        "OffsetFetch",
-        "DescribeGroups",
-        "ListGroups",
-        "ListTransactions",
-        "DescribeTransactions",
-        "DescribeProducers",
-    }
-)
-
-
-def _retriable_code(response: Any) -> int:
-    """The first retriable error code of a response, top level or per item (0: none)."""
-    code = getattr(response, "error_code", 0)
-    if code and is_retriable(code):
-        return int(code)
-    for field, value in response.ListFields():
-        if field.message_type is not None and field.is_repeated:
-            for item in value:
-                item_code = getattr(item, "error_code", 0)
-                if item_code and is_retriable(item_code):
-                    return int(item_code)
-    return 0
-
-
-def _group_error(group_id: str, code: int, message: str) -> BrokerResponseError:
-    text = f"group {group_id}: {message or common_pb2.ErrorCode.Name(code)}"
-    return for_code(code, text)
-
-
-def _member(member: coordinator_pb2.DescribedGroupMember, protocol_type: str) -> MemberDescription:
-    partitions: tuple[TopicPartition, ...] = ()
-    if protocol_type == PROTOCOL_TYPE and member.member_assignment:
-        # Not a consumer's assignment after all: shown as none.
-        with contextlib.suppress(InconsistentGroupProtocolError):
-            partitions = tuple(sorted(decode_assignment(member.member_assignment).partitions))
-    return MemberDescription(
-        member_id=member.member_id,
-        group_instance_id=member.group_instance_id or None,
-        client_id=member.client_id,
-        host=member.client_host,
-        assignment=MemberAssignment(partitions),
-    )
-
-
-def _offset_of(value: OffsetAndMetadata | int) -> tuple[int, str]:
-    if isinstance(value, OffsetAndMetadata):
-        return value.offset, value.metadata
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ConfigurationError(f"an offset must be an int or OffsetAndMetadata, got {value!r}")
-    return value, ""
 
 
 class Admin:
@@ -205,50 +98,21 @@ class Admin:
         )
         self.bootstrap_servers = self._cluster.bootstrap_servers
         self._timeout = config.request_timeout_ms / 1000
-        self._api_timeout = config.default_api_timeout_ms / 1000
+        self._calls = AdminCalls(self._cluster, self._timeout, config.default_api_timeout_ms / 1000)
+        self._groups = GroupAdmin(self._calls)
+        self._txns = TransactionAdmin(self._calls)
         self._security = SecurityAdmin(self._cluster, self._timeout)
-
-    async def _call(self, method: str, request: object, timeout_s: float | None = None) -> Any:
-        with translate_errors(self._cluster.gateway_address):
-            return await getattr(self._cluster.gateway, method)(
-                request, timeout=self._timeout if timeout_s is None else timeout_s
-            )
-
-    async def _group_call(self, method: str, request: object) -> Any:
-        """A group RPC through the gateway, asked again while its answer carries a retriable
-        error (a coordinator loading or moving) until default_api_timeout_ms, each request
-        within request_timeout_ms; returns the last answer. A read (``_READ_GROUP_CALLS``) is
-        also asked again after a retriable failure of the call itself (no answer in time: the
-        coordinator paused or unreachable); a change is not, as it may have been applied."""
-        deadline = Deadline(self._api_timeout)
-        while True:
-            left = max(deadline.left(), 0.001)
-            try:
-                response = await self._call(method, request, min(self._timeout, left))
-            except StromError as exc:
-                if not (exc.retriable and method in _READ_GROUP_CALLS):
-                    raise
-                if not deadline.allows(_RETRY_BACKOFF_S):
-                    raise StromTimeoutError(
-                        f"{method} not answered within {self._api_timeout * 1000:.0f} ms "
-                        f"(default_api_timeout_ms; last error: {exc})"
-                    ) from exc
-                await asyncio.sleep(_RETRY_BACKOFF_S)
-                continue
-            if not _retriable_code(response) or not deadline.allows(_RETRY_BACKOFF_S):
-                return response
-            await asyncio.sleep(_RETRY_BACKOFF_S)  # retry backoff: the coordinator is moving
 
     # -- cluster ------------------------------------------------------------------------------
 
     async def describe_cluster(self) -> ClusterDescription:
-        response = await self._call("Metadata", controller_pb2.MetadataRequest())
+        response = await self._calls.call("Metadata", controller_pb2.MetadataRequest())
         controller = response.controller if response.HasField("controller") else None
         return ClusterDescription(
             cluster_id=response.cluster_id,
-            controller=_node(controller) if controller is not None else None,
-            brokers=tuple(_node(b) for b in response.brokers),
-            controllers=tuple(_node(c) for c in response.controllers),
+            controller=node_info(controller) if controller is not None else None,
+            brokers=tuple(node_info(b) for b in response.brokers),
+            controllers=tuple(node_info(c) for c in response.controllers),
         )
 
     async def describe_log_dirs(
@@ -261,7 +125,7 @@ class Admin:
         request = storage_pb2.DescribeLogDirsRequest(
             topics=list(topics), broker_ids=list(broker_ids)
         )
-        response = await self._call("DescribeLogDirs", request)
+        response = await self._calls.call("DescribeLogDirs", request)
         return [broker_log_dirs(b) for b in response.brokers]
 
     # -- topics -------------------------------------------------------------------------------
@@ -281,20 +145,20 @@ class Admin:
             entry.configs.update({str(k): str(v) for k, v in topic.topic_configs.items()})
             for partition, brokers in sorted((topic.replica_assignment or {}).items()):
                 entry.assignments.add(partition=partition, broker_ids=list(brokers))
-        _check((await self._call("CreateTopics", request)).topics, "topic")
+        check((await self._calls.call("CreateTopics", request)).topics, "topic")
 
     async def delete_topics(self, names: Sequence[str]) -> None:
         request = controller_pb2.DeleteTopicsRequest(
             names=list(names), timeout_ms=int(self._timeout * 1000)
         )
-        _check((await self._call("DeleteTopics", request)).topics, "topic")
+        check((await self._calls.call("DeleteTopics", request)).topics, "topic")
 
     async def list_topics(self, *, include_internal: bool = False) -> list[str]:
-        response = await self._call("Metadata", controller_pb2.MetadataRequest())
+        response = await self._calls.call("Metadata", controller_pb2.MetadataRequest())
         return sorted(t.name for t in response.topics if include_internal or not t.is_internal)
 
     async def describe_topics(self, names: Sequence[str] | None = None) -> list[TopicDescription]:
-        response = await self._call(
+        response = await self._calls.call(
             "Metadata", controller_pb2.MetadataRequest(topics=list(names or []))
         )
         described = []
@@ -321,7 +185,7 @@ class Admin:
         request = controller_pb2.CreatePartitionsRequest(timeout_ms=int(self._timeout * 1000))
         for name, count in new_counts.items():
             request.topics.add(name=name, count=count)
-        _check((await self._call("CreatePartitions", request)).topics, "topic")
+        check((await self._calls.call("CreatePartitions", request)).topics, "topic")
 
     # -- configs ------------------------------------------------------------------------------
 
@@ -331,8 +195,8 @@ class Admin:
                 controller_pb2.ConfigResource(type=controller_pb2.RESOURCE_TOPIC, name=topic)
             ]
         )
-        results = (await self._call("DescribeConfigs", request)).results
-        _check(results, "topic")
+        results = (await self._calls.call("DescribeConfigs", request)).results
+        check(results, "topic")
         return {
             c.name: ConfigValue(
                 c.name, c.value, _SOURCES.get(c.source, "SOURCE_UNKNOWN"), c.read_only
@@ -360,7 +224,7 @@ class Admin:
         request = controller_pb2.IncrementalAlterConfigsRequest(
             resources=[resource], validate_only=validate_only
         )
-        _check((await self._call("IncrementalAlterConfigs", request)).results, "topic")
+        check((await self._calls.call("IncrementalAlterConfigs", request)).results, "topic")
 
     # -- leaders and reassignment -------------------------------------------------------------
 
@@ -382,7 +246,7 @@ class Admin:
             ],
             timeout_ms=int(self._timeout * 1000),
         )
-        response = await self._call("ElectLeaders", request)
+        response = await self._calls.call("ElectLeaders", request)
         return {
             TopicPartition(p.topic, p.partition): common_pb2.ErrorCode.Name(p.error_code)
             for p in response.partitions
@@ -402,12 +266,14 @@ class Admin:
             request.reassignments.add(
                 topic=tp.topic, partition=tp.partition, replicas=list(replicas or [])
             )
-        _check((await self._call("AlterPartitionReassignments", request)).partitions, "partition")
+        check(
+            (await self._calls.call("AlterPartitionReassignments", request)).partitions, "partition"
+        )
 
     async def list_partition_reassignments(
         self,
     ) -> dict[TopicPartition, dict[str, tuple[int, ...]]]:
-        response = await self._call(
+        response = await self._calls.call(
             "ListPartitionReassignments", controller_pb2.ListPartitionReassignmentsRequest()
         )
         return {
@@ -507,9 +373,9 @@ class Admin:
                     self._cluster.mark_stale(tp.topic)
             if not remaining:
                 return result
-            if loop.time() + _RETRY_BACKOFF_S > deadline:
+            if loop.time() + RETRY_BACKOFF_S > deadline:
                 raise last or StromTimeoutError("delete records did not complete in time")
-            await asyncio.sleep(_RETRY_BACKOFF_S)  # retry backoff after a leader move
+            await asyncio.sleep(RETRY_BACKOFF_S)  # retry backoff after a leader move
 
     # -- consumer groups (through the gateway to the group coordinators) -----------------------
 
@@ -518,50 +384,14 @@ class Admin:
     ) -> list[ConsumerGroupListing]:
         """Every group known to the coordinators, optionally only those in ``states`` (Empty,
         PreparingRebalance, CompletingRebalance, Stable, Dead); sorted by group id."""
-        request = coordinator_pb2.ListGroupsRequest(states_filter=list(states or ()))
-        response = await self._group_call("ListGroups", request)
-        if response.error_code:
-            message = response.error_message or common_pb2.ErrorCode.Name(response.error_code)
-            raise for_code(response.error_code, f"list groups: {message}")
-        return sorted(
-            (
-                ConsumerGroupListing(g.group_id, g.protocol_type, g.group_state)
-                for g in response.groups
-            ),
-            key=lambda g: g.group_id,
-        )
+        return await self._groups.list_consumer_groups(states)
 
     async def describe_consumer_groups(
         self, group_ids: Sequence[str]
     ) -> dict[str, ConsumerGroupDescription]:
         """State, chosen assignor, coordinator and members (with their decoded assignments)
         of each group."""
-        request = coordinator_pb2.DescribeGroupsRequest(group_ids=list(group_ids))
-        response = await self._group_call("DescribeGroups", request)
-        for g in response.groups:
-            if g.error_code:
-                raise _group_error(g.group_id, g.error_code, g.error_message)
-        coordinators = await asyncio.gather(
-            *(self._coordinator(g.group_id) for g in response.groups)
-        )
-        return {
-            g.group_id: ConsumerGroupDescription(
-                group_id=g.group_id,
-                is_simple_consumer_group=g.protocol_type == "",
-                members=tuple(_member(m, g.protocol_type) for m in g.members),
-                partition_assignor=g.protocol_data,
-                state=g.group_state,
-                coordinator=coordinator,
-                protocol_type=g.protocol_type,
-                generation_id=g.generation_id,
-            )
-            for g, coordinator in zip(response.groups, coordinators, strict=True)
-        }
-
-    async def _coordinator(self, group_id: str) -> NodeInfo | None:
-        request = coordinator_pb2.FindCoordinatorRequest(group_id=group_id)
-        response = await self._group_call("FindCoordinator", request)
-        return None if response.error_code else _node(response.coordinator)
+        return await self._groups.describe_consumer_groups(group_ids)
 
     async def delete_consumer_groups(
         self, group_ids: Sequence[str]
@@ -569,89 +399,28 @@ class Admin:
         """Delete groups with no members, and their committed offsets. Returns each group's
         outcome: None when deleted, else the error (``NonEmptyGroupError``,
         ``GroupIdNotFoundError``, ...); raises only when the request as a whole fails."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self._timeout
-        outcome: dict[str, BrokerResponseError | None] = {}
-        pending = list(dict.fromkeys(group_ids))
-        while True:
-            # Only groups that failed retriably are asked again: the others are already gone.
-            request = coordinator_pb2.DeleteGroupsRequest(group_ids=pending)
-            response = await self._call("DeleteGroups", request, max(deadline - loop.time(), 0.001))
-            for r in response.results:
-                outcome[r.group_id] = (
-                    _group_error(r.group_id, r.error_code, r.error_message)
-                    if r.error_code
-                    else None
-                )
-            pending = [g for g in pending if (e := outcome.get(g)) is not None and e.retriable]
-            if not pending or loop.time() + _RETRY_BACKOFF_S > deadline:
-                return {g: outcome[g] for g in dict.fromkeys(group_ids) if g in outcome}
-            await asyncio.sleep(_RETRY_BACKOFF_S)  # retry backoff: the coordinator is moving
+        return await self._groups.delete_consumer_groups(group_ids)
 
     async def list_consumer_group_offsets(
         self, group_id: str, partitions: Sequence[TopicPartition] | None = None
     ) -> dict[TopicPartition, OffsetAndMetadata]:
         """The group's committed offsets (next offset to read), for ``partitions`` or every
         partition it committed; partitions without a committed offset are left out."""
-        request = coordinator_pb2.OffsetFetchRequest(
-            group_id=group_id,
-            partitions=[
-                common_pb2.TopicPartition(topic=tp.topic, partition=tp.partition)
-                for tp in partitions or ()
-            ],
-        )
-        response = await self._group_call("OffsetFetch", request)
-        if response.error_code:
-            raise _group_error(group_id, response.error_code, response.error_message)
-        committed = {}
-        for p in response.partitions:
-            tp = TopicPartition(p.topic, p.partition)
-            if p.error_code:
-                raise _group_error(group_id, p.error_code, where(tp, ""))
-            if p.committed_offset >= 0:
-                committed[tp] = OffsetAndMetadata(p.committed_offset, p.metadata)
-        return dict(sorted(committed.items()))
+        return await self._groups.list_consumer_group_offsets(group_id, partitions)
 
     async def alter_consumer_group_offsets(
         self, group_id: str, offsets: Mapping[TopicPartition, OffsetAndMetadata | int]
     ) -> None:
         """Set the group's committed offsets (the next offsets to read). Refused by the
         coordinator while the group has members: stop its consumers first."""
-        request = coordinator_pb2.OffsetCommitRequest(group_id=group_id, generation_id=-1)
-        for tp, value in offsets.items():
-            offset, metadata = _offset_of(value)
-            request.partitions.add(
-                topic=tp.topic,
-                partition=tp.partition,
-                committed_offset=offset,
-                committed_leader_epoch=-1,
-                metadata=metadata,
-            )
-        response = await self._group_call("OffsetCommit", request)
-        for p in response.partitions:
-            if p.error_code:
-                tp = TopicPartition(p.topic, p.partition)
-                raise _group_error(group_id, p.error_code, where(tp, p.error_message))
+        await self._groups.alter_consumer_group_offsets(group_id, offsets)
 
     async def delete_consumer_group_offsets(
         self, group_id: str, partitions: Sequence[TopicPartition]
     ) -> None:
         """Forget the group's committed offsets of ``partitions`` (refused for topics the
         group's members subscribe to: ``GroupSubscribedToTopicError``)."""
-        request = coordinator_pb2.OffsetDeleteRequest(
-            group_id=group_id,
-            partitions=[
-                common_pb2.TopicPartition(topic=tp.topic, partition=tp.partition)
-                for tp in partitions
-            ],
-        )
-        response = await self._group_call("OffsetDelete", request)
-        if response.error_code:
-            raise _group_error(group_id, response.error_code, response.error_message)
-        for p in response.partitions:
-            if p.error_code:
-                tp = TopicPartition(p.topic, p.partition)
-                raise _group_error(group_id, p.error_code, where(tp, p.error_message))
+        await self._groups.delete_consumer_group_offsets(group_id, partitions)
 
     # -- transactions -------------------------------------------------------------------------
 
@@ -669,41 +438,11 @@ class Admin:
         ``transactional_id_prefix`` (filtered by the coordinators); sorted by id. Raises
         ``CoordinatorNotAvailableError`` when a coordinator did not answer (the list would
         be incomplete) after retrying within ``request_timeout_ms``."""
-        for state in states or ():
-            if state not in txn.STATES:
-                raise ConfigurationError(
-                    f"unknown transaction state {state!r}; one of {', '.join(txn.STATES)}"
-                )
-        request = transaction_pb2.ListTransactionsRequest(
-            state_filters=list(states or ()),
-            producer_id_filters=list(producer_ids or ()),
-            duration_filter_ms=duration_ms,
-            transactional_id_prefix=transactional_id_prefix or "",
-        )
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self._timeout
-        while True:
-            response = await self._group_call("ListTransactions", request)
-            if response.error_code:
-                message = response.error_message or common_pb2.ErrorCode.Name(response.error_code)
-                raise for_code(response.error_code, f"list transactions: {message}")
-            if not response.unreachable_coordinators:
-                break
-            if loop.time() + _RETRY_BACKOFF_S > deadline:
-                missing = ", ".join(str(c) for c in response.unreachable_coordinators)
-                raise CoordinatorNotAvailableError(
-                    f"list transactions: coordinator(s) {missing} did not answer; the listing "
-                    "would be incomplete"
-                )
-            await asyncio.sleep(_RETRY_BACKOFF_S)
-        prefix = transactional_id_prefix or ""
-        return sorted(
-            (
-                txn.listing(t)
-                for t in response.transactions
-                if t.transactional_id.startswith(prefix)
-            ),
-            key=lambda t: t.transactional_id,
+        return await self._txns.list_transactions(
+            states=states,
+            producer_ids=producer_ids,
+            duration_ms=duration_ms,
+            transactional_id_prefix=transactional_id_prefix,
         )
 
     async def describe_transactions(
@@ -712,37 +451,14 @@ class Admin:
         """State, producer id and epoch, timeout, start time, partitions and groups of each
         transactional id, from its coordinator (``TransactionalIdNotFoundError`` for an
         unknown id)."""
-        request = transaction_pb2.DescribeTransactionsRequest(
-            transactional_ids=list(transactional_ids)
-        )
-        response = await self._group_call("DescribeTransactions", request)
-        found = {}
-        for t in response.transactions:
-            if t.error_code:
-                message = t.error_message or common_pb2.ErrorCode.Name(t.error_code)
-                raise for_code(t.error_code, f"transactional id {t.transactional_id}: {message}")
-            found[t.transactional_id] = txn.description(t)
-        return found
+        return await self._txns.describe_transactions(transactional_ids)
 
     async def describe_producers(
         self, partitions: Sequence[TopicPartition]
     ) -> dict[TopicPartition, list[ProducerState]]:
         """The producers each partition's leader knows (id, epoch, last sequence and write
         time, coordinator epoch, the start offset of an open transaction)."""
-        request = transaction_pb2.DescribeProducersRequest(
-            partitions=[
-                common_pb2.TopicPartition(topic=tp.topic, partition=tp.partition)
-                for tp in partitions
-            ]
-        )
-        response = await self._group_call("DescribeProducers", request)
-        _check(response.partitions, "partition")
-        return {
-            TopicPartition(r.topic, r.partition): [
-                txn.producer_state(p) for p in r.active_producers
-            ]
-            for r in response.partitions
-        }
+        return await self._txns.describe_producers(partitions)
 
     async def find_hanging_transactions(
         self,
@@ -757,17 +473,7 @@ class Admin:
         if partitions is None:
             topics = await self.describe_topics(await self.list_topics())
             partitions = [TopicPartition(t.name, p.partition) for t in topics for p in t.partitions]
-        candidates = txn.open_transactions(
-            await self.describe_producers(partitions), max_transaction_timeout_ms
-        )
-        if not candidates:
-            return []
-        listed = await self.list_transactions(
-            producer_ids=sorted({p.producer_id for _, p in candidates})
-        )
-        ongoing = [t.transactional_id for t in listed if t.state == "Ongoing"]
-        described = await self.describe_transactions(ongoing) if ongoing else {}
-        return txn.hanging(candidates, listed, described)
+        return await self._txns.find_hanging_transactions(partitions, max_transaction_timeout_ms)
 
     async def abort_transaction(
         self, transactional_id: str, *, wait_timeout_ms: int | None = None
@@ -779,31 +485,7 @@ class Admin:
         open gets ``ProducerFencedError`` at its next call. Waits until the abort completed
         (up to ``wait_timeout_ms``, default ``request_timeout_ms``) and returns the id's new
         description."""
-        current = (await self.describe_transactions([transactional_id]))[transactional_id]
-        if current.state not in ("Ongoing", "PrepareAbort", "PrepareCommit"):
-            return current  # nothing open: its producer is left alone
-        request = controller_pb2.InitProducerIdRequest(
-            transactional_id=transactional_id,
-            transaction_timeout_ms=current.transaction_timeout_ms or 60000,
-            producer_id=-1,
-            producer_epoch=-1,
-        )
-        response = await self._group_call("InitProducerId", request)
-        if response.error_code:
-            message = response.error_message or common_pb2.ErrorCode.Name(response.error_code)
-            raise for_code(response.error_code, f"transactional id {transactional_id}: {message}")
-        loop = asyncio.get_running_loop()
-        wait = self._timeout if wait_timeout_ms is None else wait_timeout_ms / 1000
-        deadline = loop.time() + wait
-        while True:
-            now = (await self.describe_transactions([transactional_id]))[transactional_id]
-            if now.state not in ("Ongoing", "PrepareAbort", "PrepareCommit"):
-                return now
-            if loop.time() + _RETRY_BACKOFF_S > deadline:
-                raise StromTimeoutError(
-                    f"transactional id {transactional_id}: still {now.state} after {wait} s"
-                )
-            await asyncio.sleep(_RETRY_BACKOFF_S)
+        return await self._txns.abort_transaction(transactional_id, wait_timeout_ms=wait_timeout_ms)
 
     # -- staged transactions ------------------------------------------------------------------
 
@@ -825,79 +507,18 @@ class Admin:
         call. A member not open at exactly its producer id and epoch raises
         ``InvalidTxnStateError`` naming it, and nothing is committed. Retriable failures are
         retried (safely: a retry is recognised) within ``request_timeout_ms``."""
-        _check_commit_id(commit_id)
-        if isinstance(sequence, bool) or not isinstance(sequence, int) or sequence < 0:
-            raise ConfigurationError(f"sequence must be an int >= 0, got {sequence!r}")
-        if not isinstance(metadata, bytes | bytearray):
-            raise ConfigurationError(f"metadata must be bytes, got {type(metadata).__name__}")
-        request = transaction_pb2.CommitStagedTransactionsRequest(
-            commit_id=commit_id,
-            sequence=sequence,
-            members=txn.staged_members_pb(members),
-            metadata=bytes(metadata),
-        )
-        response = await self._staged_call(
-            "CommitStagedTransactions", request, f"commit {commit_id!r} sequence {sequence}"
-        )
-        return StagedCommitResult(
-            already_committed=response.already_committed,
-            commit=txn.staged_commit(response.commit),
-        )
+        return await self._txns.commit_staged_transactions(commit_id, sequence, members, metadata)
 
     async def describe_staged_commit(self, commit_id: str) -> StagedCommit | None:
         """The last decision of ``commit_id`` (None when there is none)."""
-        _check_commit_id(commit_id)
-        request = transaction_pb2.DescribeStagedCommitRequest(commit_id=commit_id)
-        response = await self._staged_call(
-            "DescribeStagedCommit", request, f"describe commit {commit_id!r}"
-        )
-        return txn.staged_commit(response.commit) if response.found else None
+        return await self._txns.describe_staged_commit(commit_id)
 
     async def abort_staged_transactions(self, members: Sequence[StagedTransaction]) -> None:
         """Abort staged transactions, each with its own producer id and epoch (EndTxn abort;
         works from any process). A member already ended (aborted, committed, fenced or
         expired) is not an error. Retriable failures are retried within
         ``request_timeout_ms``; the first other error is raised."""
-        await asyncio.gather(*(self._abort_staged(m) for m in members))
-
-    async def _abort_staged(self, member: StagedTransaction) -> None:
-        request = transaction_pb2.EndTxnRequest(
-            transactional_id=member.transactional_id,
-            producer_id=member.producer_id,
-            producer_epoch=member.producer_epoch,
-            committed=False,
-        )
-        what = (
-            f"abort staged transaction {member.transactional_id!r} (producer id "
-            f"{member.producer_id} epoch {member.producer_epoch})"
-        )
-        try:
-            await self._staged_call("EndTxn", request, what)
-        except _ENDED_ALREADY:
-            return  # ended already (committed or aborted), fenced, or forgotten
-
-    async def _staged_call(self, method: str, request: object, what: str) -> Any:
-        """``method`` through the gateway, asked again after retriable errors (transport
-        errors included: every staged RPC is safe to repeat) until ``request_timeout_ms``;
-        raises the answer's error naming ``what``."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self._timeout
-        while True:
-            left = max(deadline - loop.time(), 0.001)
-            try:
-                response = await self._call(method, request, left)
-            except StromError as exc:
-                if not exc.retriable or loop.time() + _RETRY_BACKOFF_S > deadline:
-                    raise
-                await asyncio.sleep(_RETRY_BACKOFF_S)
-                continue
-            code = response.error_code
-            if not code:
-                return response
-            if not is_retriable(code) or loop.time() + _RETRY_BACKOFF_S > deadline:
-                message = response.error_message or common_pb2.ErrorCode.Name(code)
-                raise for_code(code, f"{what}: {message}")
-            await asyncio.sleep(_RETRY_BACKOFF_S)
+        await self._txns.abort_staged_transactions(members)
 
     # -- users and ACLs (docs/security.md) ----------------------------------------------------
 
