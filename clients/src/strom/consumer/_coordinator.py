@@ -3,7 +3,9 @@
 Kafka's classic protocol: JoinGroup (the leader gets every member's subscription and computes
 the assignment with the chosen assignor), SyncGroup (every member gets its share), Heartbeat
 every ``heartbeat_interval_ms`` from a background task, LeaveGroup on close, OffsetCommit and
-OffsetFetch. The coordinator is found through the gateway (``CoordinatorLink``).
+OffsetFetch. The coordinator is found through the gateway (``CoordinatorLink``). The group
+protocol itself (joins, heartbeats, leaving, the generation) is ``GroupMembership``'s, which
+this class extends as Kafka's ConsumerCoordinator extends its AbstractCoordinator.
 
 Who runs what (as in Kafka's consumer, where user callbacks only run inside ``poll``):
 
@@ -24,18 +26,12 @@ Not thread-safe: everything runs on the consumer's event loop.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from typing import Any
 
 from strom.cluster import ClusterClient
-from strom.consumer._coordinator_link import (
-    COORDINATOR_ERRORS,
-    CoordinatorLink,
-    retriable_group_error,
-)
+from strom.consumer._group_membership import GroupMembership, JoinResult
 from strom.consumer._group_options import GroupOptions
 from strom.consumer._join_protocol import join_protocols, leader_assignment, member_subscriptions
 from strom.consumer._offset_commits import (
@@ -55,11 +51,6 @@ from strom.errors import (
     for_code,
 )
 from strom.group.assignors import PartitionAssignor, RebalanceProtocol
-from strom.group.protocol import (
-    PROTOCOL_TYPE,
-    Assignment,
-    decode_assignment,
-)
 from strom.protocol.v1 import common_pb2, coordinator_pb2
 from strom.types import OffsetAndMetadata, TopicPartition
 
@@ -68,8 +59,6 @@ __all__ = ["ConsumerCoordinator", "JoinResult", "call_listener"]
 log = logging.getLogger("strom.consumer")
 
 _E = common_pb2.ErrorCode
-#: JoinGroup and SyncGroup wait for the whole group: the rebalance timeout plus this margin.
-_JOIN_MARGIN_S = 5.0
 #: How often a subscription looks again for a subscribed topic that does not exist yet.
 _MISSING_TOPIC_RETRY_S = 1.0
 
@@ -87,20 +76,7 @@ async def call_listener(listener: Any, name: str, partitions: Iterable[TopicPart
         await outcome
 
 
-@dataclass(frozen=True)
-class JoinResult:
-    """A completed JoinGroup + SyncGroup round, waiting for ``poll`` to apply it."""
-
-    generation: int
-    member_id: str
-    protocol: str
-    assignment: Assignment
-    leader: bool
-    #: The topics this member subscribed to in the round.
-    topics: frozenset[str]
-
-
-class ConsumerCoordinator:
+class ConsumerCoordinator(GroupMembership):
     """Group membership, commits and committed offsets of one consumer (see module doc)."""
 
     def __init__(
@@ -112,29 +88,11 @@ class ConsumerCoordinator:
         metadata_max_age_ms: int,
         wake_poll: Callable[[], None],
     ) -> None:
+        super().__init__(cluster, options, wake_poll=wake_poll)
         self._cluster = cluster
         self._subs = subscriptions
-        self.options = options
-        self.group_id = options.group_id
-        self._link = CoordinatorLink(
-            cluster, options.group_id, retry_backoff_ms=options.retry_backoff_ms
-        )
-        self._wake_poll = wake_poll
-        self._timeout = options.request_timeout_ms / 1000
         self._api_timeout = options.default_api_timeout_ms / 1000
         self._metadata_max_age = metadata_max_age_ms / 1000
-        self.member_id = ""
-        self.generation = -1
-        self.protocol_name: str | None = None
-        self.leader = False
-        #: Heartbeats run (the last SyncGroup succeeded and nothing reset the generation).
-        self._stable = False
-        #: The JoinGroup/SyncGroup task, from its start until ``poll`` applied its result.
-        self._joining: asyncio.Task[JoinResult] | None = None
-        self._rejoin_needed = True
-        self._rejoin_reason = "the consumer subscribed"
-        #: A fatal error (fenced static member) raised by every ``poll``.
-        self._fatal: StromError | None = None
         self._joined_topics: frozenset[str] | None = None
         #: Topics a pattern subscription matched at the last metadata look.
         self._pattern_topics: frozenset[str] | None = None
@@ -142,15 +100,8 @@ class ConsumerCoordinator:
         self._assignment_snapshot: dict[str, int] | None = None
         self._group_topics: frozenset[str] = frozenset()
         self._metadata_due = 0.0
-        self._heartbeat_task: asyncio.Task[None] | None = None
-        self._heartbeat_wake = asyncio.Event()
-        self._next_heartbeat = 0.0
-        self._last_poll = 0.0
-        #: True while the user is inside ``poll`` (waiting there counts as polling).
-        self.polling = False
         self._auto_commit_due = 0.0
         self._auto_commit_task: asyncio.Task[None] | None = None
-        self._closed = False
 
     # -- state -----------------------------------------------------------------------------------
 
@@ -160,29 +111,8 @@ class ConsumerCoordinator:
         return self._subs.mode == "subscribe"
 
     @property
-    def rebalancing(self) -> bool:
-        return self._joining is not None
-
-    @property
     def is_cooperative(self) -> bool:
         return self.options.protocol is RebalanceProtocol.COOPERATIVE
-
-    def request_rejoin(self, reason: str) -> None:
-        if not self._rejoin_needed:
-            log.info("group %r: rejoining: %s", self.group_id, reason)
-        self._rejoin_needed = True
-        self._rejoin_reason = reason
-        self._wake_poll()
-
-    def _reset_generation(self, *, reset_member: bool, reason: str) -> None:
-        """Forget the generation (and the member id): what the consumer owns is lost."""
-        self.generation = -1
-        self._stable = False
-        self.leader = False
-        self._assignment_snapshot = None
-        if reset_member:
-            self.member_id = ""
-        self.request_rejoin(reason)
 
     def subscription_changed(self) -> None:
         """The user called subscribe() again: look at metadata now, rejoin if it differs."""
@@ -215,9 +145,6 @@ class ConsumerCoordinator:
                     raise error
             await self.refresh_committed_positions()
         self._maybe_auto_commit(loop.time())
-
-    def poll_done(self) -> None:
-        self._last_poll = asyncio.get_running_loop().time()
 
     async def _prepare_join(self) -> Exception | None:
         """Before joining: commit and revoke (valid generation), or declare partitions lost."""
@@ -331,109 +258,17 @@ class ConsumerCoordinator:
             f"have ({', '.join(a.name for a in self.options.assignors)})"
         )
 
-    # -- the join: a background task -------------------------------------------------------------
+    # -- the join: this consumer's protocols, the leader's assignment ----------------------------
 
-    async def _join_group(self) -> JoinResult:
-        """JoinGroup then SyncGroup, again and again until a round completes (or a fatal
-        error). Retriable errors back off ``retry_backoff_ms``."""
-        while True:
-            try:
-                result = await self._join_round()
-            except StromError as exc:
-                if not (retriable_group_error(exc) or exc.retriable):
-                    raise
-                log.debug("group %r: join failed, retrying: %s", self.group_id, exc)
-                await self._link.backoff()
-                continue
-            if result is not None:
-                return result
+    def _on_generation_reset(self) -> None:
+        self._assignment_snapshot = None
 
-    async def _join_round(self) -> JoinResult | None:
-        """One JoinGroup + SyncGroup; None when the round must simply be run again."""
-        loop = asyncio.get_running_loop()
+    async def _join_protocols(
+        self,
+    ) -> tuple[frozenset[str], list[coordinator_pb2.GroupProtocol]]:
         topics = await self._subscribed_topics()
         owned = self._subs.assignment if self.is_cooperative else ()
-        protocols = join_protocols(self.options.assignors, topics, owned, self.generation)
-        wait_s = self.options.rebalance_timeout_ms / 1000 + _JOIN_MARGIN_S
-        join = await self._link.call(
-            "JoinGroup",
-            coordinator_pb2.JoinGroupRequest(
-                group_id=self.group_id,
-                session_timeout_ms=self.options.session_timeout_ms,
-                rebalance_timeout_ms=self.options.rebalance_timeout_ms,
-                member_id=self.member_id,
-                group_instance_id=self.options.group_instance_id or "",
-                protocol_type=PROTOCOL_TYPE,
-                protocols=protocols,
-                reason=self._rejoin_reason,
-                client_id=self.options.client_id,
-            ),
-            wait_s,
-            loop.time() + self._timeout,
-        )
-        code = join.error_code
-        if code == _E.MEMBER_ID_REQUIRED:
-            self.member_id = join.member_id  # rejoin at once with the id the coordinator chose
-            return None
-        if code:
-            self._join_error(code, join.error_message, "JoinGroup")
-            await self._link.backoff()
-            return None
-        self.member_id = join.member_id
-        self.generation = join.generation_id
-        self.protocol_name = join.protocol_name
-        self.leader = join.leader == join.member_id
-        assignments: list[coordinator_pb2.SyncGroupAssignment] = []
-        if self.leader and not join.skip_assignment:
-            assignments = await self._assign(join.protocol_name, join.members)
-        sync = await self._link.call(
-            "SyncGroup",
-            coordinator_pb2.SyncGroupRequest(
-                group_id=self.group_id,
-                generation_id=join.generation_id,
-                member_id=join.member_id,
-                group_instance_id=self.options.group_instance_id or "",
-                protocol_type=PROTOCOL_TYPE,
-                protocol_name=join.protocol_name,
-                assignments=assignments,
-            ),
-            wait_s,
-            loop.time() + self._timeout,
-        )
-        if sync.error_code:
-            if sync.error_code == _E.REBALANCE_IN_PROGRESS:
-                return None  # another round started: join it at once
-            self._join_error(sync.error_code, sync.error_message, "SyncGroup")
-            await self._link.backoff()
-            return None
-        assignment = decode_assignment(sync.assignment) if sync.assignment else Assignment([])
-        self._stable = True
-        self._next_heartbeat = loop.time() + self.options.heartbeat_interval_ms / 1000
-        self._heartbeat_wake.set()
-        return JoinResult(
-            generation=join.generation_id,
-            member_id=join.member_id,
-            protocol=join.protocol_name,
-            assignment=assignment,
-            leader=self.leader,
-            topics=topics,
-        )
-
-    def _join_error(self, code: int, message: str, what: str) -> None:
-        """Handle a JoinGroup/SyncGroup error code: reset what it invalidates and return (the
-        round is retried), or raise a fatal one."""
-        if code == _E.UNKNOWN_MEMBER_ID:
-            self.member_id, self.generation = "", -1
-        elif code == _E.ILLEGAL_GENERATION:
-            self.generation = -1
-        elif code in COORDINATOR_ERRORS:
-            self._link.mark_unknown(for_code(code, message))
-        elif code not in (_E.COORDINATOR_LOAD_IN_PROGRESS, _E.REBALANCE_IN_PROGRESS):
-            error = for_code(code, f"group {self.group_id!r}: {what} failed: {message}")
-            if code == _E.FENCED_INSTANCE_ID:
-                self._fatal = error
-            raise error
-        log.debug("group %r: %s: %s, rejoining", self.group_id, what, _E.Name(code))  # type: ignore[arg-type]
+        return topics, join_protocols(self.options.assignors, topics, owned, self.generation)
 
     async def _assign(
         self, protocol: str, members: Iterable[coordinator_pb2.JoinGroupMember]
@@ -524,124 +359,6 @@ class ConsumerCoordinator:
             if count is not None:
                 current[name] = count
         return current != snapshot
-
-    # -- heartbeats: a background task -----------------------------------------------------------
-
-    def _ensure_heartbeat_task(self) -> None:
-        if self._heartbeat_task is None and not self._closed:
-            self._heartbeat_task = asyncio.get_running_loop().create_task(self._heartbeat_loop())
-
-    async def _heartbeat_loop(self) -> None:
-        loop = asyncio.get_running_loop()
-        interval = self.options.heartbeat_interval_ms / 1000
-        max_poll = self.options.max_poll_interval_ms / 1000
-        while not self._closed:
-            self._heartbeat_wake.clear()
-            delay: float | None = None
-            if self._stable and self.generation >= 0:
-                now = loop.time()
-                if not self.polling and now - self._last_poll > max_poll:
-                    await self._poll_timeout()
-                    continue
-                if now >= self._next_heartbeat:
-                    self._next_heartbeat = now + interval
-                    await self._heartbeat()
-                    continue
-                delay = self._next_heartbeat - now
-                if not self.polling:
-                    delay = min(delay, self._last_poll + max_poll - now)
-            if delay is None:
-                await self._heartbeat_wake.wait()
-            else:
-                with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(max(delay, 0.001)):
-                        await self._heartbeat_wake.wait()
-
-    async def _heartbeat(self) -> None:
-        loop = asyncio.get_running_loop()
-        generation, member_id = self.generation, self.member_id
-        try:
-            response = await self._link.call(
-                "Heartbeat",
-                coordinator_pb2.HeartbeatRequest(
-                    group_id=self.group_id,
-                    generation_id=generation,
-                    member_id=member_id,
-                    group_instance_id=self.options.group_instance_id or "",
-                ),
-                self._timeout,
-                loop.time() + self._timeout,
-            )
-        except StromError as exc:
-            log.debug("group %r: heartbeat failed: %s", self.group_id, exc)
-            self._next_heartbeat = loop.time() + self._link.backoff_s
-            return
-        if (generation, member_id) != (self.generation, self.member_id) or not self._stable:
-            return  # a reply about a generation this member already left behind
-        self.on_heartbeat_error(response.error_code, response.error_message)
-
-    def on_heartbeat_error(self, code: int, message: str) -> None:
-        """What a heartbeat's answer means for the membership (recorded for the next poll)."""
-        loop = asyncio.get_running_loop()
-        if code == _E.NONE:
-            return
-        if code == _E.REBALANCE_IN_PROGRESS:
-            self.request_rejoin("the group is rebalancing")
-        elif code == _E.ILLEGAL_GENERATION:
-            self._reset_generation(reset_member=False, reason="heartbeat: illegal generation")
-        elif code == _E.UNKNOWN_MEMBER_ID:
-            self._reset_generation(reset_member=True, reason="heartbeat: unknown member id")
-        elif code == _E.FENCED_INSTANCE_ID:
-            self._fatal = for_code(
-                code,
-                f"group {self.group_id!r}: another consumer with group_instance_id "
-                f"{self.options.group_instance_id!r} fenced this one: {message}",
-            )
-            self._reset_generation(reset_member=True, reason="fenced")
-        elif code in COORDINATOR_ERRORS:
-            self._link.mark_unknown(for_code(code, message))
-            self._next_heartbeat = loop.time() + self._link.backoff_s
-        elif code == _E.COORDINATOR_LOAD_IN_PROGRESS:
-            self._next_heartbeat = loop.time() + self._link.backoff_s
-        else:
-            log.warning("group %r: heartbeat: %s", self.group_id, for_code(code, message))
-
-    async def _poll_timeout(self) -> None:
-        log.warning(
-            "group %r: poll() was not called within max_poll_interval_ms (%d ms): leaving the "
-            "group so that its partitions go to other members; the next poll() rejoins",
-            self.group_id,
-            self.options.max_poll_interval_ms,
-        )
-        await self._leave("consumer poll timeout has expired")
-        self._reset_generation(reset_member=True, reason="poll timeout")
-
-    async def _leave(self, reason: str) -> None:
-        """LeaveGroup (dynamic members only: a static member's partitions wait for it until
-        its session times out, as in Kafka)."""
-        if self.options.is_static or not self.member_id:
-            return
-        loop = asyncio.get_running_loop()
-        try:
-            response = await self._link.call(
-                "LeaveGroup",
-                coordinator_pb2.LeaveGroupRequest(
-                    group_id=self.group_id,
-                    members=[
-                        coordinator_pb2.LeavingMember(member_id=self.member_id, reason=reason)
-                    ],
-                ),
-                self._timeout,
-                loop.time() + self._timeout,
-            )
-            if response.error_code:
-                log.info(
-                    "group %r: LeaveGroup: %s",
-                    self.group_id,
-                    for_code(response.error_code, response.error_message),
-                )
-        except StromError as exc:
-            log.info("group %r: LeaveGroup failed: %s", self.group_id, exc)
 
     # -- commits ---------------------------------------------------------------------------------
 
@@ -806,12 +523,6 @@ class ConsumerCoordinator:
         self.generation, self.member_id, self._stable = -1, "", False
         self._joined_topics = None
         self._rejoin_needed = True
-
-    async def _stop_join(self) -> None:
-        task, self._joining = self._joining, None
-        if task is not None:
-            task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
 
     async def close(self) -> None:
         """Commit (auto-commit), tell the listener, leave the group (dynamic members), stop."""
