@@ -15,6 +15,7 @@ from strom import Consumer
 from strom.aio import Consumer as AioConsumer
 from strom.consumer._coordinator import ConsumerCoordinator, JoinResult, call_listener
 from strom.consumer._join_protocol import join_protocols, leader_assignment, member_subscriptions
+from strom.consumer._offset_commits import commit_offsets
 from strom.consumer.consumer import _CallerThreadListener
 from strom.errors import (
     ConfigurationError,
@@ -225,7 +226,7 @@ def test_eager_assignment_reports_every_partition_and_no_rejoin() -> None:
         st = c._subs.state(T0)
         assert st.awaiting_committed and st.reset is None
         assert c._subs.fetchable(0.0, 1 << 20) == []
-        c._raise_pending()  # ...and is not an error meanwhile
+        c._collector.raise_pending()  # ...and is not an error meanwhile
         c.seek(T0, 3)  # a seek (say in the listener) wins over the committed offset
         assert not st.awaiting_committed and st.position == 3
 
@@ -363,14 +364,14 @@ def test_commit_offsets_carry_the_position_epoch() -> None:
         c.assign([T0, T1])
         c._subs.state(T0).seek(8)
         c._subs.state(T0).position_epoch = 2
-        prepared = c._commit_offsets(None)
+        prepared = commit_offsets(c._subs.assignment, None)
         assert prepared == {T0: (OffsetAndMetadata(8), 2)}  # T1 has no position yet
-        assert c._commit_offsets({T0: 5, T1: OffsetAndMetadata(1, "m")}) == {
+        assert commit_offsets(c._subs.assignment, {T0: 5, T1: OffsetAndMetadata(1, "m")}) == {
             T0: (OffsetAndMetadata(5), -1),
             T1: (OffsetAndMetadata(1, "m"), -1),
         }
         with pytest.raises(ConfigurationError, match="t-0"):
-            c._commit_offsets({T0: -1})
+            commit_offsets(c._subs.assignment, {T0: -1})
 
     run(scenario)
 

@@ -159,7 +159,7 @@ def _poll_chunk(raw: bytes, aborted: list[tuple[int, int]] | None, **options: An
             st.raw_bytes = len(raw)
             st.high_watermark = 8
             st.last_stable_offset = 7
-            found = consumer._drain(100)
+            found = consumer._collector.collect(100)
             got = [r.value.decode() for r in found.get(TP, [])]
             return got, st.position or 0, consumer.lag(TP)
         finally:

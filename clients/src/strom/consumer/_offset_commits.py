@@ -19,11 +19,20 @@ from strom.consumer._coordinator_link import (
     CoordinatorLink,
     retriable_group_error,
 )
-from strom.errors import StromError, StromTimeoutError, for_code
+from strom.consumer._subscription import PartitionState
+from strom.errors import ConfigurationError, StromError, StromTimeoutError, for_code
 from strom.protocol.v1 import common_pb2, coordinator_pb2
 from strom.types import OffsetAndMetadata, TopicPartition
 
-__all__ = ["CommitOffsets", "Committed", "commit_request", "fetch_committed", "send_commit"]
+__all__ = [
+    "CommitOffsets",
+    "Committed",
+    "commit_offsets",
+    "commit_request",
+    "current_offsets",
+    "fetch_committed",
+    "send_commit",
+]
 
 _E = common_pb2.ErrorCode
 #: ``{tp: (offset, leader epoch)}``: what a commit writes (the epoch -1 when unknown).
@@ -155,3 +164,42 @@ async def fetch_committed(
 def _rpc_timeout(request_timeout_s: float, deadline: Deadline) -> float:
     """One request's timeout: ``request_timeout_s``, or what is left of the whole call."""
     return max(min(request_timeout_s, deadline.left()), 0.01)
+
+
+def commit_offsets(
+    assignment: Mapping[TopicPartition, PartitionState],
+    offsets: Mapping[TopicPartition, OffsetAndMetadata | int] | None,
+) -> dict[TopicPartition, tuple[OffsetAndMetadata, int]]:
+    """``{tp: (offset, leader epoch)}``: the epoch is known when the offset is the
+    partition's position (the epoch of the record before it)."""
+    prepared = {}
+    for tp, om in current_offsets(assignment, offsets).items():
+        if not isinstance(tp, TopicPartition):
+            raise TypeError(f"commit() takes TopicPartition keys, got {tp!r}")
+        if not isinstance(om.offset, int) or om.offset < 0:
+            raise ConfigurationError(
+                f"commit offset for {tp.topic}-{tp.partition} must be an integer >= 0, "
+                f"got {om.offset!r}"
+            )
+        st = assignment.get(tp)
+        epoch = st.position_epoch if st is not None and st.position == om.offset else -1
+        prepared[tp] = (om, epoch)
+    return prepared
+
+
+def current_offsets(
+    assignment: Mapping[TopicPartition, PartitionState],
+    offsets: Mapping[TopicPartition, OffsetAndMetadata | int] | None,
+) -> dict[TopicPartition, OffsetAndMetadata]:
+    """What a commit covers: ``offsets``, or (None) the position of every assigned partition
+    that has one."""
+    if offsets is not None:
+        return {
+            tp: o if isinstance(o, OffsetAndMetadata) else OffsetAndMetadata(o)
+            for tp, o in offsets.items()
+        }
+    return {
+        tp: OffsetAndMetadata(st.position)
+        for tp, st in assignment.items()
+        if st.position is not None and not st.awaiting_committed
+    }

@@ -35,10 +35,12 @@ from types import TracebackType
 from typing import Any, Unpack, overload
 
 from strom.cluster import ClusterClient
+from strom.consumer._collector import RecordCollector
 from strom.consumer._coordinator import ConsumerCoordinator, call_listener
-from strom.consumer._fetcher import Fetcher, decode_records
+from strom.consumer._fetcher import Fetcher
 from strom.consumer._group_options import group_options
-from strom.consumer._subscription import PartitionState, SubscriptionState
+from strom.consumer._offset_commits import commit_offsets, current_offsets
+from strom.consumer._subscription import SubscriptionState
 from strom.consumer.config import ConsumerConfig, ConsumerOptions
 from strom.errors import (
     ConfigurationError,
@@ -94,8 +96,6 @@ class Consumer:
         timeout_ms = config.consumer_timeout_ms
         self._consumer_timeout = None if timeout_ms is None else timeout_ms / 1000
         self._group_id = config.group_id
-        self._key_deserializer = config.key_deserializer
-        self._value_deserializer = config.value_deserializer
         self._timeout = config.request_timeout_ms / 1000
         self._retry_backoff = config.retry_backoff_ms / 1000
         self._metadata_max_age = config.metadata_max_age_ms / 1000
@@ -123,6 +123,9 @@ class Consumer:
             before_step=self._resolve_subscription,
         )
         self._subs.on_change = self._fetcher.wake
+        self._collector = RecordCollector(
+            self._subs, self._fetcher, config.key_deserializer, config.value_deserializer
+        )
         self._coordinator: ConsumerCoordinator | None = None
         if group is not None:
             self._coordinator = ConsumerCoordinator(
@@ -135,7 +138,6 @@ class Consumer:
         self._leaving: asyncio.Task[None] | None = None
         self._subscription_due = 0.0
         self._subscription_dirty = True
-        self._next_partition = 0
         self._iterator: Iterator[ConsumerRecord] = iter(())
         self._closed = False
         if topics:
@@ -301,8 +303,8 @@ class Consumer:
             ready.clear()
             if coordinator is not None:
                 await coordinator.poll()
-            self._raise_pending()
-            found = self._drain(limit)
+            self._collector.raise_pending()
+            found = self._collector.collect(limit)
             if found:
                 return found
             remaining = deadline - loop.time()
@@ -332,92 +334,6 @@ class Consumer:
                 return next(self._iterator)
             if self._consumer_timeout is not None:
                 raise StopAsyncIteration
-
-    def _raise_pending(self) -> None:
-        if self._fetcher.error is not None:
-            error, self._fetcher.error = self._fetcher.error, None
-            raise error
-        for tp, st in self._subs.assignment.items():
-            if st.error is not None:
-                error, st.error = st.error, None
-                self._fetcher.wake()
-                raise error
-            if st.position is None and st.reset is None and not st.awaiting_committed:
-                raise OffsetOutOfRangeError(
-                    f"{tp.topic}-{tp.partition} has no position (no committed offset) and "
-                    "auto_offset_reset is 'none': seek() first"
-                )
-
-    def _drain(self, limit: int) -> dict[TopicPartition, list[ConsumerRecord]]:
-        """Take up to ``limit`` buffered records, starting after the partition last drained."""
-        found: dict[TopicPartition, list[ConsumerRecord]] = {}
-        items = list(self._subs.assignment.items())
-        count = len(items)
-        for i in range(count):
-            index = (self._next_partition + i) % count
-            tp, st = items[index]
-            if st.paused or not st.has_valid_position:
-                continue
-            if not st.buffered():
-                if st.reset_after_buffer is not None:  # out of range once this was delivered
-                    st.request_reset(st.reset_after_buffer)
-                    self._fetcher.wake()
-                continue
-            records = self._take(tp, st, limit)
-            if records:
-                found[tp] = records
-                limit -= len(records)
-                if limit <= 0:
-                    self._next_partition = index + 1
-                    break
-        return found
-
-    def _take(self, tp: TopicPartition, st: PartitionState, limit: int) -> list[ConsumerRecord]:
-        taken: list[ConsumerRecord] = []
-        while limit > 0:
-            if st.index >= len(st.records):
-                if not st.raw:
-                    break
-                raw = st.raw.popleft()
-                aborted = st.raw_aborted.popleft() if st.raw_aborted else None
-                st.raw_bytes -= len(raw)
-                self._fetcher.wake()
-                position = st.position
-                assert position is not None
-                try:
-                    st.records, st.records_next = decode_records(
-                        raw,
-                        tp,
-                        position,
-                        self._key_deserializer,
-                        self._value_deserializer,
-                        aborted,
-                    )
-                except Exception:
-                    # Nothing of the chunk was delivered: fetch it again from the position,
-                    # so the error repeats rather than records being skipped.
-                    st.seek(position)
-                    if taken:
-                        return taken
-                    raise
-                st.index = 0
-                if not st.records:
-                    st.position = max(position, st.records_next)
-                    continue
-            records, start = st.records, st.index
-            end = min(start + limit, len(records))
-            chunk = records if start == 0 and end == len(records) else records[start:end]
-            st.index = end
-            limit -= end - start
-            taken = chunk if not taken else taken + chunk
-            last = chunk[-1]
-            st.position_epoch = last.leader_epoch
-            if end == len(records):
-                st.position = max(last.offset + 1, st.records_next)
-                st.records, st.index = [], 0
-            else:
-                st.position = last.offset + 1
-        return taken
 
     # -- positions -----------------------------------------------------------------------------
 
@@ -580,7 +496,7 @@ class Consumer:
         """
         self._check_open()
         coordinator = self._group("commit()")
-        await coordinator.commit(self._commit_offsets(offsets), wait=True)
+        await coordinator.commit(commit_offsets(self._subs.assignment, offsets), wait=True)
 
     def commit_async(
         self,
@@ -592,13 +508,13 @@ class Consumer:
         try:
             self._check_open()
             coordinator = self._group("commit_async()")
-            prepared = self._commit_offsets(offsets)
+            prepared = commit_offsets(self._subs.assignment, offsets)
         except StromError as exc:
             future: asyncio.Future[None] = loop.create_future()
             future.set_exception(exc)
             future.exception()  # the callback reports it; an unobserved future must not warn
             if callback is not None:
-                callback(self._current_offsets(offsets), exc)
+                callback(current_offsets(self._subs.assignment, offsets), exc)
             return future
         task = loop.create_task(coordinator.commit(prepared))
         committed = {tp: om for tp, (om, _) in prepared.items()}
@@ -646,37 +562,3 @@ class Consumer:
             return None if one is None else one[0]
         many = await coordinator.fetch_committed(list(partitions), timeout_s)
         return {tp: None if v is None else v[0] for tp, v in many.items()}
-
-    def _commit_offsets(
-        self, offsets: Mapping[TopicPartition, OffsetAndMetadata | int] | None
-    ) -> dict[TopicPartition, tuple[OffsetAndMetadata, int]]:
-        """``{tp: (offset, leader epoch)}``: the epoch is known when the offset is the
-        partition's position (the epoch of the record before it)."""
-        prepared = {}
-        assignment = self._subs.assignment
-        for tp, om in self._current_offsets(offsets).items():
-            if not isinstance(tp, TopicPartition):
-                raise TypeError(f"commit() takes TopicPartition keys, got {tp!r}")
-            if not isinstance(om.offset, int) or om.offset < 0:
-                raise ConfigurationError(
-                    f"commit offset for {tp.topic}-{tp.partition} must be an integer >= 0, "
-                    f"got {om.offset!r}"
-                )
-            st = assignment.get(tp)
-            epoch = st.position_epoch if st is not None and st.position == om.offset else -1
-            prepared[tp] = (om, epoch)
-        return prepared
-
-    def _current_offsets(
-        self, offsets: Mapping[TopicPartition, OffsetAndMetadata | int] | None
-    ) -> dict[TopicPartition, OffsetAndMetadata]:
-        if offsets is not None:
-            return {
-                tp: o if isinstance(o, OffsetAndMetadata) else OffsetAndMetadata(o)
-                for tp, o in offsets.items()
-            }
-        return {
-            tp: OffsetAndMetadata(st.position)
-            for tp, st in self._subs.assignment.items()
-            if st.position is not None and not st.awaiting_committed
-        }
