@@ -1,13 +1,20 @@
-"""``BulkTracker``: the one future of a ``send_many`` call, settled when all its chunks are."""
+"""``send_many``: its records planned into chunks (``plan_chunks``: one partition and at most
+``batch_size`` each), and its one future (``BulkTracker``), settled when all its chunks are."""
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from typing import Any, TypeAlias
 
+from strom.producer._accumulator import RECORD_OVERHEAD
 from strom.producer._batch import ProducerBatch
+from strom.producer.partitioner import Partitioner, StickyPartitioner, murmur2_partition
 
-__all__ = ["BulkTracker"]
+__all__ = ["BulkTracker", "Chunk", "plan_chunks"]
+
+#: (partition, timestamps, keys, values, size): records of one partition, within batch_size.
+Chunk: TypeAlias = tuple[int, list[int], list[Any], list[Any], int]
 
 
 class BulkTracker:
@@ -52,3 +59,72 @@ class BulkTracker:
                 self._done = True
         if finish:
             self._settle(self._records, self._error)
+
+
+def plan_chunks(  # noqa: PLR0917 - send_many's whole call, positional as there
+    topic: str,
+    count: int,
+    values: Sequence[Any],
+    keys: Sequence[Any] | None,
+    partition: int | None,
+    ts: int,
+    *,
+    batch_size: int,
+    max_record: int,
+    partitioner: Partitioner | None,
+    sticky: StickyPartitioner,
+    too_large: Callable[[int], Exception],
+) -> list[Chunk]:
+    """Serialized ``values`` (and ``keys``) of a ``topic`` with ``count`` partitions as
+    chunks, in record order per partition: keyed records partition as ``send`` does, keyless
+    ones fill sticky partitions chunk by chunk. A record over ``max_record`` raises
+    ``too_large(size)``."""
+    limit = batch_size
+    chunks: list[Chunk] = []
+    if keys is None:
+        # One partition (given, or sticky: the next one after each full chunk).
+        part = partition if partition is not None else sticky.partition(topic, count)
+        cur_v: list[Any] = []
+        size = 0
+        for value in values:
+            rsize = RECORD_OVERHEAD + (len(value) if value is not None else 0)
+            if rsize > max_record:
+                raise too_large(rsize)
+            if cur_v and size + rsize > limit:
+                chunks.append((part, [ts] * len(cur_v), [None] * len(cur_v), cur_v, size))
+                if partition is None:
+                    sticky.next(topic, count, part)
+                    part = sticky.partition(topic, count)
+                cur_v, size = [], 0
+            cur_v.append(value)
+            size += rsize
+        if cur_v:
+            chunks.append((part, [ts] * len(cur_v), [None] * len(cur_v), cur_v, size))
+        return chunks
+    groups: dict[int, tuple[list[Any], list[Any], list[int]]] = {}
+    for key, value in zip(keys, values, strict=True):
+        if partition is not None:
+            part = partition
+        elif partitioner is not None:
+            part = partitioner(topic, key, count)
+        elif key is not None:
+            part = murmur2_partition(key, count)
+        else:
+            part = sticky.partition(topic, count)
+        rsize = RECORD_OVERHEAD + (len(key) if key is not None else 0)
+        rsize += len(value) if value is not None else 0
+        if rsize > max_record:
+            raise too_large(rsize)
+        group = groups.get(part)
+        if group is None:
+            group = groups[part] = ([], [], [0])
+        if group[1] and group[2][0] + rsize > limit:
+            n = len(group[1])
+            chunks.append((part, [ts] * n, group[0], group[1], group[2][0]))
+            group = groups[part] = ([], [], [0])
+        group[0].append(key)
+        group[1].append(value)
+        group[2][0] += rsize
+    for part, (gk, gv, gs) in groups.items():
+        chunks.append((part, [ts] * len(gv), gk, gv, gs[0]))
+    return chunks

@@ -38,6 +38,7 @@ from strom.cluster import ClusterClient, translate_errors
 from strom.cluster.retry import Backoff
 from strom.errors import (
     ConcurrentTransactionsError,
+    ConfigurationError,
     InvalidProducerEpochError,
     InvalidProducerIdMappingError,
     InvalidTransactionTimeoutError,
@@ -53,7 +54,7 @@ from strom.errors import (
 from strom.producer._accumulator import PartitionKey
 from strom.producer._idempotence import ProducerIdState
 from strom.protocol.v1 import common_pb2, controller_pb2, coordinator_pb2, transaction_pb2
-from strom.types import ConsumerGroupMetadata
+from strom.types import ConsumerGroupMetadata, OffsetAndMetadata, TopicPartition
 
 __all__ = [
     "FATAL_ERRORS",
@@ -61,6 +62,7 @@ __all__ = [
     "TransactionManager",
     "TxnState",
     "is_fatal",
+    "transaction_offsets",
 ]
 
 log = logging.getLogger("strom.producer")
@@ -114,6 +116,23 @@ _TRANSITIONS: dict[TxnState, frozenset[TxnState]] = {
 }
 #: States in which the sender may send the transaction's batches.
 _SENDING = frozenset({_S.IN_TRANSACTION, _S.COMMITTING, _S.PREPARING})
+
+
+def transaction_offsets(
+    offsets: Mapping[TopicPartition, OffsetAndMetadata | int],
+) -> dict[tuple[str, int], tuple[int, str, int]]:
+    """``send_offsets_to_transaction``'s offsets as ``{(topic, partition): (offset, metadata,
+    leader epoch)}``; ConfigurationError naming the partition for an offset that is not an
+    int >= 0."""
+    prepared: dict[tuple[str, int], tuple[int, str, int]] = {}
+    for tp, om in offsets.items():
+        offset, metadata = (om, "") if isinstance(om, int) else (om.offset, om.metadata)
+        if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+            raise ConfigurationError(
+                f"offset for {tp.topic}-{tp.partition} must be an integer >= 0, got {offset!r}"
+            )
+        prepared[(tp.topic, tp.partition)] = (offset, metadata or "", -1)
+    return prepared
 
 
 def is_fatal(error: BaseException) -> bool:

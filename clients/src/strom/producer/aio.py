@@ -46,10 +46,15 @@ from strom.errors import (
 )
 from strom.producer._accumulator import RECORD_OVERHEAD, Accumulator, record_size
 from strom.producer._batch import DeliveryCallback, ProducerBatch, RecordFuture, RecordMetadata
-from strom.producer._bulk import BulkTracker
+from strom.producer._bulk import BulkTracker, Chunk, plan_chunks
 from strom.producer._native import cproducer
 from strom.producer._sender import Sender
-from strom.producer._transactions import TransactionAbortedError, TransactionManager, TxnState
+from strom.producer._transactions import (
+    TransactionAbortedError,
+    TransactionManager,
+    TxnState,
+    transaction_offsets,
+)
 from strom.producer._waits import NeedMetadata, NeedRoom, blocked_too_long
 from strom.producer.config import ProducerConfig, ProducerOptions
 from strom.producer.partitioner import StickyPartitioner, murmur2_partition
@@ -299,7 +304,7 @@ class Producer:
         keys: Sequence[Any] | None,
         partition: int | None,
         timestamp_ms: int | None,
-    ) -> list[tuple[int, list[int], list[Any], list[Any], int]]:
+    ) -> list[Chunk]:
         """Split a send_many call into chunks of (partition, timestamps, keys, values, size),
         each within batch_size, in record order per partition. Raises NeedMetadata."""
         if self._sender.fatal is not None:
@@ -322,56 +327,19 @@ class Producer:
                 f"partition {partition} of '{topic}' does not exist ({count} partitions)"
             )
         ts = int(time.time() * 1000) if timestamp_ms is None else timestamp_ms
-        limit = self._acc.batch_size
-        max_record = self._max_record
-        chunks: list[tuple[int, list[int], list[Any], list[Any], int]] = []
-        if keys is None:
-            # One partition (given, or sticky: the next one after each full chunk).
-            part = partition if partition is not None else self._sticky.partition(topic, count)
-            cur_v: list[Any] = []
-            size = 0
-            for value in values:
-                rsize = RECORD_OVERHEAD + (len(value) if value is not None else 0)
-                if rsize > max_record:
-                    raise self._too_large(rsize)
-                if cur_v and size + rsize > limit:
-                    chunks.append((part, [ts] * len(cur_v), [None] * len(cur_v), cur_v, size))
-                    if partition is None:
-                        self._sticky.next(topic, count, part)
-                        part = self._sticky.partition(topic, count)
-                    cur_v, size = [], 0
-                cur_v.append(value)
-                size += rsize
-            if cur_v:
-                chunks.append((part, [ts] * len(cur_v), [None] * len(cur_v), cur_v, size))
-            return chunks
-        groups: dict[int, tuple[list[Any], list[Any], list[int]]] = {}
-        for key, value in zip(keys, values, strict=True):
-            if partition is not None:
-                part = partition
-            elif self._partitioner is not None:
-                part = self._partitioner(topic, key, count)
-            elif key is not None:
-                part = murmur2_partition(key, count)
-            else:
-                part = self._sticky.partition(topic, count)
-            rsize = RECORD_OVERHEAD + (len(key) if key is not None else 0)
-            rsize += len(value) if value is not None else 0
-            if rsize > max_record:
-                raise self._too_large(rsize)
-            group = groups.get(part)
-            if group is None:
-                group = groups[part] = ([], [], [0])
-            if group[1] and group[2][0] + rsize > limit:
-                n = len(group[1])
-                chunks.append((part, [ts] * n, group[0], group[1], group[2][0]))
-                group = groups[part] = ([], [], [0])
-            group[0].append(key)
-            group[1].append(value)
-            group[2][0] += rsize
-        for part, (gk, gv, gs) in groups.items():
-            chunks.append((part, [ts] * len(gv), gk, gv, gs[0]))
-        return chunks
+        return plan_chunks(
+            topic,
+            count,
+            values,
+            keys,
+            partition,
+            ts,
+            batch_size=self._acc.batch_size,
+            max_record=self._max_record,
+            partitioner=self._partitioner,
+            sticky=self._sticky,
+            too_large=self._too_large,
+        )
 
     async def send_many(
         self,
@@ -435,25 +403,11 @@ class Producer:
             if self.config.acks == 0:
                 await self._quiesce(timeout)
             return
-        loop = asyncio.get_running_loop()
-        waiter: asyncio.Future[None] = loop.create_future()
-        remaining = [len(pending)]
-
-        def one_done(_batch: ProducerBatch) -> None:
-            remaining[0] -= 1
-            if remaining[0] == 0:
-                _on_loop(loop, _settle_none, waiter)
-
         self._acc.flushing += 1
         try:
-            for batch in pending:
-                batch.add_callback(one_done)
+            waiting = _completion(pending)
             self._sender.wakeup()
-            try:
-                async with asyncio.timeout(timeout):
-                    await asyncio.shield(waiter)
-            except TimeoutError:
-                raise StromTimeoutError(f"flush did not complete within {timeout} s") from None
+            await _wait(waiting, timeout, f"flush did not complete within {timeout} s")
         finally:
             self._acc.flushing -= 1
         if self.config.acks == 0:
@@ -526,15 +480,7 @@ class Producer:
                 "send_offsets_to_transaction() needs consumer.group_metadata() of a consumer "
                 f"with a group_id, got {group_metadata!r}"
             )
-        prepared: dict[tuple[str, int], tuple[int, str, int]] = {}
-        for tp, om in offsets.items():
-            offset, metadata = (om, "") if isinstance(om, int) else (om.offset, om.metadata)
-            if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
-                raise ConfigurationError(
-                    f"offset for {tp.topic}-{tp.partition} must be an integer >= 0, got {offset!r}"
-                )
-            prepared[(tp.topic, tp.partition)] = (offset, metadata or "", -1)
-        await txn.add_offsets(prepared, group_metadata)
+        await txn.add_offsets(transaction_offsets(offsets), group_metadata)
 
     async def commit_transaction(self) -> None:
         """Send every record of the transaction, then commit it (EndTxn). Retriable errors
@@ -612,26 +558,11 @@ class Producer:
     async def _wait_incomplete(self, timeout: float) -> None:  # noqa: ASYNC109
         """Until every batch in flight has completed (StromTimeoutError after ``timeout``)."""
         pending = list(self._acc.incomplete)
-        if not pending:
-            return
-        loop = asyncio.get_running_loop()
-        waiter: asyncio.Future[None] = loop.create_future()
-        remaining = [len(pending)]
-
-        def one_done(_batch: ProducerBatch) -> None:
-            remaining[0] -= 1
-            if remaining[0] == 0:
-                _on_loop(loop, _settle_none, waiter)
-
-        for batch in pending:
-            batch.add_callback(one_done)
-        try:
-            async with asyncio.timeout(timeout):
-                await asyncio.shield(waiter)
-        except TimeoutError:
-            raise StromTimeoutError(
+        if pending:
+            message = (
                 f"abort_transaction(): records still in flight after {timeout} s; call it again"
-            ) from None
+            )
+            await _wait(_completion(pending), timeout, message)
 
     async def partitions_for(self, topic: str) -> list[int]:
         """The topic's partition ids (from metadata)."""
@@ -657,3 +588,30 @@ def _on_loop(loop: asyncio.AbstractEventLoop, fn: Callable[..., None], *args: An
 def _settle_none(waiter: asyncio.Future[None]) -> None:
     if not waiter.done():
         waiter.set_result(None)
+
+
+def _completion(batches: list[ProducerBatch]) -> asyncio.Future[None]:
+    """A future of the running loop, done when every one of ``batches`` has completed
+    (their callbacks may run on another thread)."""
+    loop = asyncio.get_running_loop()
+    waiter: asyncio.Future[None] = loop.create_future()
+    remaining = [len(batches)]
+
+    def one_done(_batch: ProducerBatch) -> None:
+        remaining[0] -= 1
+        if remaining[0] == 0:
+            _on_loop(loop, _settle_none, waiter)
+
+    for batch in batches:
+        batch.add_callback(one_done)
+    return waiter
+
+
+async def _wait(waiter: asyncio.Future[None], timeout: float | None, message: str) -> None:  # noqa: ASYNC109
+    """Await ``waiter`` (shielded: it stays for a retry); StromTimeoutError(message) after
+    ``timeout`` seconds."""
+    try:
+        async with asyncio.timeout(timeout):
+            await asyncio.shield(waiter)
+    except TimeoutError:
+        raise StromTimeoutError(message) from None
