@@ -23,7 +23,7 @@ STATES = {("t", 0): {"leader": 1, "leader_epoch": 1, "isr": [1, 2]}}
 
 async def _leader(tmp_path: Path) -> ReplicaManager:
     replicas = ReplicaManager(LogManager([tmp_path], clock=SystemClock()), node_id=1)
-    await replicas.apply_assignments(
+    await replicas.hosted.apply_assignments(
         assignments_for(1, TOPICS, STATES), LogConfig(), remove_others=True
     )
     return replicas
@@ -56,7 +56,7 @@ def test_an_expired_lease_refuses_acks_all_but_not_acks_1(tmp_path: Path) -> Non
         (refused,) = await replicas.append(-1, 30000, [("t", 0, _batch())])
         assert isinstance(refused.error, NotLeaderOrFollowerError)
         assert "etcd session" in str(refused.error)
-        assert replicas._partitions[("t", 0)].log.log_end_offset == 0  # nothing appended
+        assert replicas.hosted.get("t", 0).log.log_end_offset == 0  # nothing appended
         (accepted,) = await replicas.append(1, 30000, [("t", 0, _batch())])
         assert accepted.error is None and accepted.base_offset == 0
         replicas.close()
@@ -96,7 +96,7 @@ def test_a_renewed_lease_keeps_the_wait_going(tmp_path: Path) -> None:
             await asyncio.sleep(0)
             lease.renewed(sent_at=0.0, ttl_s=30)
             await asyncio.sleep(0.4)  # the wait outlives the first lease's length
-            replicas._partitions[("t", 0)].update_follower(2, 1, int(time.monotonic() * 1000))
+            replicas.hosted.get("t", 0).update_follower(2, 1, int(time.monotonic() * 1000))
 
         helper = asyncio.ensure_future(renew_then_fetch())
         (result,) = await asyncio.wait_for(replicas.append(-1, 30000, [("t", 0, _batch())]), 20)

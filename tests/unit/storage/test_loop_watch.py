@@ -9,8 +9,8 @@ import errno
 import pytest
 
 from strom.errors import StorageError
+from strom_storage.node.hosted import open_files_hint
 from strom_storage.node.loop_watch import LoopSlice, LoopWatch
-from strom_storage.node.replica_manager import open_files_hint
 
 
 class Clock:

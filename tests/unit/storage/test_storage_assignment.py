@@ -45,34 +45,34 @@ def test_apply_is_incremental_and_yields_to_the_loop(tmp_path: Path) -> None:
 
         running = asyncio.ensure_future(ticker())
         base = LogConfig()
-        touched = await replicas.apply_assignments(
+        touched = await replicas.hosted.apply_assignments(
             assignments_for(1, topics, states), base, remove_others=True
         )
-        assert touched == 200 and len(replicas.partitions()) == 200
+        assert touched == 200 and len(replicas.hosted.partitions()) == 200
         assert ticks >= 200 // 32  # other tasks (the keep-alive) ran while logs were created
 
         states[("big", 5)] = {"leader": 2, "leader_epoch": 2, "isr": [2]}
-        touched = await replicas.apply_assignments(
+        touched = await replicas.hosted.apply_assignments(
             assignments_for(1, topics, states), base, remove_others=True
         )
         assert touched == 1
-        assert not replicas._partitions[("big", 5)].is_leader
+        assert not replicas.hosted.get("big", 5).is_leader
 
         del topics["big"]["partitions"]["7"]
-        touched = await replicas.apply_assignments(
+        touched = await replicas.hosted.apply_assignments(
             assignments_for(1, topics, states), base, remove_others=True
         )
-        assert touched == 1 and ("big", 7) not in replicas._partitions
+        assert touched == 1 and ("big", 7) not in replicas.hosted
         assert not (tmp_path / "big-7").exists()
 
         # New broker defaults reach every partition.
-        touched = await replicas.apply_assignments(
+        touched = await replicas.hosted.apply_assignments(
             assignments_for(1, topics, states),
             dataclasses.replace(base, retention_ms=1000),
             remove_others=True,
         )
         assert touched == 199
-        assert replicas._partitions[("big", 0)].log.config.retention_ms == 1000
+        assert replicas.hosted.get("big", 0).log.config.retention_ms == 1000
         running.cancel()
         replicas.close()
 
@@ -87,20 +87,20 @@ def test_a_partition_that_cannot_be_hosted_waits_while_the_others_are_served(
         topics, states = _metadata(3)
         (tmp_path / "big-1").write_bytes(b"")  # a file where its directory must go
         base = LogConfig()
-        touched = await replicas.apply_assignments(
+        touched = await replicas.hosted.apply_assignments(
             assignments_for(1, topics, states), base, remove_others=True
         )
-        assert touched == 2 and replicas.unapplied == 1
-        assert sorted(replicas._partitions) == [("big", 0), ("big", 2)]
+        assert touched == 2 and replicas.hosted.unapplied == 1
+        assert sorted(replicas.hosted.keys()) == [("big", 0), ("big", 2)]
         # created in a worker thread, led at the controller's epoch
-        assert replicas._partitions[("big", 0)].log.latest_epoch == 1
+        assert replicas.hosted.get("big", 0).log.latest_epoch == 1
 
         (tmp_path / "big-1").unlink()
-        touched = await replicas.apply_assignments(
+        touched = await replicas.hosted.apply_assignments(
             assignments_for(1, topics, states), base, remove_others=True
         )
-        assert touched == 1 and replicas.unapplied == 0
-        assert replicas._partitions[("big", 1)].is_leader
+        assert touched == 1 and replicas.hosted.unapplied == 0
+        assert replicas.hosted.get("big", 1).is_leader
         replicas.close()
 
     asyncio.run(scenario())

@@ -97,7 +97,7 @@ def run(
             LogManager([tmp_path], clock=SystemClock()), node_id=NODE, stats=NodeStats()
         )
         for index in range(partitions):
-            replicas.host("t", index)  # standalone leader: its own ISR
+            replicas.hosted.host("t", index)  # standalone leader: its own ISR
         table = CoordinatorTable()
         if verifier:
             replicas.txn_verifier = table
@@ -123,11 +123,11 @@ def headers(records: bytes | memoryview) -> list[BatchHeader]:
 
 
 def log_end(replicas: ReplicaManager, index: int = 0) -> int:
-    return replicas.partitions()[index].log.log_end_offset
+    return replicas.hosted.partitions()[index].log.log_end_offset
 
 
 def lso(replicas: ReplicaManager, index: int = 0) -> int:
-    return replicas._partition("t", index).log.last_stable_offset
+    return replicas.hosted.get("t", index).log.last_stable_offset
 
 
 async def fetch(
@@ -151,7 +151,7 @@ def test_plain_produce_never_asks_the_coordinator(tmp_path: Path) -> None:
         (result,) = await replicas.append(1, 0, [("t", 0, plain_batch(3))], TID)
         assert result.error is None and result.base_offset == 0
         assert table.calls == []
-        assert replicas._verifications.tails == {}
+        assert replicas.verifications.queue.tails == {}
 
     run(tmp_path, scenario)
 
@@ -169,7 +169,7 @@ def test_first_write_is_verified_once_per_producer_for_all_its_partitions(tmp_pa
         assert again.error is None and again.base_offset == 2
         assert len(table.calls) == 1
         assert lso(replicas) == 0  # the open transaction holds the LSO at its first offset
-        assert replicas._verifications.tails == {}
+        assert replicas.verifications.queue.tails == {}
 
     run(tmp_path, scenario)
 
@@ -239,7 +239,7 @@ def test_appends_queued_behind_a_verification_keep_arrival_order(tmp_path: Path)
         assert (r2.error, r2.base_offset) == (None, 2)
         assert (r3.error, r3.base_offset) == (None, 0)
         assert len(table.calls) == 1  # the queued batch found the transaction open
-        assert replicas._verifications.tails == {}
+        assert replicas.verifications.queue.tails == {}
 
     run(tmp_path, scenario)
 
@@ -253,7 +253,7 @@ def test_a_cancelled_verification_releases_the_partition(tmp_path: Path) -> None
         first.cancel()
         with pytest.raises(asyncio.CancelledError):
             await first
-        assert replicas._verifications.tails == {}
+        assert replicas.verifications.queue.tails == {}
         table.gate.set()
         (result,) = await replicas.append(1, 0, [("t", 0, txn_batch(1, seq=0))], TID)
         assert result.error is None and result.base_offset == 0
@@ -350,7 +350,7 @@ def test_a_marker_ends_the_epoch_even_on_a_partition_the_producer_never_wrote(
 
 def test_marker_errors_per_partition(tmp_path: Path) -> None:
     async def scenario(replicas: ReplicaManager, table: CoordinatorTable) -> None:
-        follower = replicas._partition("t", 1)
+        follower = replicas.hosted.get("t", 1)
         follower.make_follower(2, 1, replicas=(1, 2), isr=(1, 2))
         (result,) = await replicas.write_txn_markers(
             [marker(True, ("t", 0), ("t", 1), ("nope", 0))], 1000
@@ -363,7 +363,7 @@ def test_marker_errors_per_partition(tmp_path: Path) -> None:
 
 def test_a_marker_waits_for_the_isr_and_times_out_without_it(tmp_path: Path) -> None:
     async def scenario(replicas: ReplicaManager, table: CoordinatorTable) -> None:
-        partition = replicas._partition("t", 0)
+        partition = replicas.hosted.get("t", 0)
         partition.make_leader(1, (NODE, 2), replicas=(NODE, 2), partition_epoch=0)
         (timed_out,) = await replicas.write_txn_markers([marker(True)], 50)
         assert isinstance(timed_out.partitions[0][2], RequestTimedOutError)
@@ -426,7 +426,7 @@ def test_describe_producers_shows_the_open_transaction_on_leaders_only(tmp_path:
         await replicas.write_txn_markers([marker(True)], 1000)
         (after,) = replicas.describe_producers("t", 0).producers
         assert after.current_txn_start_offset == -1 and after.coordinator_epoch == 1
-        replicas._partition("t", 1).make_follower(2, 1, replicas=(1, 2), isr=(1, 2))
+        replicas.hosted.get("t", 1).make_follower(2, 1, replicas=(1, 2), isr=(1, 2))
         assert isinstance(replicas.describe_producers("t", 1).error, NotLeaderOrFollowerError)
         assert isinstance(
             replicas.describe_producers("nope", 0).error, UnknownTopicOrPartitionError

@@ -56,21 +56,21 @@ def open_replica_manager(config: StorageConfig) -> ReplicaManager:
         stats=stats,
         replica_lag_time_max_ms=config.replica_lag_time_max_ms,
     )
-    found = replicas.open_existing()
+    found = replicas.hosted.open_existing()
     for topic, count in config.hosted_topics():
         for index in range(count):
-            replicas.host(topic, index)
+            replicas.hosted.host(topic, index)
 
     def partition_logs() -> list[tuple[str, int, Log]]:
-        return [(p.topic, p.index, p.log) for p in replicas.partitions()]
+        return [(p.topic, p.index, p.log) for p in replicas.hosted.partitions()]
 
     stats.watch_logs(partition_logs)
     if cleaner is not None:
         stats.watch_cleaner(cleaner, partition_logs)
-    stats.watch_replication(replicas.partitions)
-    stats.watch_transactions(replicas.partitions)
+    stats.watch_replication(replicas.hosted.partitions)
+    stats.watch_transactions(replicas.hosted.partitions)
     log.info("logs open", node_id=config.node_id, recovered=len(found),
-             partitions=len(replicas.partitions()))  # fmt: skip
+             partitions=len(replicas.hosted.partitions()))  # fmt: skip
     return replicas
 
 
@@ -121,7 +121,7 @@ async def build(config: StorageConfig, server: GrpcServer) -> None:
             controller_address=lambda: link_.controller_address,
             broker_epoch=lambda: link_.broker_epoch,
         )
-        replicas.followers, replicas.isr_updates = fetchers, isr_updates
+        replicas.hosted.followers, replicas.isr_updates = fetchers, isr_updates
         verifier = CoordinatorTxnVerifier(
             lambda: link_.coordinator_addresses, max_message_size=int(config.max_message_size)
         )

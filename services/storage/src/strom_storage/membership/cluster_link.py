@@ -321,7 +321,7 @@ class ClusterLink:
             self._dirty.clear()
             try:
                 await self._apply()
-                retry = self.replicas.unapplied > 0  # partitions it could not host
+                retry = self.replicas.hosted.unapplied > 0  # partitions it could not host
             except Exception:  # never stop applying
                 log.exception("applying the controller's metadata failed; retrying")
                 retry = True
@@ -337,4 +337,4 @@ class ClusterLink:
                 base = self.base_config.merged(self._broker_defaults)
             except ValueError as exc:
                 log.error("invalid cluster-wide topic defaults; ignored", error=str(exc))
-        await self.replicas.apply_assignments(desired, base, remove_others=True)
+        await self.replicas.hosted.apply_assignments(desired, base, remove_others=True)

@@ -7,21 +7,23 @@ truncation, applying fetched data).
 replication is ``strom_storage.replication``.
 """
 
+from strom_storage.node.hosted import HostedPartitions
 from strom_storage.node.partition import Partition
-from strom_storage.node.replica_manager import (
+from strom_storage.node.replica_manager import ReplicaManager
+from strom_storage.node.results import (
     FetchPartitionRequest,
     FetchPartitionResult,
     ListOffsetsResult,
     PartitionOutcome,
     ProducePartitionResult,
     ProducersResult,
-    ReplicaManager,
 )
 from strom_storage.node.txn import TxnMarker, TxnMarkerResult, TxnVerifier
 
 __all__ = [
     "FetchPartitionRequest",
     "FetchPartitionResult",
+    "HostedPartitions",
     "ListOffsetsResult",
     "Partition",
     "PartitionOutcome",

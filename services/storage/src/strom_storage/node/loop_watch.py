@@ -3,4 +3,8 @@
 
 from strom_server.runtime.loop_watch import LoopSlice, LoopWatch
 
-__all__ = ["LoopSlice", "LoopWatch"]
+__all__ = ["APPLY_SLICE_S", "LoopSlice", "LoopWatch"]
+
+#: How long work over many partitions (applying assignments, a fetch, a follower's fetch
+#: response) may hold the event loop before it yields (seconds).
+APPLY_SLICE_S = 0.02

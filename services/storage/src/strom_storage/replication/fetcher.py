@@ -34,9 +34,8 @@ from strom.protocol.v1 import common_pb2, storage_pb2, storage_pb2_grpc
 from strom_server.rpc.channels import PeerChannel
 from strom_storage.node import ReplicaManager
 from strom_storage.node.follower import FetchedData, apply_fetched, next_truncation
-from strom_storage.node.loop_watch import LoopSlice
+from strom_storage.node.loop_watch import APPLY_SLICE_S, LoopSlice
 from strom_storage.node.partition import Partition
-from strom_storage.node.replica_manager import APPLY_SLICE_S
 
 log = structlog.get_logger(__name__)
 
@@ -85,7 +84,7 @@ class _Throttle:
 
 
 class ReplicaFetcherManager:
-    """Implements ``replica_manager.Followers``: which leader each followed partition is
+    """Implements ``node.hosted.Followers``: which leader each followed partition is
     fetched from."""
 
     def __init__(
