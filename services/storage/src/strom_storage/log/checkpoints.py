@@ -10,19 +10,32 @@ fsynced, so a crash leaves either the old or the new value. A missing, unreadabl
 file reads as None (the caller falls back to a safe default: recovery point 0, log start from
 the first segment).
 
-Thread-safety: not thread-safe; the owning log serialises writes to one file.
+``LogCheckpoints`` keeps a partition's three (recovery point, log start offset, high
+watermark) and writes each only when its value changed.
+
+Thread-safety: ``OffsetCheckpointFile`` is not thread-safe; ``LogCheckpoints`` serialises its
+writes on its ``lock``.
 """
 
 from __future__ import annotations
 
 import os
+import threading
+from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 from strom.errors import StorageError
-from strom_storage.log.files import TMP_SUFFIX
+from strom_storage.log.files import (
+    HIGH_WATERMARK_FILE,
+    LOG_START_OFFSET_FILE,
+    RECOVERY_POINT_FILE,
+    TMP_SUFFIX,
+)
 
 __all__ = [
     "CheckpointFormatError",
+    "LogCheckpoints",
     "OffsetCheckpointFile",
     "fsync_dir",
     "parse_offset_checkpoint",
@@ -99,3 +112,52 @@ class OffsetCheckpointFile:
             return parse_offset_checkpoint(self.path.read_text("ascii"))
         except (OSError, UnicodeDecodeError, CheckpointFormatError):
             return None
+
+
+class LogCheckpoints:
+    """A partition's offset checkpoints: ``recovery`` (the recovery point), ``start`` (the log
+    start offset) and ``hw`` (the high watermark), each rewritten only when it changed.
+
+    Thread-safety: writes hold ``lock``. The owning log takes it while holding its own lock
+    (always in that order), so checkpoints land in the order their values were taken.
+    """
+
+    FILES = {
+        "recovery": RECOVERY_POINT_FILE,
+        "start": LOG_START_OFFSET_FILE,
+        "hw": HIGH_WATERMARK_FILE,
+    }
+
+    def __init__(self, directory: Path) -> None:
+        self.lock = threading.Lock()
+        self._files = {name: OffsetCheckpointFile(directory / f) for name, f in self.FILES.items()}
+        self._written: dict[str, int] = {}
+
+    def written(self, name: str, default: int) -> int:
+        """The value last written for ``name`` (``default`` before the first write)."""
+        return self._written.get(name, default)
+
+    def write(self, values: Mapping[str, int]) -> None:
+        """Write the values that changed (the caller holds ``lock``)."""
+        for name, value in values.items():
+            if self._written.get(name) != value:
+                self._files[name].write(value)
+                self._written[name] = value
+
+    def write_after(
+        self,
+        owner_lock: AbstractContextManager[object],
+        values: Callable[[], Mapping[str, int] | None],
+    ) -> None:
+        """Take ``values()`` under ``owner_lock`` (None: nothing to write) and write them after
+        letting it go, so the owner is not held up by the fsyncs (``lock`` is taken before
+        ``owner_lock`` is let go: writes stay ordered)."""
+        with owner_lock:
+            taken = values()
+            if taken is None:
+                return
+            self.lock.acquire()
+        try:
+            self.write(taken)
+        finally:
+            self.lock.release()

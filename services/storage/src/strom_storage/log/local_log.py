@@ -1,9 +1,11 @@
 """The local files of one partition: its segments, log end offset and recovery point.
 
 ``LocalLog`` knows files and offsets, nothing of producers, high watermarks or retention
-policy: it appends validated batches to the active segment, rolls, reads raw byte ranges,
-truncates, flushes up to an offset and deletes segments (after ``file.delete.delay.ms``, by
-renaming them ``*.deleted`` first so a concurrent reader's descriptor stays valid).
+policy: it appends validated batches to the active segment, rolls, reads raw byte ranges and
+the aborted transactions of its ``.txnindex`` files, truncates, flushes up to an offset (also
+outside the owner's lock: ``flush_plan``), swaps in cleaned segments and deletes segments
+(after ``file.delete.delay.ms``, by renaming them ``*.deleted`` first so a concurrent reader's
+descriptor stays valid).
 
 Thread-safety: mutating methods are *not* thread-safe; the owning ``Log`` calls them under its
 lock. ``read`` and ``end`` may be called from any thread without the lock: the log end is
@@ -13,20 +15,25 @@ published as one immutable ``LogEnd`` after each write, and readers never read p
 from __future__ import annotations
 
 import os
+import struct
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
 from strom.errors import StorageError
-from strom.records.header import BatchHeader
+from strom.records.header import LOG_OVERHEAD, BatchHeader, read_header
 from strom_storage.log.checkpoints import fsync_dir
 from strom_storage.log.config import LogConfig
-from strom_storage.log.files import DELETED_SUFFIX
+from strom_storage.log.files import CLEANED_SUFFIX, DELETED_SUFFIX, SWAP_SUFFIX
 from strom_storage.log.scattered import ScatteredBatches
 from strom_storage.log.segment import LogSegment
 from strom_storage.log.segments import LogSegments
+from strom_storage.log.txn_index import AbortedTxn
 
-__all__ = ["LocalLog", "LogEnd"]
+__all__ = ["FlushPlan", "LocalLog", "LogEnd"]
+
+_OFFSET_AND_LENGTH = struct.Struct(">qi")
 
 
 class LogEnd(NamedTuple):
@@ -35,6 +42,25 @@ class LogEnd(NamedTuple):
     offset: int
     segment_base: int
     position: int
+
+
+@dataclass(frozen=True, slots=True)
+class FlushPlan:
+    """A flush to ``target`` taken under the owner's lock and run outside it."""
+
+    target: int
+    segments: list[LogSegment]
+    #: ``LocalLog.truncations`` when planned: a truncation in between voids the plan
+    generation: int
+
+    def run(self) -> None:
+        """fsync the segments (no lock needed; a segment deleted meanwhile needs none)."""
+        for segment in self.segments:
+            try:
+                segment.flush()
+            except StorageError:
+                if not segment.closed:
+                    raise
 
 
 class LocalLog:
@@ -61,6 +87,11 @@ class LocalLog:
         self._end = LogEnd(next_offset, active.base_offset, active.size)
         self._pending_deletes: list[tuple[int, LogSegment]] = []
         self.last_flush_ms = 0
+        #: the base of the segment the last roll started: maintenance fsyncs what is below it
+        self.roll_flush_to: int | None = None
+        #: bumped by every truncation (a flush planned before one must not move the recovery
+        #: point)
+        self.truncations = 0
         self._new_files = False  # a segment was created since the directory was last fsynced
 
     # -- state --------------------------------------------------------------------------------
@@ -147,6 +178,7 @@ class LocalLog:
         self.segments.add(segment)
         self._end = LogEnd(self._end.offset, segment.base_offset, 0)
         self._new_files = True
+        self.roll_flush_to = segment.base_offset
         return segment
 
     def flush(self, up_to_offset: int | None = None) -> None:
@@ -174,6 +206,30 @@ class LocalLog:
             fsync_dir(self.directory)  # make the new segment files' names durable too
             self._new_files = False
         self.recovery_point = max(self.recovery_point, min(target, self._end.offset))
+
+    def flush_due(self, now_ms: int) -> bool:
+        """Whether ``flush.ms`` has passed since the last flush with messages unflushed."""
+        return self.unflushed_messages > 0 and now_ms - self.last_flush_ms >= self.config.flush_ms
+
+    def flush_plan(self, up_to_offset: int | None) -> FlushPlan | None:
+        """A flush to ``up_to_offset`` to run outside the owner's lock (None: nothing to do);
+        ``flushed`` completes it."""
+        target = self.flush_target(up_to_offset)
+        if target is None:
+            return None
+        return FlushPlan(target, self.segments_to_flush(target), self.truncations)
+
+    def flushed(self, plan: FlushPlan, now_ms: int) -> None:
+        """After ``plan`` ran: move the recovery point, unless a truncation came in between."""
+        if plan.generation == self.truncations:
+            self.mark_flushed(plan.target)
+            self.last_flush_ms = now_ms
+
+    def recovery_floor(self, checkpointed: int) -> int:
+        """The base of the segment a crash recovery would start re-validating from (the one
+        holding the recovery point, as ``checkpointed`` too)."""
+        floor = self.segments.floor(min(self.recovery_point, checkpointed))
+        return floor.base_offset if floor is not None else 0
 
     # -- reading ------------------------------------------------------------------------------
 
@@ -209,12 +265,31 @@ class LocalLog:
                 return result[1]
         return b""
 
+    def collect_aborted(
+        self, fetch_offset: int, records: bytes | memoryview
+    ) -> tuple[tuple[int, int], ...]:
+        """(producer id, first offset) of the aborted transactions overlapping ``records``
+        (whole batches read from ``fetch_offset``), from the transaction indexes."""
+        segments = self.segments.from_floor(fetch_offset)
+        if all(s.txn_index.is_empty for s in segments):
+            return ()
+        upper = _next_offset_after(records)
+        found: list[AbortedTxn] = []
+        # The marker of a transaction overlapping the batches may lie in any later segment.
+        for segment in segments:
+            txns, complete = segment.txn_index.collect(fetch_offset, upper)
+            found.extend(txns)
+            if complete:
+                break
+        return tuple((t.producer_id, t.first_offset) for t in found)
+
     # -- truncation and deletion --------------------------------------------------------------
 
     def truncate_to(self, offset: int, now_ms: int) -> list[LogSegment]:
         """Drop every batch whose base offset is >= ``offset``; returns segments removed whole."""
         if offset >= self._end.offset:
             return []
+        self.truncations += 1
         first = self.segments.first()
         if first is None or offset <= first.base_offset:
             removed = self.segments.values()
@@ -234,6 +309,8 @@ class LocalLog:
 
     def truncate_fully_and_start_at(self, offset: int, now_ms: int) -> None:
         """Delete every segment and start empty at ``offset``."""
+        self.truncations += 1
+        self.roll_flush_to = None
         old = self.segments.values()
         self.segments.clear()
         self._delete_now(old)
@@ -253,6 +330,37 @@ class LocalLog:
             self._pending_deletes.append((now_ms + self.config.file_delete_delay_ms, segment))
         if segments:
             self.delete_pending(now_ms)
+
+    def replace_segments(self, old: Sequence[LogSegment], cleaned: LogSegment, now_ms: int) -> bool:
+        """Swap a cleaned segment (files ``*.cleaned``) in for ``old`` (the cleaner's commit).
+
+        Crash-safe order: the cleaned files are fsynced and renamed ``*.swap``, the old ones
+        renamed ``*.deleted``, then the swap files take the final names (the loader completes
+        an interrupted swap). Returns False, deleting the cleaned files, when ``old`` is no
+        longer a run of inactive segments here (retention or truncation got there first).
+        """
+        active = self.active_segment
+        if any(self.segments.get(s.base_offset) is not s or s is active for s in old):
+            cleaned.delete()
+            return False
+        cleaned.on_become_inactive()
+        cleaned.flush()
+        cleaned.close_handles()
+        cleaned.rename_suffix(CLEANED_SUFFIX, SWAP_SUFFIX)
+        fsync_dir(self.directory)
+        self.remove_segments(old, now_ms)
+        cleaned.rename_suffix(SWAP_SUFFIX, "")
+        fsync_dir(self.directory)
+        replacement = LogSegment(
+            self.directory,
+            cleaned.base_offset,
+            index_interval_bytes=self.config.index_interval_bytes,
+            max_index_size=self.config.segment_index_bytes,
+            created_ms=now_ms,
+            writable=False,
+        )
+        self.segments.add(replacement)
+        return True
 
     def delete_pending(self, now_ms: int, *, force: bool = False) -> int:
         """Delete the files of removed segments whose delay has passed; returns how many."""
@@ -279,6 +387,11 @@ class LocalLog:
         for segment in self.segments.values():
             segment.close()
 
+    def close_handles(self) -> None:
+        """Close the files without flushing (a simulated crash)."""
+        for segment in self.segments.values():
+            segment.close_handles()
+
     def delete_all(self) -> None:
         """Close and remove every file of the partition, and the directory."""
         self.delete_pending(0, force=True)
@@ -288,3 +401,15 @@ class LocalLog:
         for name in os.listdir(self.directory):
             (self.directory / name).unlink(missing_ok=True)
         self.directory.rmdir()
+
+
+def _next_offset_after(records: bytes | memoryview) -> int:
+    """The offset after the last of the whole batches in ``records``."""
+    position, end, last = 0, len(records), -1
+    while position + LOG_OVERHEAD <= end:
+        _, length = _OFFSET_AND_LENGTH.unpack_from(records, position)
+        if position + length + LOG_OVERHEAD > end:
+            break
+        last = position
+        position += length + LOG_OVERHEAD
+    return read_header(records, last).next_offset if last >= 0 else 0

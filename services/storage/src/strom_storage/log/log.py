@@ -33,29 +33,17 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-import struct
 import threading
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from strom.errors import (
-    OffsetOutOfRangeError,
-    StorageError,
-    TransactionCoordinatorFencedError,
-)
-from strom.records.header import LOG_OVERHEAD, BatchHeader, read_header, walk_batches
-from strom_storage.log.checkpoints import OffsetCheckpointFile, fsync_dir, write_atomically
+from strom.errors import OffsetOutOfRangeError, StorageError
+from strom.records.header import BatchHeader, read_header, walk_batches
+from strom_storage.log.checkpoints import LogCheckpoints, write_atomically
 from strom_storage.log.config import LogConfig
-from strom_storage.log.files import (
-    CLEAN_SHUTDOWN_FILE,
-    CLEANED_SUFFIX,
-    HIGH_WATERMARK_FILE,
-    LOG_START_OFFSET_FILE,
-    RECOVERY_POINT_FILE,
-    SWAP_SUFFIX,
-)
+from strom_storage.log.files import CLEAN_SHUTDOWN_FILE
 from strom_storage.log.leader_epochs import LeaderEpochCache
 from strom_storage.log.loader import LoadedLog, append_aborted, load_log, rebuild_producer_state
 from strom_storage.log.local_log import LocalLog
@@ -63,23 +51,21 @@ from strom_storage.log.producer_state import (
     ActiveProducer,
     CompletedTxn,
     EndTxnMarker,
-    ProducerStateEntry,
     ProducerStateManager,
 )
 from strom_storage.log.retention import deletable_segments
 from strom_storage.log.scattered import ScatteredBatches
 from strom_storage.log.segment import LogSegment
 from strom_storage.log.timestamp_lookup import (
+    EARLIEST_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    MAX_TIMESTAMP,
     OffsetAndTimestamp,
-    find_max_timestamp,
-    find_offset_for_timestamp,
+    lookup_offset,
 )
-from strom_storage.log.txn_index import AbortedTxn
-from strom_storage.log.txn_markers import build_marker_batch, read_marker
+from strom_storage.log.txn_markers import MarkerOf, build_marker_batch, markers_in
 from strom_storage.log.validator import (
-    assign_offsets,
-    offsets_by_prefix,
-    recompress_batches,
+    finalize_leader_batches,
     split_by_size,
     summarize,
     validate_follower_batches,
@@ -100,11 +86,6 @@ __all__ = [
     "Log",
     "OffsetAndTimestamp",
 ]
-
-#: ListOffsets' special timestamps (Kafka's): log start, end (HW for consumers), largest.
-EARLIEST_TIMESTAMP = -2
-LATEST_TIMESTAMP = -1
-MAX_TIMESTAMP = -3
 
 
 class FetchIsolation(enum.Enum):
@@ -133,6 +114,19 @@ class AppendInfo:
     #: True when an idempotent retry was answered with the original offsets; nothing written.
     duplicate: bool = False
 
+    @classmethod
+    def combined(cls, infos: list[AppendInfo], size_bytes: int) -> AppendInfo:
+        """One append's outcome from its consecutive parts' (a follower's split append)."""
+        if len(infos) == 1:
+            return infos[0]
+        return dataclasses.replace(
+            infos[-1],
+            first_offset=infos[0].first_offset,
+            record_count=sum(i.record_count for i in infos),
+            size_bytes=size_bytes,
+            max_timestamp=max(i.max_timestamp for i in infos),
+        )
+
 
 @dataclass(frozen=True, slots=True)
 class FetchData:
@@ -151,8 +145,6 @@ class FetchData:
 
 
 AppendListener = Callable[["Log", AppendInfo], None]
-MarkerOf = Callable[[BatchHeader], EndTxnMarker | None]
-_OFFSET_AND_LENGTH = struct.Struct(">qi")
 
 
 class Log:
@@ -185,8 +177,6 @@ class Log:
         self._producers: ProducerStateManager = loaded.producer_state
         self._log_start_offset = loaded.log_start_offset
         self._high_watermark = loaded.high_watermark
-        self._roll_flush_to: int | None = None
-        self._truncations = 0  # bumped by every truncation: an unlocked flush then aborts
         self._listeners: list[AppendListener] = []
         self._closed = False
         self.had_clean_shutdown = loaded.had_clean_shutdown
@@ -194,12 +184,7 @@ class Log:
         self._epochs = LeaderEpochCache(directory)
         self._epochs.truncate_from_end(loaded.next_offset)
         self._epochs.truncate_from_start(loaded.log_start_offset)
-        self._checkpointed: dict[str, int] = {}
-        self._checkpoints = {
-            "recovery": OffsetCheckpointFile(directory / RECOVERY_POINT_FILE),
-            "start": OffsetCheckpointFile(directory / LOG_START_OFFSET_FILE),
-            "hw": OffsetCheckpointFile(directory / HIGH_WATERMARK_FILE),
-        }
+        self._checkpoints = LogCheckpoints(directory)
 
     @classmethod
     def open(cls, directory: Path | str, config: LogConfig | None = None, *, clock: Clock) -> Log:
@@ -346,10 +331,7 @@ class Log:
         (an unverified transaction, or a non-transactional batch from a producer with an open
         transaction) or ``StorageError``; a rejected append writes nothing. An idempotent
         retry returns the original offsets with ``duplicate=True``. The records are never
-        copied: a ``bytearray`` argument is
-        patched in place, other buffers are written with new header prefixes beside them
-        (except for LogAppendTime, which rewrites fields under the CRC on a copy, and for
-        batches recompressed to the topic's ``compression.type``).
+        copied (``finalize_leader_batches``).
         """
         with self._lock:
             self._check_open()
@@ -368,25 +350,15 @@ class Log:
                     size_bytes=0,
                     duplicate=True,
                 )
-            recompressed = recompress_batches(data, batches, self._config)
-            if recompressed is not None:
-                data, batches = recompressed
-            append_time = now if self._config.log_append_time else None
-            if append_time is None and not isinstance(data, bytearray):
-                # The common case: no copy of the records, new prefixes written beside them.
-                scattered, final = offsets_by_prefix(
-                    data, batches, next_offset=self._local.log_end_offset, leader_epoch=leader_epoch
-                )
-                return self._append(scattered, final, now, None)
-            buf = data if isinstance(data, bytearray) else bytearray(data)
-            assigned = assign_offsets(
-                buf,
+            final, final_batches, append_time = finalize_leader_batches(
+                data,
                 batches,
+                self._config,
+                now_ms=now,
                 next_offset=self._local.log_end_offset,
                 leader_epoch=leader_epoch,
-                log_append_time_ms=append_time,
             )
-            return self._append(buf, assigned.batches, now, append_time)
+            return self._append(final, final_batches, now, append_time)
 
     def append_as_follower(self, data: bytes | bytearray | memoryview) -> AppendInfo:
         """Append replicated batches with the offsets and epochs the leader gave them."""
@@ -399,16 +371,8 @@ class Log:
             # Split so that every chunk fits one segment (the leader's segments may be larger).
             for start, end, chunk in split_by_size(batches, self._config.segment_bytes):
                 part = view[start:end]
-                infos.append(self._append(part, chunk, now, None, _markers_in(part, chunk)))
-            if len(infos) == 1:
-                return infos[0]
-            return dataclasses.replace(
-                infos[-1],
-                first_offset=infos[0].first_offset,
-                record_count=sum(i.record_count for i in infos),
-                size_bytes=len(view),
-                max_timestamp=max(i.max_timestamp for i in infos),
-            )
+                infos.append(self._append(part, chunk, now, None, markers_in(part, chunk)))
+            return AppendInfo.combined(infos, len(view))
 
     def append_txn_marker(
         self,
@@ -430,13 +394,7 @@ class Log:
         """
         with self._lock:
             self._check_open()
-            entry = self._producers.last_entry(producer_id)
-            if entry is not None and coordinator_epoch < entry.coordinator_epoch:
-                raise TransactionCoordinatorFencedError(
-                    f"producer {producer_id}: coordinator epoch {coordinator_epoch} is older "
-                    f"than {entry.coordinator_epoch}, seen in an earlier marker"
-                )
-            if entry is not None and _stale_marker(entry, producer_epoch):
+            if not self._producers.marker_is_new(producer_id, producer_epoch, coordinator_epoch):
                 return None
             now = self._clock.time_ms()
             batch = build_marker_batch(
@@ -542,26 +500,8 @@ class Log:
             )
         aborted: tuple[tuple[int, int], ...] = ()
         if isolation is FetchIsolation.TXN_COMMITTED and records:
-            aborted = self._aborted_transactions(fetch_offset, records)
+            aborted = self._local.collect_aborted(fetch_offset, records)
         return FetchData(records, fetch_offset, hw, start, end.offset, lso, aborted)
-
-    def _aborted_transactions(
-        self, fetch_offset: int, records: bytes | memoryview
-    ) -> tuple[tuple[int, int], ...]:
-        """(producer id, first offset) of the aborted transactions overlapping ``records``
-        (whole batches read from ``fetch_offset``), from the transaction indexes."""
-        segments = self._local.segments.from_floor(fetch_offset)
-        if all(s.txn_index.is_empty for s in segments):
-            return ()
-        upper = _next_offset_after(records)
-        found: list[AbortedTxn] = []
-        # The marker of a transaction overlapping the batches may lie in any later segment.
-        for segment in segments:
-            txns, complete = segment.txn_index.collect(fetch_offset, upper)
-            found.extend(txns)
-            if complete:
-                break
-        return tuple((t.producer_id, t.first_offset) for t in found)
 
     def offset_for_timestamp(
         self, timestamp: int, *, isolation: FetchIsolation = FetchIsolation.HIGH_WATERMARK
@@ -580,16 +520,7 @@ class Log:
             limit = self._local.log_end_offset
         else:
             limit = self.last_stable_offset
-        if timestamp == EARLIEST_TIMESTAMP:
-            return OffsetAndTimestamp(start, -1)
-        if timestamp == LATEST_TIMESTAMP:
-            return OffsetAndTimestamp(limit, -1)
-        segments = self._local.segments.values()
-        if timestamp == MAX_TIMESTAMP:
-            return find_max_timestamp(segments, log_start=start, limit=limit)
-        if timestamp < 0:
-            raise OffsetOutOfRangeError(f"unsupported ListOffsets timestamp {timestamp}")
-        return find_offset_for_timestamp(segments, timestamp, log_start=start, limit=limit)
+        return lookup_offset(self._local.segments, timestamp, log_start=start, limit=limit)
 
     # -- log start, high watermark, truncation ------------------------------------------------
 
@@ -618,8 +549,8 @@ class Log:
             if offset > self._log_start_offset:
                 self._log_start_offset = offset
                 self._epochs.truncate_from_start(offset)
-                with self._checkpoint_lock:
-                    self._write_checkpoints({"start": offset})
+                with self._checkpoints.lock:
+                    self._checkpoints.write({"start": offset})
                 self._delete_by_retention(self._clock.time_ms(), policies=False)
             return self._log_start_offset
 
@@ -635,7 +566,6 @@ class Log:
             if offset < self._log_start_offset:
                 self.truncate_fully_and_start_at(offset)
                 return True
-            self._truncations += 1
             self._local.truncate_to(offset, now)
             end = self._local.log_end_offset
             self._epochs.truncate_from_end(end)
@@ -654,14 +584,12 @@ class Log:
         """Delete everything and restart the log empty at ``offset``."""
         with self._lock:
             self._check_open()
-            self._truncations += 1
             self._local.truncate_fully_and_start_at(offset, self._clock.time_ms())
             self._producers.delete_snapshots_above(-1)
             self._producers.reset(offset)
             self._epochs.clear()
             self._log_start_offset = offset
             self._high_watermark = offset
-            self._roll_flush_to = None
             self.checkpoint()
 
     # -- roll, flush, retention, maintenance --------------------------------------------------
@@ -678,18 +606,11 @@ class Log:
             return segment
 
     def _on_roll(self, segment: LogSegment) -> None:
-        # The producer state covers everything below the new base: snapshot it there, and
-        # let maintenance fsync the finished segments off the append path.
+        # The producer state covers everything below the new base: snapshot it there (the
+        # local log has the finished segments fsynced by maintenance, off the append path).
         self._producers.map_end_offset = segment.base_offset
-        self._producers.take_snapshot(sync=False, keep_from=self._recovery_floor())
-        self._roll_flush_to = segment.base_offset
-
-    def _recovery_floor(self) -> int:
-        """The base of the segment a crash recovery would start re-validating from (the one
-        holding the recovery point, as checkpointed)."""
-        recovery = min(self._local.recovery_point, self._checkpointed.get("recovery", 0))
-        floor = self._local.segments.floor(recovery)
-        return floor.base_offset if floor is not None else 0
+        floor = self._local.recovery_floor(self._checkpoints.written("recovery", 0))
+        self._producers.take_snapshot(sync=False, keep_from=floor)
 
     def flush(self, offset: int | None = None) -> None:
         """fsync everything below ``offset`` (default: the log end); moves the recovery point."""
@@ -703,21 +624,13 @@ class Log:
         with self._lock:
             if self._closed:
                 return
-            target = self._local.flush_target(offset)
-            if target is None:
-                return
-            segments = self._local.segments_to_flush(target)
-            generation = self._truncations
-        for segment in segments:
-            try:
-                segment.flush()
-            except StorageError:
-                if not segment.closed:  # a segment deleted meanwhile needs no fsync
-                    raise
+            plan = self._local.flush_plan(offset)
+        if plan is None:
+            return
+        plan.run()
         with self._lock:
-            if not self._closed and generation == self._truncations:
-                self._local.mark_flushed(target)
-                self._local.last_flush_ms = now
+            if not self._closed:
+                self._local.flushed(plan, now)
 
     def _flush(self, offset: int | None, now: int) -> None:
         self._local.flush(offset)
@@ -751,44 +664,21 @@ class Log:
         if first.base_offset > self._log_start_offset:
             self._log_start_offset = first.base_offset
             self._epochs.truncate_from_start(first.base_offset)
-            with self._checkpoint_lock:
-                self._write_checkpoints({"start": self._log_start_offset})
+            with self._checkpoints.lock:
+                self._checkpoints.write({"start": self._log_start_offset})
         return len(decision.segments)
 
     def replace_segments(self, old: list[LogSegment], cleaned: LogSegment) -> bool:
         """Swap a cleaned segment (files ``*.cleaned``) in for ``old`` (the cleaner's commit).
 
-        Crash-safe order: the cleaned files are fsynced and renamed ``*.swap``, the old ones
-        renamed ``*.deleted``, then the swap files take the final names (the loader completes
-        an interrupted swap). Returns False, deleting the cleaned files, when ``old`` is no
-        longer a run of inactive segments of this log (retention or truncation got there
-        first).
+        See ``LocalLog.replace_segments``: False, deleting the cleaned files, when ``old``
+        is no longer a run of inactive segments of this log (or the log is closed).
         """
         with self._lock:
-            current = self._local.segments
-            active = self._local.active_segment
-            if self._closed or any(current.get(s.base_offset) is not s or s is active for s in old):
+            if self._closed:
                 cleaned.delete()
                 return False
-            cleaned.on_become_inactive()
-            cleaned.flush()
-            cleaned.close_handles()
-            cleaned.rename_suffix(CLEANED_SUFFIX, SWAP_SUFFIX)
-            fsync_dir(self.directory)
-            now = self._clock.time_ms()
-            self._local.remove_segments(old, now)
-            cleaned.rename_suffix(SWAP_SUFFIX, "")
-            fsync_dir(self.directory)
-            replacement = LogSegment(
-                self.directory,
-                cleaned.base_offset,
-                index_interval_bytes=self._config.index_interval_bytes,
-                max_index_size=self._config.segment_index_bytes,
-                created_ms=now,
-                writable=False,
-            )
-            current.add(replacement)
-            return True
+            return self._local.replace_segments(old, cleaned, self._clock.time_ms())
 
     def maintenance(self, now_ms: int | None = None, *, write_checkpoints: bool = True) -> None:
         """Periodic upkeep (the log manager's loop calls it).
@@ -802,11 +692,8 @@ class Log:
         with self._lock:
             if self._closed:
                 return
-            roll_target, self._roll_flush_to = self._roll_flush_to, None
-            due = (
-                self._local.unflushed_messages > 0
-                and now - self._local.last_flush_ms >= self._config.flush_ms
-            )
+            roll_target, self._local.roll_flush_to = self._local.roll_flush_to, None
+            due = self._local.flush_due(now)
         if roll_target is not None:
             self._flush_unlocked(roll_target, now)
         if due:
@@ -821,22 +708,15 @@ class Log:
 
     def checkpoint(self) -> None:
         """Write the recovery point, log start and high watermark checkpoints if changed."""
-        with self._lock, self._checkpoint_lock:
-            self._write_checkpoints(self._checkpoint_values())
+        with self._lock, self._checkpoints.lock:
+            self._checkpoints.write(self._checkpoint_values())
 
     def _checkpoint_outside_lock(self) -> None:
         """Like ``checkpoint``, but the fsyncs happen after the log lock is released, so an
-        append never waits for a periodic checkpoint. Lock order is always the log lock, then
-        the checkpoint lock (taken before the log lock is let go, so writes stay ordered)."""
-        with self._lock:
-            if self._closed:
-                return
-            values = self._checkpoint_values()
-            self._checkpoint_lock.acquire()
-        try:
-            self._write_checkpoints(values)
-        finally:
-            self._checkpoint_lock.release()
+        append never waits for a periodic checkpoint."""
+        self._checkpoints.write_after(
+            self._lock, lambda: None if self._closed else self._checkpoint_values()
+        )
 
     def _checkpoint_values(self) -> dict[str, int]:
         return {
@@ -844,12 +724,6 @@ class Log:
             "start": self._log_start_offset,
             "hw": self._high_watermark,
         }
-
-    def _write_checkpoints(self, values: dict[str, int]) -> None:
-        for name, value in values.items():
-            if self._checkpointed.get(name) != value:
-                self._checkpoints[name].write(value)
-                self._checkpointed[name] = value
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -870,8 +744,7 @@ class Log:
         """Close the files without flushing or marking (tests simulating a crash use it)."""
         with self._lock:
             if not self._closed:
-                for segment in self._local.segments.values():
-                    segment.close_handles()
+                self._local.close_handles()
                 self._closed = True
 
     def delete(self) -> None:
@@ -885,40 +758,3 @@ class Log:
             f"Log({self.directory.name}, start={self._log_start_offset}, "
             f"end={self.log_end_offset}, hw={self._high_watermark})"
         )
-
-
-def _markers_in(
-    data: bytes | bytearray | memoryview, batches: list[tuple[int, BatchHeader]]
-) -> MarkerOf:
-    """What each control batch among ``batches`` (positions in ``data``) says, decoded only
-    when asked (replicated appends rarely hold one)."""
-    by_offset: dict[int, int] | None = None
-
-    def marker_of(header: BatchHeader) -> EndTxnMarker | None:
-        nonlocal by_offset
-        if by_offset is None:
-            by_offset = {h.base_offset: pos for pos, h in batches if h.is_control}
-        pos = by_offset[header.base_offset]
-        return read_marker(data[pos : pos + header.size])
-
-    return marker_of
-
-
-def _next_offset_after(records: bytes | memoryview) -> int:
-    """The offset after the last of the whole batches in ``records``."""
-    position, end, last = 0, len(records), -1
-    while position + LOG_OVERHEAD <= end:
-        _, length = _OFFSET_AND_LENGTH.unpack_from(records, position)
-        if position + length + LOG_OVERHEAD > end:
-            break
-        last = position
-        position += length + LOG_OVERHEAD
-    return read_header(records, last).next_offset if last >= 0 else 0
-
-
-def _stale_marker(entry: ProducerStateEntry, producer_epoch: int) -> bool:
-    """A marker for an epoch a marker already ended, unless a transaction of that same epoch
-    (a client keeping its epoch across transactions) is open again."""
-    if producer_epoch != entry.ended_epoch:
-        return producer_epoch < entry.ended_epoch
-    return not entry.txn_open_at(producer_epoch)

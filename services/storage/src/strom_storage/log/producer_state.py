@@ -77,6 +77,7 @@ from strom.errors import (
     InvalidRecordError,
     InvalidTxnStateError,
     OutOfOrderSequenceNumberError,
+    TransactionCoordinatorFencedError,
 )
 from strom.records.crc import crc32c
 from strom.records.header import ATTR_CONTROL, ATTR_TRANSACTIONAL, BatchHeader
@@ -458,6 +459,25 @@ class ProducerStateManager:
 
     def last_entry(self, producer_id: int) -> ProducerStateEntry | None:
         return self.producers.get(producer_id)
+
+    def marker_is_new(self, producer_id: int, producer_epoch: int, coordinator_epoch: int) -> bool:
+        """Whether a COMMIT/ABORT marker ending ``producer_id``'s transaction at
+        ``producer_epoch`` is to be written: False for a duplicate or stale one (an epoch a
+        marker already ended, unless a transaction of that same epoch is open again: clients
+        that keep their epoch run several transactions at one epoch). Raises
+        ``TransactionCoordinatorFencedError`` when ``coordinator_epoch`` is below one a marker
+        of this producer carried."""
+        entry = self.producers.get(producer_id)
+        if entry is None:
+            return True
+        if coordinator_epoch < entry.coordinator_epoch:
+            raise TransactionCoordinatorFencedError(
+                f"producer {producer_id}: coordinator epoch {coordinator_epoch} is older "
+                f"than {entry.coordinator_epoch}, seen in an earlier marker"
+            )
+        if producer_epoch != entry.ended_epoch:
+            return producer_epoch > entry.ended_epoch
+        return entry.txn_open_at(producer_epoch)
 
     def remove_expired(self, now_ms: int) -> int:
         """Forget producers idle for ``producer.id.expiration.ms`` (never one with an open

@@ -11,12 +11,30 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from strom.errors import CorruptRecordError, UnsupportedCompressionTypeError
+from strom.errors import (
+    CorruptRecordError,
+    OffsetOutOfRangeError,
+    UnsupportedCompressionTypeError,
+)
 from strom.records.header import ATTR_DELETE_HORIZON, BatchHeader
 from strom_storage.log.cleaner.batch_rewrite import decode_batch_records
 from strom_storage.log.segment import LogSegment
+from strom_storage.log.segments import LogSegments
 
-__all__ = ["OffsetAndTimestamp", "find_max_timestamp", "find_offset_for_timestamp"]
+__all__ = [
+    "EARLIEST_TIMESTAMP",
+    "LATEST_TIMESTAMP",
+    "MAX_TIMESTAMP",
+    "OffsetAndTimestamp",
+    "find_max_timestamp",
+    "find_offset_for_timestamp",
+    "lookup_offset",
+]
+
+#: ListOffsets' special timestamps (Kafka's): log start, end (HW for consumers), largest.
+EARLIEST_TIMESTAMP = -2
+LATEST_TIMESTAMP = -1
+MAX_TIMESTAMP = -3
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,6 +43,24 @@ class OffsetAndTimestamp:
 
     offset: int
     timestamp: int
+
+
+def lookup_offset(
+    segments: LogSegments, timestamp: int, *, log_start: int, limit: int
+) -> OffsetAndTimestamp | None:
+    """ListOffsets over ``segments`` between ``log_start`` and ``limit``: the earliest offset
+    whose record timestamp is >= ``timestamp``, or the log start (``EARLIEST_TIMESTAMP``), the
+    limit (``LATEST_TIMESTAMP``), the first record with the largest timestamp
+    (``MAX_TIMESTAMP``). None when no record qualifies."""
+    if timestamp == EARLIEST_TIMESTAMP:
+        return OffsetAndTimestamp(log_start, -1)
+    if timestamp == LATEST_TIMESTAMP:
+        return OffsetAndTimestamp(limit, -1)
+    if timestamp == MAX_TIMESTAMP:
+        return find_max_timestamp(segments.values(), log_start=log_start, limit=limit)
+    if timestamp < 0:
+        raise OffsetOutOfRangeError(f"unsupported ListOffsets timestamp {timestamp}")
+    return find_offset_for_timestamp(segments.values(), timestamp, log_start=log_start, limit=limit)
 
 
 def find_max_timestamp(

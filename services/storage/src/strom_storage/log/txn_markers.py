@@ -11,12 +11,18 @@ Thread-safety: pure functions.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from strom.errors import CorruptRecordError
 from strom.records import BatchBuilder, decode_batch
 from strom.records.control import ControlRecordType, decode_control_record, end_txn_marker
+from strom.records.header import BatchHeader
 from strom_storage.log.producer_state import EndTxnMarker
 
-__all__ = ["build_marker_batch", "read_marker"]
+__all__ = ["MarkerOf", "build_marker_batch", "markers_in", "read_marker"]
+
+#: What a control batch (by its header) says: the marker, or None when it is not one.
+MarkerOf = Callable[[BatchHeader], EndTxnMarker | None]
 
 
 def build_marker_batch(
@@ -61,3 +67,20 @@ def read_marker(batch: bytes | bytearray | memoryview) -> EndTxnMarker | None:
     if control.type == ControlRecordType.ABORT:
         return EndTxnMarker(False, control.coordinator_epoch or 0)
     return None
+
+
+def markers_in(
+    data: bytes | bytearray | memoryview, batches: list[tuple[int, BatchHeader]]
+) -> MarkerOf:
+    """What each control batch among ``batches`` (positions in ``data``) says, decoded only
+    when asked (replicated appends rarely hold one)."""
+    by_offset: dict[int, int] | None = None
+
+    def marker_of(header: BatchHeader) -> EndTxnMarker | None:
+        nonlocal by_offset
+        if by_offset is None:
+            by_offset = {h.base_offset: pos for pos, h in batches if h.is_control}
+        pos = by_offset[header.base_offset]
+        return read_marker(data[pos : pos + header.size])
+
+    return marker_of

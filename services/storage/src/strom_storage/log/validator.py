@@ -42,6 +42,7 @@ from strom_storage.log.scattered import ScatteredBatches
 __all__ = [
     "AssignedBatches",
     "assign_offsets",
+    "finalize_leader_batches",
     "offsets_by_prefix",
     "recompress_batches",
     "split_by_size",
@@ -224,6 +225,44 @@ def offsets_by_prefix(
         out.append((pos, header._replace(base_offset=offset, partition_leader_epoch=leader_epoch)))
         offset += header.last_offset_delta + 1
     return ScatteredBatches.with_new_prefixes(data, batches, [h for _, h in out]), out
+
+
+def finalize_leader_batches(
+    data: bytes | bytearray | memoryview,
+    batches: Sequence[tuple[int, BatchHeader]],
+    config: LogConfig,
+    *,
+    now_ms: int,
+    next_offset: int,
+    leader_epoch: int,
+) -> tuple[bytearray | ScatteredBatches, list[tuple[int, BatchHeader]], int | None]:
+    """A leader's validated batches made final: recompressed when the topic's
+    ``compression.type`` asks, offsets and the leader epoch assigned, the append time stamped
+    for LogAppendTime topics. Returns (what to write, its batches, the append time or None).
+
+    The records are never copied: a ``bytearray`` is patched in place, other buffers are
+    written with new header prefixes beside them (except for LogAppendTime, which rewrites
+    fields under the CRC on a copy, and for recompressed batches).
+    """
+    recompressed = recompress_batches(data, batches, config)
+    if recompressed is not None:
+        data, batches = recompressed
+    append_time = now_ms if config.log_append_time else None
+    if append_time is None and not isinstance(data, bytearray):
+        # The common case: no copy of the records, new prefixes written beside them.
+        scattered, final = offsets_by_prefix(
+            data, batches, next_offset=next_offset, leader_epoch=leader_epoch
+        )
+        return scattered, final, None
+    buf = data if isinstance(data, bytearray) else bytearray(data)
+    assigned = assign_offsets(
+        buf,
+        batches,
+        next_offset=next_offset,
+        leader_epoch=leader_epoch,
+        log_append_time_ms=append_time,
+    )
+    return buf, assigned.batches, append_time
 
 
 def summarize(batches: Sequence[tuple[int, BatchHeader]]) -> AssignedBatches:
