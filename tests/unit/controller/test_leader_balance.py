@@ -149,7 +149,7 @@ def test_metrics() -> None:
     _led_by(b, 2, "t", 3, 7)
     _led_by(b, -1, "u", 0)
     controller.cache = b.cache  # as if the watch had delivered this metadata
-    controller.auto_leader_elections = 4
+    controller.leader_balancer.elections = 4
     reader = InMemoryMetricReader()
     watch_controller(controller, MeterProvider(metric_readers=[reader]).get_meter("test"))
     values = {

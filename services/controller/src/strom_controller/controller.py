@@ -11,9 +11,9 @@ creates ``P/cluster/id`` and seeds ``P/config/brokers`` if absent, reconciles ev
 with the live brokers (brokers may have died while no controller was active), and only then
 serves. Afterwards any change of the broker set, partition states or reassignments schedules a
 reconciliation (leader moves, ISR shrinks, reassignment completions). While active, and with
-``auto.leader.rebalance.enable``, it also checks the leader imbalance every
+``auto.leader.rebalance.enable``, its ``LeaderBalancer`` checks the leader imbalance every
 ``leader.imbalance.check.interval.seconds`` and runs preferred elections where it is too high
-(``managers.leader_balance``).
+(``leader_balancer``).
 
 Not thread-safe: one event loop.
 """
@@ -31,7 +31,6 @@ from strom.errors import (
     BrokerResponseError,
     InvalidRequestError,
     InvalidTopicError,
-    LeaderNotAvailableError,
     NotControllerError,
     RequestTimedOutError,
     UnknownServerError,
@@ -40,9 +39,9 @@ from strom.errors import (
 from strom_controller.config import ControllerConfig
 from strom_controller.election import ControllerElection
 from strom_controller.keys import KeyLayout, PartitionRecord, encode
+from strom_controller.leader_balancer import LeaderBalancer
 from strom_controller.managers.brokers import BrokerTracker
 from strom_controller.managers.configs import ConfigManager
-from strom_controller.managers.leader_balance import preferred_elections_due
 from strom_controller.managers.producer_ids import MAX_PRODUCER_EPOCH, ProducerIdManager
 from strom_controller.managers.reassignment import ReassignmentManager
 from strom_controller.managers.replication import ReplicationManager
@@ -62,10 +61,9 @@ from strom_controller.model import (
     NewTopicSpec,
     OngoingReassignment,
     Outcome,
-    PartitionView,
     TopicView,
 )
-from strom_controller.topic_names import is_internal, validate_topic_name
+from strom_controller.topic_names import validate_topic_name
 from strom_server.etcd.lease_registration import LeaseRegistration
 from strom_server.etcd.store import Compare, EtcdStore, EtcdUnavailableError, Put
 from strom_server.runtime.clock import Clock, SystemClock
@@ -120,9 +118,14 @@ class Controller:
         self._membership: LeaseRegistration | None = None
         self._reconcile_wanted = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
-        self._balancer: asyncio.Task[None] | None = None
-        self.auto_leader_elections = 0
-        """Preferred elections run by the automatic rebalance (while this process was active)."""
+        self.leader_balancer = LeaderBalancer(
+            config,
+            self.cache,
+            self.replication,
+            admin=self._admin,
+            is_active=lambda: self.is_active,
+            clock=self.clock,
+        )
 
     # --- life cycle ----------------------------------------------------------------------
 
@@ -171,7 +174,7 @@ class Controller:
             await self._election.resign()
         if self._membership is not None:
             await self._membership.close()
-        balancer = self._stop_balancer()
+        balancer = self.leader_balancer.stop()
         if balancer is not None:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await balancer
@@ -214,11 +217,9 @@ class Controller:
         self._serving = True
         log.info("serving as the active controller", controller_id=self.config.controller_id,
                  epoch=self.election.record.epoch if self.election.record else None)  # fmt: skip
-        self._stop_balancer()
+        self.leader_balancer.stop()
         if self.config.auto_leader_rebalance_enable:
-            self._balancer = asyncio.create_task(
-                self._leader_balance_loop(), name="controller-leader-balance"
-            )
+            self.leader_balancer.start()
 
     async def _commit_if_absent(self, key: str, value: bytes) -> None:
         result: ControllerResult[None] = ControllerResult(
@@ -232,15 +233,7 @@ class Controller:
 
     def _on_deposed(self, reason: str) -> None:
         self._serving = False
-        self._stop_balancer()
-
-    def _stop_balancer(self) -> asyncio.Task[None] | None:
-        """Cancel the leader-balance task (if any); returns it for the caller to await."""
-        task, self._balancer = self._balancer, None
-        # Deposed by the balancer's own fenced write: it sees it is no longer current and ends.
-        if task is not None and task is not asyncio.current_task():
-            task.cancel()
-        return task
+        self.leader_balancer.stop()
 
     # --- reacting to changes -------------------------------------------------------------
 
@@ -289,55 +282,6 @@ class Controller:
         for done in self.reassignments.completions(self.cache):
             await self._commit(done)
             log.info("reassignment completed", key=done.effects[0].key)
-
-    # --- automatic preferred-leader rebalance ---------------------------------------------
-
-    async def _leader_balance_loop(self) -> None:
-        """Runs only while active (started on election, cancelled when deposed or closing)."""
-        interval = self.config.leader_imbalance_check_interval_seconds
-        while self._balancer is asyncio.current_task():
-            await self.clock.sleep(interval)
-            try:
-                await self.rebalance_leaders()
-            except Exception:  # the next round tries again
-                log.exception("leader imbalance check failed")
-
-    async def rebalance_leaders(self) -> list[tuple[str, int, Outcome[PartitionRecord]]]:
-        """One leader-imbalance check: a preferred election for every partition that
-        ``preferred_elections_due`` picks, each committed like ``elect_leaders``."""
-        if not self.is_active:
-            return []
-        due = preferred_elections_due(
-            self.cache,
-            enabled=self.config.auto_leader_rebalance_enable,
-            percentage=self.config.leader_imbalance_per_broker_percentage,
-        )
-        out = []
-        for imbalance, partitions in due:
-            log.info("leader imbalance above the threshold", broker=imbalance.broker,
-                     not_leading=len(imbalance.not_leading), preferred=imbalance.preferred,
-                     percentage=self.config.leader_imbalance_per_broker_percentage)  # fmt: skip
-            for topic, partition in partitions:
-                state = self.cache.partitions.get((topic, partition))
-                previous = state.leader if state else -1
-                elect = functools.partial(
-                    self.replication.elect, self.cache, topic, partition, "preferred"
-                )
-                outcome = await self._admin(elect)
-                out.append((topic, partition, outcome))
-                if outcome.error is not None:
-                    # Changed since the decision (e.g. the replica left the ISR); next round.
-                    log.info("automatic preferred leader election skipped", topic=topic,
-                             partition=partition, error=str(outcome.error))  # fmt: skip
-                    if isinstance(outcome.error, NotControllerError):
-                        return out
-                    continue
-                assert outcome.value is not None
-                self.auto_leader_elections += 1
-                log.info("automatic preferred leader election", topic=topic, partition=partition,
-                         leader=outcome.value.leader, previous_leader=previous,
-                         leader_epoch=outcome.value.leader_epoch)  # fmt: skip
-        return out
 
     def _partition_of(self, result: ControllerResult[PartitionRecord]) -> tuple[str, int]:
         key = result.effects[0].key
@@ -588,7 +532,7 @@ class Controller:
             if name not in cache.topics:
                 views.append(await self._missing_topic(name, allow_auto_creation and bool(topics)))
             else:
-                views.append(self._topic_view(name))
+                views.append(cache.topic_view(name))
         controller = cache.controller
         own_stale = controller is not None and controller.id == self.config.controller_id
         if own_stale and not self.is_active:  # e.g. etcd is unreachable: name nobody
@@ -611,29 +555,4 @@ class Controller:
         if outcome.error is not None and name not in self.cache.topics:
             return TopicView(name, error=outcome.error)
         log.info("topic auto-created", topic=name)
-        return self._topic_view(name)
-
-    def _topic_view(self, name: str) -> TopicView:
-        cache = self.cache
-        record = cache.topics[name]
-        live = cache.live_brokers()
-        partitions = []
-        for p, replicas in sorted(record.partitions.items()):
-            state = cache.partitions.get((name, p)) or PartitionRecord(-1, 0, (), 0)
-            error = (
-                LeaderNotAvailableError(f"partition {name}-{p} has no leader")
-                if state.leader == -1
-                else None
-            )
-            partitions.append(
-                PartitionView(
-                    p,
-                    state.leader,
-                    state.leader_epoch,
-                    replicas,
-                    state.isr,
-                    tuple(b for b in replicas if b not in live),
-                    error,
-                )
-            )
-        return TopicView(name, record.topic_id, is_internal(name), tuple(partitions))
+        return self.cache.topic_view(name)

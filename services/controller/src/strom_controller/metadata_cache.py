@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 from collections.abc import Callable, Iterable
 
+from strom.errors import LeaderNotAvailableError
 from strom_controller.keys import (
     BrokerRecord,
     ControllerRecord,
@@ -27,6 +28,8 @@ from strom_controller.keys import (
     TopicRecord,
     decode,
 )
+from strom_controller.model import PartitionView, TopicView
+from strom_controller.topic_names import is_internal
 from strom_server.etcd.prefix_follower import PrefixFollower
 from strom_server.etcd.store import EtcdStore, KeyValue, Op, Put, WatchBatch, WatchCompactedError
 from strom_server.runtime.logs import get_logger
@@ -68,6 +71,31 @@ class MetadataCache:
 
     def live_brokers(self) -> dict[int, BrokerRecord]:
         return self.brokers
+
+    def topic_view(self, name: str) -> TopicView:
+        """What Metadata answers for the existing topic ``name``."""
+        record = self.topics[name]
+        live = self.live_brokers()
+        partitions = []
+        for p, replicas in sorted(record.partitions.items()):
+            state = self.partitions.get((name, p)) or PartitionRecord(-1, 0, (), 0)
+            error = (
+                LeaderNotAvailableError(f"partition {name}-{p} has no leader")
+                if state.leader == -1
+                else None
+            )
+            partitions.append(
+                PartitionView(
+                    p,
+                    state.leader,
+                    state.leader_epoch,
+                    replicas,
+                    state.isr,
+                    tuple(b for b in replicas if b not in live),
+                    error,
+                )
+            )
+        return TopicView(name, record.topic_id, is_internal(name), tuple(partitions))
 
     def partition_count(self, topic: str) -> int:
         record = self.topics.get(topic)

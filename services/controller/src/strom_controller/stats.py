@@ -70,7 +70,7 @@ def watch_controller(controller: Controller, meter: metrics.Meter | None = None)
          lambda: controller.replication.unclean_elections),
         ("strom.controller.auto_leader_rebalance_elections",
          "preferred leader elections run by this controller's automatic leader rebalance",
-         lambda: controller.auto_leader_elections),
+         lambda: controller.leader_balancer.elections),
     ]  # fmt: skip
     for name, description, value in counters:
         meter.create_observable_counter(name, callbacks=[_gauge(value)], description=description)
