@@ -131,15 +131,7 @@ def load_log(directory: Path, config: LogConfig, *, now_ms: int) -> LoadedLog:
     clean = marker.exists()
     _clean_transient_files(directory, config, now_ms)
 
-    segments = LogSegments()
-    for name in os.listdir(directory):
-        if name.endswith(LOG_SUFFIX):
-            try:
-                base = offset_from_name(name)
-            except ValueError:
-                continue
-            segments.add(_open_segment(directory, base, config, now_ms))
-
+    segments = _open_segments(directory, config, now_ms)
     log_start = OffsetCheckpointFile(directory / LOG_START_OFFSET_FILE).read()
     checkpointed_recovery = OffsetCheckpointFile(directory / RECOVERY_POINT_FILE).read() or 0
     first = segments.first()
@@ -150,48 +142,8 @@ def load_log(directory: Path, config: LogConfig, *, now_ms: int) -> LoadedLog:
         first = segment
     log_start = max(log_start or 0, first.base_offset)
 
-    recovered, truncated = 0, 0
-    snapshot_limit: int | None = None
-    if clean:
-        for segment in segments.values():
-            if not _indexes_present(segment):
-                segment.recover()
-                recovered += 1
-        active = segments.last()
-        assert active is not None
-        if not active.offset_index.sanity_check() or not active.time_index.sanity_check():
-            active.recover()
-            recovered += 1
-        next_offset = active.read_next_offset()
-        recovery_point = next_offset
-    else:
-        recovery_point = checkpointed_recovery
-        floor = segments.floor(recovery_point)
-        snapshot_limit = floor.base_offset if floor is not None else 0
-        older = segments.values(end=floor.base_offset) if floor is not None else []
-        for segment in older:
-            if not _indexes_present(segment) or not (
-                segment.offset_index.sanity_check() and segment.time_index.sanity_check()
-            ):
-                segment.recover()
-                recovered += 1
-        to_recover = segments.from_floor(recovery_point)
-        for i, segment in enumerate(to_recover):
-            cut = segment.recover()
-            recovered += 1
-            truncated += cut
-            if cut:
-                for later in to_recover[i + 1 :]:
-                    segments.remove(later.base_offset)
-                    truncated += later.size
-                    later.delete()
-                break
-        active = segments.last()
-        assert active is not None
-        next_offset = active.read_next_offset()
-        for segment in segments.from_floor(recovery_point):
-            segment.flush()
-        recovery_point = next_offset
+    recovery = _check_clean(segments) if clean else _recover(segments, checkpointed_recovery)
+    next_offset = recovery.next_offset
 
     active = segments.last()
     assert active is not None
@@ -214,7 +166,7 @@ def load_log(directory: Path, config: LogConfig, *, now_ms: int) -> LoadedLog:
         log_start,
         next_offset,
         high_watermark=high_watermark,
-        snapshot_limit=snapshot_limit,
+        snapshot_limit=recovery.snapshot_limit,
     )
 
     if clean:
@@ -223,14 +175,87 @@ def load_log(directory: Path, config: LogConfig, *, now_ms: int) -> LoadedLog:
     return LoadedLog(
         segments=segments,
         log_start_offset=log_start,
-        recovery_point=recovery_point,
+        recovery_point=next_offset,
         next_offset=next_offset,
         high_watermark=high_watermark,
         producer_state=producers,
         had_clean_shutdown=clean,
-        recovered_segments=recovered,
-        truncated_bytes=truncated,
+        recovered_segments=recovery.recovered,
+        truncated_bytes=recovery.truncated,
     )
+
+
+def _open_segments(directory: Path, config: LogConfig, now_ms: int) -> LogSegments:
+    """Every segment whose ``.log`` file is in ``directory``."""
+    segments = LogSegments()
+    for name in os.listdir(directory):
+        if name.endswith(LOG_SUFFIX):
+            try:
+                base = offset_from_name(name)
+            except ValueError:
+                continue
+            segments.add(_open_segment(directory, base, config, now_ms))
+    return segments
+
+
+@dataclass(frozen=True, slots=True)
+class _Recovery:
+    """What checking or recovering the segments found."""
+
+    next_offset: int
+    recovered: int = 0
+    truncated: int = 0
+    #: the producer-state snapshots at or above it are not trusted (None: all are)
+    snapshot_limit: int | None = None
+
+
+def _check_clean(segments: LogSegments) -> _Recovery:
+    """After a clean shutdown: rebuild only missing indexes, and the active segment's when
+    they fail their sanity check."""
+    recovered = 0
+    for segment in segments.values():
+        if not _indexes_present(segment):
+            segment.recover()
+            recovered += 1
+    active = segments.last()
+    assert active is not None
+    if not active.offset_index.sanity_check() or not active.time_index.sanity_check():
+        active.recover()
+        recovered += 1
+    return _Recovery(active.read_next_offset(), recovered)
+
+
+def _recover(segments: LogSegments, recovery_point: int) -> _Recovery:
+    """After a crash: re-validate every segment from the one holding the recovery point,
+    truncating the first torn one and deleting the segments after it (older segments only
+    get missing or broken indexes rebuilt), then fsync what was recovered."""
+    recovered, truncated = 0, 0
+    floor = segments.floor(recovery_point)
+    snapshot_limit = floor.base_offset if floor is not None else 0
+    older = segments.values(end=floor.base_offset) if floor is not None else []
+    for segment in older:
+        if not _indexes_present(segment) or not (
+            segment.offset_index.sanity_check() and segment.time_index.sanity_check()
+        ):
+            segment.recover()
+            recovered += 1
+    to_recover = segments.from_floor(recovery_point)
+    for i, segment in enumerate(to_recover):
+        cut = segment.recover()
+        recovered += 1
+        truncated += cut
+        if cut:
+            for later in to_recover[i + 1 :]:
+                segments.remove(later.base_offset)
+                truncated += later.size
+                later.delete()
+            break
+    active = segments.last()
+    assert active is not None
+    next_offset = active.read_next_offset()
+    for segment in segments.from_floor(recovery_point):
+        segment.flush()
+    return _Recovery(next_offset, recovered, truncated, snapshot_limit)
 
 
 def _indexes_present(segment: LogSegment) -> bool:
