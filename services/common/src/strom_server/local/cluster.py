@@ -518,29 +518,12 @@ def run_cluster(
         )
         control = ControlServer(control_path, partial(_handle_request, keeper))
         created = create_topics(spec)
+        kafka_settings = None
         if spec.secure:  # SASL_SSL: librdkafka-style settings for the admin
             kafka_settings = secure.write_kafka_properties(spec.data_dir, spec.kafka_address)
         ready = mark_ready(spec.data_dir, _ready_settings(spec))
-        announce(f"Strom cluster is up (data in {spec.data_dir}).")
-        if created:
-            announce(f"  created topics: {', '.join(created)}")
-        announce(f"  bootstrap (gateway): {spec.gateway_address}")
-        if spec.secure:
-            announce(
-                f"  secure: SASL_SSL, super user admin; client settings in "
-                f"{secure.admin_properties_path(spec.data_dir)} (--command-config)"
-            )
-        if spec.console_port is not None:
-            login = " (login: admin, password in admin.properties)" if spec.secure else ""
-            announce(f"  web console:         {spec.console_url}{login}")
-        if spec.registry_port is not None:
-            announce(f"  schema registry:     {spec.registry_url}")
-        if spec.secure:
-            announce(f"  Kafka clients:       {spec.kafka_address} (SASL_SSL: {kafka_settings})")
-        else:
-            announce(f"  Kafka clients:       {spec.kafka_address}")
-        announce(f"  etcd endpoints:      {spec.etcd_endpoint}")
-        announce(f"  ready marker:        {ready} (exists while the cluster serves)")
+        for line in _up_lines(spec, created, ready, kafka_settings):
+            announce(line)
         if not policy.enabled:
             announce("  --no-restart: a process that exits stays down")
         if detached:
@@ -565,6 +548,33 @@ def run_cluster(
         remove_state(spec.data_dir)
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+
+
+def _up_lines(
+    spec: LocalClusterSpec, created: list[str], ready: Path, kafka_settings: Path | None
+) -> list[str]:
+    """What ``run_cluster`` tells the operator once the cluster is up: where to connect."""
+    lines = [f"Strom cluster is up (data in {spec.data_dir})."]
+    if created:
+        lines.append(f"  created topics: {', '.join(created)}")
+    lines.append(f"  bootstrap (gateway): {spec.gateway_address}")
+    if spec.secure:
+        lines.append(
+            f"  secure: SASL_SSL, super user admin; client settings in "
+            f"{secure.admin_properties_path(spec.data_dir)} (--command-config)"
+        )
+    if spec.console_port is not None:
+        login = " (login: admin, password in admin.properties)" if spec.secure else ""
+        lines.append(f"  web console:         {spec.console_url}{login}")
+    if spec.registry_port is not None:
+        lines.append(f"  schema registry:     {spec.registry_url}")
+    if kafka_settings is not None:
+        lines.append(f"  Kafka clients:       {spec.kafka_address} (SASL_SSL: {kafka_settings})")
+    else:
+        lines.append(f"  Kafka clients:       {spec.kafka_address}")
+    lines.append(f"  etcd endpoints:      {spec.etcd_endpoint}")
+    lines.append(f"  ready marker:        {ready} (exists while the cluster serves)")
+    return lines
 
 
 def _handle_request(keeper: ProcessKeeper, request: dict[str, Any]) -> dict[str, Any]:
