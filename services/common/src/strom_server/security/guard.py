@@ -230,51 +230,8 @@ class RequestGuard:
     def _guard(
         self, method: str, rule: Rule, behavior: Callable[..., Any], streaming: bool
     ) -> Callable[..., Any] | None:
-        authorizing = self.authorizer is not None
-        check = rule.require if authorizing else None
-        filter_ = rule.filter if authorizing else None
-        entries = rule.entries if authorizing else None
-        # A stream's refused entries, oldest first, per call: its handler answers each request
-        # in turn (ProduceStream, FetchStream), and each answer gets its request's refusals.
-        # Other streams are checked whole.
-        per_entry_stream = entries is not None and inspect.isasyncgenfunction(behavior)
-        refusals: dict[_Caller, deque[list[tuple[Any, Exception]]]] = {}
-
-        async def checked(requests: AsyncIterator[Any], caller: _Caller) -> AsyncIterator[Any]:
-            pending = refusals.get(caller)
-            async for received in requests:
-                caller.check_still_valid()
-                request = received
-                if pending is not None:
-                    request, refused = rule.split(caller, request, refuse_whole=False)
-                    pending.append(refused)
-                elif check is not None:
-                    check(caller, request)
-                yield request
-
-        def begin(
-            request: Any, context: Any
-        ) -> tuple[Any, contextvars.Token[str], _Caller, list[tuple[Any, Exception]]]:
-            try:
-                caller = self.caller(context, method)
-            except SaslAuthenticationFailedError as exc:
-                if not streaming:
-                    raise
-                # Refused at the first request, not before: a client writing its first
-                # request while the refusal arrived would see its write fail and the call
-                # end as INTERNAL, instead of this error.
-                anonymous = _Caller(ANONYMOUS, "", None, method)
-                return _refused(request, exc), _principal.set(ANONYMOUS), anonymous, []
-            refused: list[tuple[Any, Exception]] = []
-            if streaming:
-                if per_entry_stream:
-                    refusals[caller] = deque()
-                request = checked(request, caller)
-            elif entries is not None:
-                request, refused = rule.split(caller, request)
-            elif check is not None:
-                check(caller, request)
-            return request, _principal.set(caller.principal), caller, refused
+        calls = _MethodCalls(self, method, rule, streaming, inspect.isasyncgenfunction(behavior))
+        begin, refusals, entries, filter_ = calls.begin, calls.refusals, calls.entries, calls.filter
 
         if inspect.isasyncgenfunction(behavior):
 
@@ -312,3 +269,64 @@ class RequestGuard:
 
             return guarded
         return None
+
+
+class _MethodCalls:
+    """The calls of one guarded method: who calls (``begin``) and what of their requests the
+    method's rule lets through (``checked`` for a stream's requests)."""
+
+    def __init__(
+        self, guard: RequestGuard, method: str, rule: Rule, streaming: bool, generator: bool
+    ) -> None:
+        authorizing = guard.authorizer is not None
+        self._guard = guard
+        self._method = method
+        self._rule = rule
+        self._streaming = streaming
+        self._check = rule.require if authorizing else None
+        self.filter = rule.filter if authorizing else None
+        self.entries = rule.entries if authorizing else None
+        # A stream's refused entries, oldest first, per call: its handler answers each request
+        # in turn (ProduceStream, FetchStream), and each answer gets its request's refusals.
+        # Other streams are checked whole.
+        self._per_entry_stream = self.entries is not None and generator
+        self.refusals: dict[_Caller, deque[list[tuple[Any, Exception]]]] = {}
+
+    async def checked(self, requests: AsyncIterator[Any], caller: _Caller) -> AsyncIterator[Any]:
+        pending = self.refusals.get(caller)
+        async for received in requests:
+            caller.check_still_valid()
+            request = received
+            if pending is not None:
+                request, refused = self._rule.split(caller, request, refuse_whole=False)
+                pending.append(refused)
+            elif self._check is not None:
+                self._check(caller, request)
+            yield request
+
+    def begin(
+        self, request: Any, context: Any
+    ) -> tuple[Any, contextvars.Token[str], _Caller, list[tuple[Any, Exception]]]:
+        """Authenticate the call and check its request (wrap a stream's requests in
+        ``checked``): (the request to serve, the principal's context token, the caller, the
+        refused entries of a unary request)."""
+        try:
+            caller = self._guard.caller(context, self._method)
+        except SaslAuthenticationFailedError as exc:
+            if not self._streaming:
+                raise
+            # Refused at the first request, not before: a client writing its first
+            # request while the refusal arrived would see its write fail and the call
+            # end as INTERNAL, instead of this error.
+            anonymous = _Caller(ANONYMOUS, "", None, self._method)
+            return _refused(request, exc), _principal.set(ANONYMOUS), anonymous, []
+        refused: list[tuple[Any, Exception]] = []
+        if self._streaming:
+            if self._per_entry_stream:
+                self.refusals[caller] = deque()
+            request = self.checked(request, caller)
+        elif self.entries is not None:
+            request, refused = self._rule.split(caller, request)
+        elif self._check is not None:
+            self._check(caller, request)
+        return request, _principal.set(caller.principal), caller, refused
