@@ -7,6 +7,7 @@ setting; docs/storage.md explains them).
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass
 
 from strom.errors import ConfigurationError
 from strom_server.etcd.keys import ClusterKeys
@@ -74,19 +75,21 @@ def open_replica_manager(config: StorageConfig) -> ReplicaManager:
     return replicas
 
 
-async def build(config: StorageConfig, server: GrpcServer) -> None:
-    if config.topics and not config.standalone:
-        raise ConfigurationError(
-            "--topics is for standalone nodes (--etcd-endpoints ''); in a cluster, create "
-            "topics through the controller"
-        )
-    replicas = open_replica_manager(config)
-    link = None
-    fetchers: ReplicaFetcherManager | None = None
-    isr_updates: AlterPartitionClient | None = None
+@dataclass
+class ClusterMember:
+    """What a node in a cluster runs beside its partitions: its registration and view of the
+    cluster (``ClusterLink``), the fetchers of the partitions it follows, ISR changes sent to
+    the controller, the ISR checks, and transaction verification."""
+
+    link: ClusterLink
+    fetchers: ReplicaFetcherManager
+    isr_updates: AlterPartitionClient
+    verifier: CoordinatorTxnVerifier
     isr_checks: asyncio.Task[None] | None = None
-    verifier: CoordinatorTxnVerifier | None = None
-    if not config.standalone:
+
+    @classmethod
+    def wire(cls, config: StorageConfig, replicas: ReplicaManager) -> ClusterMember:
+        """The parts, wired into ``replicas`` (nothing started yet)."""
         host, port = config.advertised()
         link = ClusterLink(
             replicas,
@@ -114,47 +117,67 @@ async def build(config: StorageConfig, server: GrpcServer) -> None:
                 backoff_ms=config.replica_fetch_backoff_ms,
             ),
         )
-        link_ = link
         isr_updates = AlterPartitionClient(
             replicas,
             node_id=config.node_id,
-            controller_address=lambda: link_.controller_address,
-            broker_epoch=lambda: link_.broker_epoch,
+            controller_address=lambda: link.controller_address,
+            broker_epoch=lambda: link.broker_epoch,
         )
         replicas.hosted.followers, replicas.isr_updates = fetchers, isr_updates
         verifier = CoordinatorTxnVerifier(
-            lambda: link_.coordinator_addresses, max_message_size=int(config.max_message_size)
+            lambda: link.coordinator_addresses, max_message_size=int(config.max_message_size)
         )
         replicas.txn_verifier = verifier
-        isr_updates.start()
+        return cls(link, fetchers, isr_updates, verifier)
+
+    async def start(self, replicas: ReplicaManager) -> None:
+        """Join the cluster (closing what was started, and the logs, when that fails)."""
+        self.isr_updates.start()
         try:
-            await link.start()
+            await self.link.start()
         except BaseException:
-            await fetchers.close()
-            await isr_updates.close()
+            await self.fetchers.close()
+            await self.isr_updates.close()
             replicas.close()
             raise
-        isr_checks = asyncio.ensure_future(replicas.run_isr_checks())
+        self.isr_checks = asyncio.ensure_future(replicas.run_isr_checks())
+
+    async def stop_replicating(self) -> None:
+        if self.isr_checks is not None:
+            self.isr_checks.cancel()
+        await self.fetchers.close()
+
+    async def close(self) -> None:
+        await self.isr_updates.close()
+        await self.verifier.close()
+        await self.link.close()
+
+
+async def build(config: StorageConfig, server: GrpcServer) -> None:
+    if config.topics and not config.standalone:
+        raise ConfigurationError(
+            "--topics is for standalone nodes (--etcd-endpoints ''); in a cluster, create "
+            "topics through the controller"
+        )
+    replicas = open_replica_manager(config)
+    member = None
+    if not config.standalone:
+        member = ClusterMember.wire(config, replicas)
+        await member.start(replicas)
     replicas.logs.start()
     servicer = StorageServicer(replicas)
     server.add_service(add_to_server, servicer)
 
     async def stop_replicating() -> None:
-        if isr_checks is not None:
-            isr_checks.cancel()
-        if fetchers is not None:
-            await fetchers.close()
+        if member is not None:
+            await member.stop_replicating()
         await servicer.close_streams()
 
     server.on_draining(stop_replicating)
 
     async def close() -> None:
-        if isr_updates is not None:
-            await isr_updates.close()
-        if verifier is not None:
-            await verifier.close()
-        if link is not None:
-            await link.close()
+        if member is not None:
+            await member.close()
         await replicas.logs.stop()
         replicas.close()
 
