@@ -165,7 +165,6 @@ class Log:
         self._config = config
         self._clock = clock
         self._lock = threading.RLock()
-        self._checkpoint_lock = threading.Lock()
         self._local = LocalLog(
             directory,
             config,
