@@ -12,6 +12,11 @@ A service's ``__main__.py``::
     def main() -> None:
         raise SystemExit(run_service(StorageConfig, "strom-storage", build))
 
+An HTTP service (the web console, the schema registry) calls ``run_http_service`` with a
+``build(config, http)`` that returns its ASGI app (None: stopped while starting) and adds its
+hooks to the ``HttpService`` (``strom_server.http.service``): TLS from its security settings,
+signals and graceful stop as a gRPC service's.
+
 Exit codes: 0 after a clean shutdown (SIGTERM/SIGINT included), 1 when start-up or serving
 failed (the error is logged), 2 for a configuration error (printed to stderr), 130 for Ctrl-C
 during start-up.
@@ -20,12 +25,15 @@ during start-up.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sys
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from strom.errors import ConfigurationError
 from strom_server.etcd.store import configure_tls as configure_etcd_tls
+from strom_server.http.service import HttpService
+from strom_server.http.tls import HttpTls
 from strom_server.rpc.server import GrpcServer
 from strom_server.runtime.allocator import tune_allocator
 from strom_server.runtime.config import ServerConfig, config_items, load_config
@@ -34,13 +42,42 @@ from strom_server.runtime.logs import configure_logging, get_logger
 from strom_server.runtime.telemetry import Telemetry, setup_telemetry
 from strom_server.security.setup import ServerSecurity
 
-__all__ = ["BuildFn", "run_main", "run_service", "serve_config"]
+__all__ = [
+    "BuildFn",
+    "HttpBuildFn",
+    "run_http_service",
+    "run_main",
+    "run_service",
+    "serve_config",
+    "serve_http",
+]
 
 log = get_logger(__name__)
 
+
+class ServiceSettings(Protocol):
+    """What the runner reads of a service's settings (``ServerConfig`` has it all; the console
+    its own subset)."""
+
+    @property
+    def log_level(self) -> str: ...
+
+    @property
+    def log_format(self) -> str: ...
+
+    @property
+    def metrics_listen(self) -> str: ...
+
+    @property
+    def listen(self) -> str: ...
+
+
 C = TypeVar("C", bound=ServerConfig)
+S = TypeVar("S", bound=ServiceSettings)
 BuildFn = Callable[[C, GrpcServer], Awaitable[None]]
 """Adds servicers and shutdown hooks to the server; may open resources (logs, etcd leases)."""
+HttpBuildFn = Callable[[S, HttpService], Awaitable[Any]]
+"""Returns the service's ASGI app (None: stopped while starting) and adds its hooks."""
 
 
 async def serve_config(
@@ -73,17 +110,35 @@ async def serve_config(
     await server.serve(handle_signals=handle_signals)
 
 
+async def serve_http(
+    config: S, service_name: str, build: HttpBuildFn[S], *, handle_signals: bool = True
+) -> None:
+    """Build the HTTP service for ``config`` and serve it until a signal (or
+    ``request_stop``); TLS from the security settings when ``config`` has them."""
+    tls = HttpTls.of(config) if isinstance(config, ServerConfig) else HttpTls()
+    grace = config.shutdown_grace if isinstance(config, ServerConfig) else 5.0
+    http = HttpService(service_name, config.listen, tls=tls, grace_s=grace)
+    signals = http.signals() if handle_signals else contextlib.nullcontext()
+    with signals:
+        try:
+            app = await build(config, http)
+            if app is not None:
+                await http.serve(app)
+        finally:
+            await http.close()
+
+
 def run_main(
-    config_cls: type[C],
+    config_cls: type[S],
     service_name: str,
-    main: Callable[[C, Telemetry], Coroutine[Any, Any, None]],
+    main: Callable[[S, Telemetry], Coroutine[Any, Any, None]],
     *,
     argv: Sequence[str] | None = None,
     description: str | None = None,
 ) -> int:
     """Parse settings, set up logging and telemetry, ``asyncio.run(main(config, telemetry))``;
-    returns the process exit code (module docstring). ``run_service`` for a gRPC server; a
-    service serving something else (the schema registry's REST API) calls this directly."""
+    returns the process exit code (module docstring). ``run_service`` for a gRPC server,
+    ``run_http_service`` for an HTTP one."""
     try:
         config = load_config(config_cls, argv, prog=service_name, description=description)
     except ConfigurationError as exc:
@@ -92,7 +147,8 @@ def run_main(
     configure_logging(config.log_level, config.log_format, service=service_name)
     log.info("starting", config=config_items(config), allocator_tuned=tune_allocator())
     try:
-        telemetry = setup_telemetry(service_name, config.metrics_listen, config.otlp_endpoint)
+        otlp = getattr(config, "otlp_endpoint", "")
+        telemetry = setup_telemetry(service_name, config.metrics_listen, otlp)
     except OSError:
         log.exception("cannot set up telemetry")
         return 1
@@ -121,5 +177,22 @@ def run_service(
 
     async def main(config: C, telemetry: Telemetry) -> None:
         await serve_config(config, service_name, build, telemetry=telemetry, freeze_gc=True)
+
+    return run_main(config_cls, service_name, main, argv=argv, description=description)
+
+
+def run_http_service(
+    config_cls: type[S],
+    service_name: str,
+    build: HttpBuildFn[S],
+    *,
+    argv: Sequence[str] | None = None,
+    description: str | None = None,
+) -> int:
+    """Parse settings, set up logging and telemetry, serve the HTTP service ``build`` makes;
+    returns the process exit code."""
+
+    async def main(config: S, telemetry: Telemetry) -> None:
+        await serve_http(config, service_name, build)
 
     return run_main(config_cls, service_name, main, argv=argv, description=description)

@@ -10,15 +10,12 @@ configuration error.
 from __future__ import annotations
 
 import asyncio
-import signal
-
-from aiohttp import web
 
 from strom.cluster.retry import Backoff
 from strom.errors import StromError
 from strom_registry.config import RegistryConfig
 from strom_registry.election import WriterElection
-from strom_registry.http import Node, build_app
+from strom_registry.http import Node, RegistryApp, build_app
 from strom_registry.registry import Registry
 from strom_registry.schemas_log import SchemasLog
 from strom_registry.security import RegistrySecurity, client_options, configure_etcd
@@ -26,10 +23,10 @@ from strom_registry.state import RegistryState
 from strom_registry.store import TopicStore
 from strom_server.etcd.keys import ClusterKeys
 from strom_server.etcd.store import EtcdStore
-from strom_server.runner import run_main
+from strom_server.http.service import HttpService
+from strom_server.runner import run_http_service
 from strom_server.runtime.logs import get_logger
-from strom_server.runtime.telemetry import Telemetry
-from strom_server.runtime.values import advertised_address, split_host_port
+from strom_server.runtime.values import advertised_address
 
 log = get_logger(__name__)
 
@@ -52,8 +49,9 @@ async def _start_log(schemas: SchemasLog, stop: asyncio.Event) -> bool:
     return True
 
 
-async def serve(config: RegistryConfig, stop: asyncio.Event) -> None:
-    """Run the instance until ``stop`` is set."""
+async def build(config: RegistryConfig, http: HttpService) -> RegistryApp | None:
+    """Load the schemas and build the REST API; once it listens, campaign to be the writer
+    (None: stopped before the schemas were loaded)."""
     state = RegistryState()
     schemas = SchemasLog(
         config.bootstrap_servers, state, topic=config.kafkastore_topic,
@@ -62,71 +60,50 @@ async def serve(config: RegistryConfig, stop: asyncio.Event) -> None:
     )  # fmt: skip
     configure_etcd(config)
     etcd = EtcdStore(config.etcd_endpoints)
-    election: WriterElection | None = None
-    runner: web.AppRunner | None = None
-    security: RegistrySecurity | None = None
-    try:
-        security = await RegistrySecurity.start(config, etcd)
-        if not await _start_log(schemas, stop):
-            return
-        log.info("schemas loaded", subjects=len(state.subjects), schemas=len(state.schemas),
-                 offset=schemas.position)  # fmt: skip
-        host, port = split_host_port(config.listen)
-        election = WriterElection(
-            etcd, ClusterKeys(config.etcd_prefix), instance_id=config.instance_id, url="",
-            ttl_s=config.lease_ttl_s, eligible=config.leader_eligibility,
-        )  # fmt: skip
-        registry = Registry(
-            state, TopicStore(schemas, election),
-            default_compatibility=config.schema_compatibility_level.upper(),
-        )  # fmt: skip
-        node = Node(
-            registry,
-            is_leader=lambda: election is not None and election.leading,
-            leader_url=lambda: election.leader.url if election and election.leader else None,
-            log_position=lambda: schemas.position,
-            wait_for=schemas.wait_for,
-            forward_timeout_s=config.kafkastore_timeout_ms / 1000,
-            access=security.access,
-            forward_ssl=security.forward_ssl,
-        )
-        runner = web.AppRunner(build_app(node), access_log=None)
-        await runner.setup()
-        site = web.TCPSite(
-            runner, host or None, port, reuse_port=False, ssl_context=security.server_ssl
-        )
-        await site.start()
-        bound = runner.addresses[0][1]
+    http.on_shutdown(etcd.close)
+    security = await RegistrySecurity.start(config, etcd)
+    http.on_shutdown(security.close)
+    http.on_shutdown(schemas.close)
+    if not await _start_log(schemas, http.stop_requested):
+        return None
+    log.info("schemas loaded", subjects=len(state.subjects), schemas=len(state.schemas),
+             offset=schemas.position)  # fmt: skip
+    election = WriterElection(
+        etcd, ClusterKeys(config.etcd_prefix), instance_id=config.instance_id, url="",
+        ttl_s=config.lease_ttl_s, eligible=config.leader_eligibility,
+    )  # fmt: skip
+    registry = Registry(
+        state, TopicStore(schemas, election),
+        default_compatibility=config.schema_compatibility_level.upper(),
+    )  # fmt: skip
+    node = Node(
+        registry,
+        is_leader=lambda: election.leading,
+        leader_url=lambda: election.leader.url if election.leader else None,
+        log_position=lambda: schemas.position,
+        wait_for=schemas.wait_for,
+        forward_timeout_s=config.kafkastore_timeout_ms / 1000,
+        access=security.access,
+        forward_ssl=http.tls.client,
+    )
+    app = build_app(node)
+    http.on_shutdown(app.close)
+
+    async def campaign(bound: int) -> None:
         adv_host, adv_port = advertised_address(config.listen, "", bound)
-        election.url = config.advertised_url or f"{security.scheme}://{adv_host}:{adv_port}"
+        election.url = config.advertised_url or f"{http.tls.scheme}://{adv_host}:{adv_port}"
         election.instance_id = config.instance_id or election.url
         await election.start()
-        log.info("listening", url=election.url, port=bound)
-        await stop.wait()
-        log.info("stopping")
-    finally:
-        if election is not None:
-            await election.close()
-        if runner is not None:
-            await runner.cleanup()
-        await schemas.close()
-        if security is not None:
-            await security.close()
-        await etcd.close()
-        log.info("stopped")
+        log.info("serving", url=election.url, port=bound)
 
-
-async def _main(config: RegistryConfig, _telemetry: Telemetry) -> None:
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    await serve(config, stop)
+    http.on_started(campaign)
+    http.on_stopping(election.close)  # the writer steps down while this instance still answers
+    return app
 
 
 def main() -> None:
     description = "Strom schema registry (Confluent's REST API)"
-    raise SystemExit(run_main(RegistryConfig, SERVICE, _main, description=description))
+    raise SystemExit(run_http_service(RegistryConfig, SERVICE, build, description=description))
 
 
 if __name__ == "__main__":

@@ -16,26 +16,22 @@ PREFIXED one covers it. The operation on that topic:
 
 Super users (``super.users``) may do everything. Without the authorizer every authenticated
 caller may do everything; without SASL (``PLAINTEXT``, ``SSL``) nobody is asked to log in.
+The Basic credentials are read and checked by the shared HTTP layer (``strom_server.http.auth``).
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from strom.errors import SaslAuthenticationFailedError
 from strom.security.acl import Operation, ResourceType
 from strom_registry.errors import RegistryError
+from strom_server.http.auth import ANONYMOUS, BasicAuth, CredentialCheck, Unauthenticated
 from strom_server.security import audit
 from strom_server.security.authorizer import Authorizer
-from strom_server.security.passwords import PasswordChecker
 
 __all__ = ["ANONYMOUS", "CLUSTER", "Access", "forbidden", "subject_topic", "unauthorized"]
 
-#: The principal of a caller when no authentication is asked for.
-ANONYMOUS = "User:ANONYMOUS"
 #: Kafka's name of the cluster resource.
 CLUSTER = "kafka-cluster"
 
@@ -58,26 +54,12 @@ def forbidden(principal: str, operation: Operation, what: str) -> RegistryError:
     return RegistryError(403, 40301, f"{principal} is denied operation {operation} on {what}")
 
 
-def _basic(header: str | None) -> tuple[str, str]:
-    if not header or not header[:6].lower() == "basic ":
-        raise unauthorized("Unauthorized: HTTP Basic credentials are required")
-    try:
-        user, sep, password = (
-            base64.b64decode(header[6:].strip(), validate=True).decode().partition(":")
-        )
-    except (binascii.Error, UnicodeDecodeError):
-        raise unauthorized("Unauthorized: malformed Basic credentials") from None
-    if not sep or not user:
-        raise unauthorized("Unauthorized: malformed Basic credentials")
-    return user, password
-
-
 @dataclass
 class Access:
     """Authentication (``passwords``; None: none asked) and authorization (``authorizer``;
     None: every caller may do everything) of REST requests."""
 
-    passwords: PasswordChecker | None = None
+    passwords: CredentialCheck | None = None
     authorizer: Authorizer | None = None
 
     @property
@@ -87,13 +69,10 @@ class Access:
     async def principal(self, authorization: str | None, host: str) -> str:
         """The caller's principal from its ``Authorization`` header (401 when required and
         missing or wrong)."""
-        if self.passwords is None:
-            return ANONYMOUS
-        user, password = _basic(authorization)
         try:
-            return await self.passwords.check(user, password, host)
-        except SaslAuthenticationFailedError:
-            raise unauthorized("Unauthorized: invalid credentials") from None
+            return await BasicAuth(self.passwords).principal(authorization, host)
+        except Unauthenticated as exc:
+            raise unauthorized(exc.message) from None
 
     def may(self, principal: str, host: str, operation: Operation, subject: str | None) -> bool:
         """May the caller do ``operation`` on ``subject`` (None: the global settings)?"""

@@ -5,14 +5,14 @@
 - etcd is reached over TLS with ``etcd.ssl.cafile`` (the service's certificate as client
   certificate), as every service does;
 - the REST API is HTTPS for ``security.protocol`` SSL and SASL_SSL (``ssl.certfile``,
-  ``ssl.keyfile``; ``ssl.client.auth`` with ``ssl.cafile`` for client certificates), asks for
-  HTTP Basic credentials checked against Strom's SCRAM users for SASL_SSL and
-  SASL_PLAINTEXT, and checks ACLs with ``authorizer.enabled`` (``strom_registry.access``).
+  ``ssl.keyfile``; ``ssl.client.auth`` with ``ssl.cafile`` for client certificates: the shared
+  HTTP layer's ``strom_server.http.tls``), asks for HTTP Basic credentials checked against
+  Strom's SCRAM users for SASL_SSL and SASL_PLAINTEXT, and checks ACLs with
+  ``authorizer.enabled`` (``strom_registry.access``).
 """
 
 from __future__ import annotations
 
-import ssl
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,7 +24,6 @@ from strom_server.etcd.store import EtcdStore
 from strom_server.etcd.store import configure_tls as configure_etcd_tls
 from strom_server.security.acl_watch import AclWatch
 from strom_server.security.authorizer import Authorizer
-from strom_server.security.http_tls import client_context, server_context
 from strom_server.security.passwords import PasswordChecker
 from strom_server.security.store import SecurityStore
 
@@ -46,31 +45,15 @@ def configure_etcd(config: RegistryConfig) -> None:
 
 @dataclass
 class RegistrySecurity:
-    """The REST API's TLS contexts and access rules, and the ACL watch behind them."""
+    """The REST API's access rules, and the ACL watch behind them."""
 
     access: Access = field(default_factory=Access)
-    server_ssl: ssl.SSLContext | None = None
-    forward_ssl: ssl.SSLContext | None = None
     acl_watch: AclWatch | None = None
-
-    @property
-    def scheme(self) -> str:
-        return "https" if self.server_ssl is not None else "http"
 
     @classmethod
     async def start(cls, config: RegistryConfig, etcd: EtcdStore) -> RegistrySecurity:
         protocol = config.security_protocol
         security = cls()
-        if protocol in ("SSL", "SASL_SSL"):
-            security.server_ssl = server_context(
-                config.ssl_certfile, config.ssl_keyfile, config.ssl_cafile, config.ssl_client_auth
-            )
-            mtls = config.ssl_client_auth != "none"
-            security.forward_ssl = client_context(
-                config.ssl_cafile,
-                config.ssl_certfile if mtls else "",
-                config.ssl_keyfile if mtls else "",
-            )
         keys = ClusterKeys(config.etcd_prefix)
         if protocol.startswith("SASL_"):
             security.access.passwords = PasswordChecker(SecurityStore(etcd, keys).credentials)

@@ -1,34 +1,49 @@
-"""Confluent Schema Registry's REST API on aiohttp.
+"""Confluent Schema Registry's REST API, a Starlette app served by the shared HTTP layer
+(``strom_server.http``).
 
 Handlers only translate: path and query to ``Registry`` calls, results to JSON. Every
 ``RegistryError`` becomes ``{"error_code", "message"}`` with its HTTP status; an unknown route
-is 404 with error code 404, a body that is not JSON 400 (error code 400), anything unexpected
-500 with 50001 (and a log line). A write reaching an instance that is not the writer is
-forwarded to the writer (``forward``); the answer carries the log offset the write reached,
-and the forwarding instance waits until its own state has it, so a client reads its write
-back from whichever instance it asks.
+is 404 with error code 404, a known route with another method 405 (error code 405), a body
+that is not JSON 400 (error code 400), anything unexpected 500 with 50001 (and a log line). A
+write reaching an instance that is not the writer is forwarded to the writer (``forward``);
+the answer carries the log offset the write reached, and the forwarding instance waits until
+its own state has it, so a client reads its write back from whichever instance it asks.
 
-With security on, every request but ``GET /`` (the health check) first authenticates the
-caller (HTTP Basic against Strom's users: 401 otherwise) and then is authorized by the rule
-of its handler (``RULES``; 403 with 40301 otherwise): ``strom_registry.access`` says how.
+With security on, every request but ``GET /`` (the health check) and the shared layer's
+``/healthz`` and ``/readyz`` first authenticates the caller (HTTP Basic against Strom's
+users: 401 otherwise) and then is authorized by the rule of its handler (``RULES``; 403 with
+40301 otherwise): ``strom_registry.access`` says how.
+
+Path parameters are matched on the path with ``%2F`` left encoded, so a subject may hold a
+``/`` (as Confluent's clients send it); the handlers see it decoded.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import ssl
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import unquote
 
-from aiohttp import ClientError, ClientSession, ClientTimeout, TCPConnector, web
+import httpx2
 from opentelemetry import metrics, trace
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from strom.security.acl import Operation
 from strom_registry import errors
 from strom_registry.access import ANONYMOUS, Access, forbidden
 from strom_registry.registry import Registry
+from strom_server.http.errors import status_of
+from strom_server.http.health import health_routes
 from strom_server.runtime.logs import get_logger
 
 __all__ = ["CONTENT_TYPE", "Node", "build_app"]
@@ -39,8 +54,9 @@ log = get_logger(__name__)
 CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
 _OFFSET_HEADER = "X-Strom-Registry-Offset"
 _FORWARDED_HEADER = "X-Strom-Registry-Forwarded"
+_CHARSET = "; charset=utf-8"
 
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+Handler = Callable[[Request], Awaitable[Response]]
 
 
 @dataclass
@@ -59,34 +75,56 @@ class Node:
     forward_ssl: ssl.SSLContext | None = None
 
 
-def _json(value: Any, status: int = 200) -> web.Response:
-    return web.Response(text=json.dumps(value), status=status, content_type=CONTENT_TYPE)
+def _json(value: Any, status: int = 200) -> Response:
+    return Response(json.dumps(value), status, media_type=CONTENT_TYPE + _CHARSET)
 
 
-def _error(exc: errors.RegistryError) -> web.Response:
+def _text(schema: str) -> Response:
+    return Response(schema, media_type="application/json" + _CHARSET)
+
+
+def _header(response: Response, name: str, value: str) -> None:
+    """Add a header as written (Starlette's ``headers`` would send the name lower-cased)."""
+    response.raw_headers.append((name.encode("latin-1"), value.encode("latin-1")))
+
+
+def _error(exc: errors.RegistryError) -> Response:
     return _json(exc.to_json(), exc.status)
 
 
-def _flag(request: web.Request, name: str) -> bool:
-    return request.query.get(name, "false").lower() == "true"
+def _flag(request: Request, name: str) -> bool:
+    return request.query_params.get(name, "false").lower() == "true"
 
 
-async def _body(request: web.Request) -> Any:
-    text = await request.text()
+def _param(request: Request, name: str) -> Any:
+    value = request.path_params.get(name)
+    return None if value is None else value.replace("%2F", "/")
+
+
+def _params(request: Request) -> dict[str, Any]:
+    return {name: _param(request, name) for name in request.path_params}
+
+
+async def _body(request: Request) -> Any:
+    text = (await request.body()).decode("utf-8", errors="replace")
     try:
         return json.loads(text) if text.strip() else {}
     except json.JSONDecodeError as exc:
         raise errors.bad_request(400, f"the body is not JSON: {exc}") from None
 
 
-def _caller(request: web.Request) -> tuple[str, str]:
+def _host(request: Request) -> str:
+    return request.client.host if request.client else ""
+
+
+def _caller(request: Request) -> tuple[str, str]:
     """The (principal, host) the middleware authenticated."""
-    return request.get("principal", ANONYMOUS), request.remote or ""
+    return getattr(request.state, "principal", ANONYMOUS), _host(request)
 
 
-def _schema_id(request: web.Request) -> int:
+def _schema_id(request: Request) -> int:
     try:
-        return int(request.match_info["id"])
+        return int(request.path_params["id"])
     except ValueError:
         raise errors.schema_not_found() from None
 
@@ -98,21 +136,21 @@ class Routes:
         self.node = node
         self.r = node.registry
 
-    async def root(self, _: web.Request) -> web.Response:
+    async def root(self, _: Request) -> Response:
         """``{}`` as Confluent answers; a Strom header says whether this instance writes."""
         response = _json({})
-        response.headers["X-Strom-Registry-Writer"] = "true" if self.node.is_leader() else "false"
+        _header(response, "X-Strom-Registry-Writer", "true" if self.node.is_leader() else "false")
         return response
 
-    async def schema_types(self, _: web.Request) -> web.Response:
+    async def schema_types(self, _: Request) -> Response:
         return _json(["JSON", "PROTOBUF", "AVRO"])
 
-    def _visible(self, request: web.Request, subjects: list[str]) -> list[str]:
+    def _visible(self, request: Request, subjects: list[str]) -> list[str]:
         if self.node.access.authorizer is None:
             return subjects
         return self.node.access.visible(*_caller(request), subjects)
 
-    def _readable_id(self, request: web.Request) -> int:
+    def _readable_id(self, request: Request) -> int:
         """The id of the path, when the caller may describe a subject using it (else 403)."""
         schema_id = _schema_id(request)
         if self.node.access.authorizer is None:
@@ -122,24 +160,23 @@ class Routes:
             raise forbidden(_caller(request)[0], Operation.DESCRIBE, f"schema id {schema_id}")
         return schema_id
 
-    async def schema_by_id(self, request: web.Request) -> web.Response:
+    async def schema_by_id(self, request: Request) -> Response:
         return _json(self.r.describe_schema(self.r.schema(self._readable_id(request))))
 
-    async def schema_text(self, request: web.Request) -> web.Response:
-        return web.Response(text=self.r.schema(self._readable_id(request)).text,
-                            content_type="application/json")  # fmt: skip
+    async def schema_text(self, request: Request) -> Response:
+        return _text(self.r.schema(self._readable_id(request)).text)
 
-    async def schema_subjects(self, request: web.Request) -> web.Response:
+    async def schema_subjects(self, request: Request) -> Response:
         subjects = self.r.subjects_of(self._readable_id(request), deleted=_flag(request, "deleted"))
         return _json(self._visible(request, subjects))
 
-    async def schema_versions(self, request: web.Request) -> web.Response:
+    async def schema_versions(self, request: Request) -> Response:
         found = self.r.versions_of(self._readable_id(request), deleted=_flag(request, "deleted"))
         visible = set(self._visible(request, [v["subject"] for v in found]))
         return _json([v for v in found if v["subject"] in visible])
 
-    async def schemas(self, request: web.Request) -> web.Response:
-        prefix = request.query.get("subjectPrefix", "")
+    async def schemas(self, request: Request) -> Response:
+        prefix = request.query_params.get("subjectPrefix", "")
         deleted, latest = _flag(request, "deleted"), _flag(request, "latestOnly")
         found = []
         for subject in self._visible(request, self.r.subjects(deleted=deleted, prefix=prefix)):
@@ -147,78 +184,77 @@ class Routes:
             found += [self.r.describe(e) for e in (versions[-1:] if latest else versions)]
         return _json(found)
 
-    async def subjects(self, request: web.Request) -> web.Response:
-        prefix = request.query.get("subjectPrefix", "")
+    async def subjects(self, request: Request) -> Response:
+        prefix = request.query_params.get("subjectPrefix", "")
         subjects = self.r.subjects(deleted=_flag(request, "deleted"), prefix=prefix)
         return _json(self._visible(request, subjects))
 
-    async def subject_versions(self, request: web.Request) -> web.Response:
-        subject = request.match_info["subject"]
+    async def subject_versions(self, request: Request) -> Response:
+        subject = _param(request, "subject")
         return _json(self.r.versions(subject, deleted=_flag(request, "deleted")))
 
-    async def subject_version(self, request: web.Request) -> web.Response:
-        m = request.match_info
+    async def subject_version(self, request: Request) -> Response:
+        m = _params(request)
         entry = self.r.version(m["subject"], m["version"], deleted=_flag(request, "deleted"))
         return _json(self.r.describe(entry))
 
-    async def subject_version_schema(self, request: web.Request) -> web.Response:
-        m = request.match_info
+    async def subject_version_schema(self, request: Request) -> Response:
+        m = _params(request)
         entry = self.r.version(m["subject"], m["version"], deleted=_flag(request, "deleted"))
-        return web.Response(text=self.r.state.schemas[entry.schema_id].text,
-                            content_type="application/json")  # fmt: skip
+        return _text(self.r.state.schemas[entry.schema_id].text)
 
-    async def referenced_by(self, request: web.Request) -> web.Response:
-        m = request.match_info
+    async def referenced_by(self, request: Request) -> Response:
+        m = _params(request)
         return _json(self.r.referenced_by(m["subject"], m["version"]))
 
-    async def lookup(self, request: web.Request) -> web.Response:
-        subject = request.match_info["subject"]
+    async def lookup(self, request: Request) -> Response:
+        subject = _param(request, "subject")
         body = await _body(request)
         return _json(self.r.lookup(subject, body, deleted=_flag(request, "deleted")))
 
-    async def register(self, request: web.Request) -> web.Response:
-        subject = request.match_info["subject"]
+    async def register(self, request: Request) -> Response:
+        subject = _param(request, "subject")
         return _json({"id": await self.r.register(subject, await _body(request))})
 
-    async def delete_subject(self, request: web.Request) -> web.Response:
-        subject = request.match_info["subject"]
+    async def delete_subject(self, request: Request) -> Response:
+        subject = _param(request, "subject")
         permanent = _flag(request, "permanent")
         return _json(await self.r.delete_subject(subject, permanent=permanent))
 
-    async def delete_version(self, request: web.Request) -> web.Response:
-        m = request.match_info
+    async def delete_version(self, request: Request) -> Response:
+        m = _params(request)
         permanent = _flag(request, "permanent")
         return _json(await self.r.delete_version(m["subject"], m["version"], permanent=permanent))
 
-    async def get_config(self, request: web.Request) -> web.Response:
-        subject = request.match_info.get("subject")
+    async def get_config(self, request: Request) -> Response:
+        subject = _param(request, "subject")
         level = self.r.config(subject, default_to_global=_flag(request, "defaultToGlobal"))
         return _json({"compatibilityLevel": level})
 
-    async def put_config(self, request: web.Request) -> web.Response:
-        subject = request.match_info.get("subject")
+    async def put_config(self, request: Request) -> Response:
+        subject = _param(request, "subject")
         level = await self.r.set_config(subject, await _body(request))
         return _json({"compatibility": level})
 
-    async def delete_config(self, request: web.Request) -> web.Response:
-        level = await self.r.delete_config(request.match_info.get("subject"))
+    async def delete_config(self, request: Request) -> Response:
+        level = await self.r.delete_config(_param(request, "subject"))
         return _json({"compatibilityLevel": level})
 
-    async def get_mode(self, request: web.Request) -> web.Response:
-        subject = request.match_info.get("subject")
+    async def get_mode(self, request: Request) -> Response:
+        subject = _param(request, "subject")
         default = subject is None or _flag(request, "defaultToGlobal")
         return _json({"mode": self.r.mode(subject, default_to_global=default)})
 
-    async def put_mode(self, request: web.Request) -> web.Response:
-        subject = request.match_info.get("subject")
+    async def put_mode(self, request: Request) -> Response:
+        subject = _param(request, "subject")
         mode = await self.r.set_mode(subject, await _body(request), force=_flag(request, "force"))
         return _json({"mode": mode})
 
-    async def delete_mode(self, request: web.Request) -> web.Response:
-        return _json({"mode": await self.r.delete_mode(request.match_info["subject"])})
+    async def delete_mode(self, request: Request) -> Response:
+        return _json({"mode": await self.r.delete_mode(_param(request, "subject"))})
 
-    async def compatibility(self, request: web.Request) -> web.Response:
-        m = request.match_info
+    async def compatibility(self, request: Request) -> Response:
+        m = _params(request)
         problems = self.r.check_compatibility(m["subject"], m.get("version"), await _body(request))
         answer: dict[str, Any] = {"is_compatible": not problems}
         if _flag(request, "verbose"):
@@ -248,57 +284,54 @@ RULES: dict[str, Operation] = {
 }
 
 
-async def _authorize(node: Node, request: web.Request, handler_name: str, route: str) -> None:
-    """Authenticate the caller (kept in ``request["principal"]``) and check the handler's
+async def _authorize(node: Node, request: Request, handler_name: str, route: str) -> None:
+    """Authenticate the caller (kept in ``request.state.principal``) and check the handler's
     rule; ``GET /`` (the health check) needs nothing."""
     if node.access.open or handler_name == "root":
         return
-    host = request.remote or ""
+    host = _host(request)
     principal = await node.access.principal(request.headers.get("Authorization"), host)
-    request["principal"] = principal
+    request.state.principal = principal
     operation = RULES.get(handler_name)
     if operation is not None:
-        subject = request.match_info.get("subject")
+        subject = _param(request, "subject")
         node.access.check(principal, host, operation, subject, f"{request.method} {route}")
 
 
-def _routes(routes: Routes) -> tuple[list[web.RouteDef], set[Handler]]:
-    s = "/subjects/{subject}"
-    v = s + "/versions/{version}"
-    reads = [
-        web.get("/", routes.root),
-        web.get("/schemas", routes.schemas),
-        web.get("/schemas/types", routes.schema_types),
-        web.get("/schemas/ids/{id}", routes.schema_by_id),
-        web.get("/schemas/ids/{id}/schema", routes.schema_text),
-        web.get("/schemas/ids/{id}/subjects", routes.schema_subjects),
-        web.get("/schemas/ids/{id}/versions", routes.schema_versions),
-        web.get("/subjects", routes.subjects),
-        web.get(s + "/versions", routes.subject_versions),
-        web.get(v, routes.subject_version),
-        web.get(v + "/schema", routes.subject_version_schema),
-        web.get(v + "/referencedby", routes.referenced_by),
-        web.post(s, routes.lookup),
-        web.get("/config", routes.get_config),
-        web.get("/config/{subject}", routes.get_config),
-        web.get("/mode", routes.get_mode),
-        web.get("/mode/{subject}", routes.get_mode),
-        web.post("/compatibility" + s + "/versions", routes.compatibility),
-        web.post("/compatibility" + v, routes.compatibility),
-    ]
-    writes = [
-        web.post(s + "/versions", routes.register),
-        web.delete(s, routes.delete_subject),
-        web.delete(v, routes.delete_version),
-        web.put("/config", routes.put_config),
-        web.put("/config/{subject}", routes.put_config),
-        web.delete("/config", routes.delete_config),
-        web.delete("/config/{subject}", routes.delete_config),
-        web.put("/mode", routes.put_mode),
-        web.put("/mode/{subject}", routes.put_mode),
-        web.delete("/mode/{subject}", routes.delete_mode),
-    ]
-    return reads + writes, {w.handler for w in writes}  # type: ignore[attr-defined]
+#: (method, path, handler name, writes): every route of the API.
+_S = "/subjects/{subject}"
+_V = _S + "/versions/{version}"
+TABLE: tuple[tuple[str, str, str, bool], ...] = (
+    ("GET", "/", "root", False),
+    ("GET", "/schemas", "schemas", False),
+    ("GET", "/schemas/types", "schema_types", False),
+    ("GET", "/schemas/ids/{id}", "schema_by_id", False),
+    ("GET", "/schemas/ids/{id}/schema", "schema_text", False),
+    ("GET", "/schemas/ids/{id}/subjects", "schema_subjects", False),
+    ("GET", "/schemas/ids/{id}/versions", "schema_versions", False),
+    ("GET", "/subjects", "subjects", False),
+    ("GET", _S + "/versions", "subject_versions", False),
+    ("GET", _V, "subject_version", False),
+    ("GET", _V + "/schema", "subject_version_schema", False),
+    ("GET", _V + "/referencedby", "referenced_by", False),
+    ("POST", _S, "lookup", False),
+    ("GET", "/config", "get_config", False),
+    ("GET", "/config/{subject}", "get_config", False),
+    ("GET", "/mode", "get_mode", False),
+    ("GET", "/mode/{subject}", "get_mode", False),
+    ("POST", "/compatibility" + _S + "/versions", "compatibility", False),
+    ("POST", "/compatibility" + _V, "compatibility", False),
+    ("POST", _S + "/versions", "register", True),
+    ("DELETE", _S, "delete_subject", True),
+    ("DELETE", _V, "delete_version", True),
+    ("PUT", "/config", "put_config", True),
+    ("PUT", "/config/{subject}", "put_config", True),
+    ("DELETE", "/config", "delete_config", True),
+    ("DELETE", "/config/{subject}", "delete_config", True),
+    ("PUT", "/mode", "put_mode", True),
+    ("PUT", "/mode/{subject}", "put_mode", True),
+    ("DELETE", "/mode/{subject}", "delete_mode", True),
+)
 
 
 class _Metrics:
@@ -313,7 +346,7 @@ class _Metrics:
         )
 
 
-async def forward(node: Node, request: web.Request, session: ClientSession) -> web.Response:
+async def forward(node: Node, request: Request, client: httpx2.AsyncClient) -> Response:
     """Send a write to the elected writer and return its answer (50003/50004 when it fails)."""
     leader = node.leader_url()
     if leader is None:
@@ -325,80 +358,119 @@ async def forward(node: Node, request: web.Request, session: ClientSession) -> w
     headers = {"Content-Type": "application/json", _FORWARDED_HEADER: "1"}
     if "Authorization" in request.headers:  # the writer checks the caller again
         headers["Authorization"] = request.headers["Authorization"]
+    path_qs = request.scope.get("raw_path", b"").decode("latin-1") or request.url.path
+    if request.url.query:
+        path_qs += "?" + request.url.query
     try:
-        async with session.request(
-            request.method, leader.rstrip("/") + request.path_qs, data=await request.read(),
+        answer = await client.request(
+            request.method, leader.rstrip("/") + path_qs, content=await request.body(),
             headers=headers,
-        ) as answer:  # fmt: skip
-            body = await answer.read()
-            offset = answer.headers.get(_OFFSET_HEADER)
-    except (ClientError, TimeoutError) as exc:
+        )  # fmt: skip
+    except httpx2.HTTPError as exc:
         raise errors.forwarding_failed(
             f"forwarding to the writer at {leader} failed: {exc}"
         ) from None
-    if offset is not None and answer.status < 300:
+    offset = answer.headers.get(_OFFSET_HEADER)
+    if offset is not None and answer.status_code < 300:
         await node.wait_for(int(offset))
-    return web.Response(body=body, status=answer.status, headers={"Content-Type": CONTENT_TYPE})
+    return Response(answer.content, answer.status_code, headers={"Content-Type": CONTENT_TYPE})
 
 
-def build_app(node: Node) -> web.Application:
-    """The aiohttp application serving ``node``."""
+class RegistryApp:
+    """The ASGI app (routing on the path with ``%2F`` still encoded: module docstring) and
+    the forwarding client it opened, closed by ``close``."""
+
+    def __init__(self, app: ASGIApp, clients: list[httpx2.AsyncClient]) -> None:
+        self.app = app
+        self._clients = clients
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        raw = scope.get("raw_path")
+        if scope["type"] == "http" and raw and b"%2" in raw:
+            parts = re.split("%2[fF]", raw.decode("latin-1").partition("?")[0])
+            scope = dict(scope, path="%2F".join(unquote(p) for p in parts))
+        await self.app(scope, receive, send)
+
+    async def close(self) -> None:
+        for client in self._clients:
+            await client.aclose()
+
+
+def build_app(node: Node) -> RegistryApp:
+    """The ASGI application serving ``node``."""
     routes = Routes(node)
-    table, writes = _routes(routes)
     stats = _Metrics()
-    sessions: list[ClientSession] = []
+    clients: list[httpx2.AsyncClient] = []
 
-    @web.middleware
-    async def confluent(request: web.Request, handler: Handler) -> web.StreamResponse:
+    def client() -> httpx2.AsyncClient:
+        if not clients:
+            clients.append(httpx2.AsyncClient(
+                timeout=node.forward_timeout_s, verify=node.forward_ssl or True, trust_env=False,
+            ))  # fmt: skip
+        return clients[0]
+
+    async def observed(request: Request, name: str, answer: Callable[[], Awaitable[Response]]
+                       ) -> Response:  # fmt: skip
         started = time.perf_counter()
-        route = request.match_info.route.resource
-        name = route.canonical if route is not None else "unmatched"
         with stats.tracer.start_as_current_span(f"{request.method} {name}") as span:
-            response = await _answer(request, handler, span, name)
+            try:
+                response = await answer()
+            except errors.RegistryError as exc:
+                response = _error(exc)
+                if exc.status == 401:
+                    _header(response, "WWW-Authenticate", 'Basic realm="strom-registry"')
+            except Exception as exc:
+                log.exception("request failed", method=request.method, path=request.url.path)
+                status = status_of(exc)
+                if status == 500:
+                    response = _error(errors.store_error(f"internal error: {exc}"))
+                else:
+                    response = _error(errors.RegistryError(status, status, str(exc)))
+            span.set_attribute("http.response.status_code", response.status_code)
         attributes: dict[str, str | int] = {
-            "route": name, "method": request.method, "status": response.status,
+            "route": name, "method": request.method, "status": response.status_code,
         }  # fmt: skip
         stats.requests.add(1, attributes)
         stats.duration.record(time.perf_counter() - started, attributes)
         return response
 
-    async def _answer(
-        request: web.Request, handler: Handler, span: trace.Span, route: str
-    ) -> web.StreamResponse:
-        try:
-            target = getattr(handler, "__func__", None) or handler
-            await _authorize(node, request, getattr(target, "__name__", ""), route)
-            is_write = any(getattr(w, "__func__", None) is target for w in writes)
-            if is_write and not node.is_leader():
-                if not sessions:
-                    sessions.append(ClientSession(
-                        timeout=ClientTimeout(node.forward_timeout_s),
-                        connector=TCPConnector(ssl=node.forward_ssl or True),
-                    ))  # fmt: skip
-                response: web.StreamResponse = await forward(node, request, sessions[0])
-            else:
-                response = await handler(request)
-                if is_write:
-                    response.headers[_OFFSET_HEADER] = str(node.log_position())
-        except errors.RegistryError as exc:
-            response = _error(exc)
-            if exc.status == 401:
-                response.headers["WWW-Authenticate"] = 'Basic realm="strom-registry"'
-        except (web.HTTPNotFound, web.HTTPMethodNotAllowed) as exc:
-            response = _error(errors.bad_request(exc.status, f"HTTP {exc.status} {exc.reason}"))
-        except web.HTTPException as exc:
-            response = exc
-        except Exception as exc:
-            log.exception("request failed", method=request.method, path=request.path)
-            response = _error(errors.store_error(f"internal error: {exc}"))
-        span.set_attribute("http.response.status_code", response.status)
-        return response
+    def endpoint(path: str, handler_name: str, writes: bool) -> Handler:
+        handler: Handler = getattr(routes, handler_name)
 
-    async def close_sessions(_: web.Application) -> None:
-        for session in sessions:
-            await session.close()
+        async def answer(request: Request) -> Response:
+            await _authorize(node, request, handler_name, path)
+            if writes and not node.is_leader():
+                return await forward(node, request, client())
+            response = await handler(request)
+            if writes:
+                _header(response, _OFFSET_HEADER, str(node.log_position()))
+            return response
 
-    app = web.Application(middlewares=[confluent])
-    app.add_routes(table)
-    app.on_cleanup.append(close_sessions)
-    return app
+        async def call(request: Request) -> Response:
+            return await observed(request, path, lambda: answer(request))
+
+        return call
+
+    async def refused(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, HTTPException)
+        phrase = "Not Found" if exc.status_code == 404 else "Method Not Allowed"
+
+        async def answer() -> Response:
+            raise errors.bad_request(exc.status_code, f"HTTP {exc.status_code} {phrase}")
+
+        return await observed(request, "unmatched", answer)
+
+    by_path: dict[str, dict[str, Handler]] = {}
+    for method, path, name, writes in TABLE:
+        by_path.setdefault(path, {})[method] = endpoint(path, name, writes)
+    api: list[Route] = []
+    for path, by_method in by_path.items():
+        if "GET" in by_method:
+            by_method["HEAD"] = by_method["GET"]
+
+        async def dispatch(request: Request, by_method: dict[str, Handler] = by_method) -> Response:
+            return await by_method[request.method](request)
+
+        api.append(Route(path, dispatch, methods=list(by_method)))
+    app = Starlette(routes=[*health_routes(), *api], exception_handlers={HTTPException: refused})
+    return RegistryApp(app, clients)

@@ -1,0 +1,120 @@
+"""The shared HTTP layer (strom_server.http): exceptions to statuses, the credential checks,
+and HttpServer serving on 127.0.0.1 (bound port, /healthz, /readyz, graceful stop)."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+
+import httpx2
+import pytest
+from starlette.applications import Starlette
+
+from strom import errors
+from strom.errors import SaslAuthenticationFailedError, StromError
+from strom.serde import SchemaRegistryError
+from strom_server.http.auth import (
+    ANONYMOUS,
+    BasicAuth,
+    OneUser,
+    Unauthenticated,
+    basic_credentials,
+)
+from strom_server.http.errors import status_for, status_of
+from strom_server.http.health import health_routes
+from strom_server.http.server import HttpServer
+
+pytestmark = pytest.mark.timeout(30)
+
+
+def _basic(text: str) -> str:
+    return "Basic " + base64.b64encode(text.encode()).decode()
+
+
+@pytest.mark.parametrize(
+    ("exc", "status"),
+    [
+        (errors.UnknownTopicOrPartitionError("t"), 404),
+        (errors.GroupIdNotFoundError("g"), 404),
+        (errors.TransactionalIdNotFoundError("x"), 404),
+        (errors.InvalidConfigError("c"), 400),
+        (errors.TopicAlreadyExistsError("t"), 400),
+        (errors.ConfigurationError("bad setting"), 400),
+        (errors.NonEmptyGroupError("g"), 409),
+        (SchemaRegistryError(404, 40401, "no subject"), 404),
+        (SchemaRegistryError(422, 42201, "bad schema"), 422),
+        (SchemaRegistryError(500, 50001, "store"), 502),
+        (errors.StromTimeoutError("slow"), 502),
+        (StromError("cluster down"), 502),
+    ],
+)
+def test_cluster_failures_map_to_one_status(exc: StromError, status: int) -> None:
+    assert status_for(exc) == status
+    assert status_of(exc) == status
+
+
+def test_statuses_of_other_exceptions() -> None:
+    assert status_of(Unauthenticated("who are you")) == 401
+
+    class Teapot(Exception):
+        status = 418
+
+    assert status_of(Teapot()) == 418
+    assert status_of(ValueError("bug")) == 500
+    assert status_of(KeyError("bug")) == 500
+
+
+def test_basic_credentials_are_read_or_refused_with_a_reason() -> None:
+    assert basic_credentials(_basic("alice:s3:cret")) == ("alice", "s3:cret")
+    assert basic_credentials("basic " + _basic("bob:")[6:]) == ("bob", "")
+    refusals = {
+        None: "required",
+        "": "required",
+        "Bearer abc": "required",
+        "Basic !!!": "malformed",
+        _basic("no-colon"): "malformed",
+        _basic(":password"): "malformed",
+        "Basic " + base64.b64encode(b"\xff:x").decode(): "malformed",
+    }
+    for header, reason in refusals.items():
+        with pytest.raises(Unauthenticated) as refused:
+            basic_credentials(header, realm="r")
+        assert reason in refused.value.message, header
+        assert refused.value.challenge == 'Basic realm="r"'
+
+
+def test_one_user_and_basic_auth_share_the_check() -> None:
+    ops = OneUser("ops", "pw")
+    assert asyncio.run(ops.check("ops", "pw")) == "User:ops"
+    for user, password in (("ops", "PW"), ("OPS", "pw"), ("", ""), ("ops", "pw ")):
+        with pytest.raises(SaslAuthenticationFailedError):
+            asyncio.run(ops.check(user, password))
+    auth = BasicAuth(ops, realm="console")
+    assert asyncio.run(auth.principal(_basic("ops:pw"), "h")) == "User:ops"
+    with pytest.raises(Unauthenticated) as refused:
+        asyncio.run(auth.principal(_basic("ops:wrong"), "h"))
+    assert "invalid credentials" in refused.value.message
+    assert asyncio.run(BasicAuth(None).principal(None, "h")) == ANONYMOUS
+
+
+def test_http_server_serves_health_on_a_bound_port_and_stops() -> None:
+    ready = [False]
+    app = Starlette(routes=health_routes(lambda: ready[0]))
+
+    async def scenario() -> None:
+        server = HttpServer("127.0.0.1:0", grace_s=1.0)
+        port = await server.start(app)
+        assert port > 0 and server.port == port
+        async with httpx2.AsyncClient(base_url=f"http://127.0.0.1:{port}") as client:
+            alive = await client.get("/healthz")
+            assert (alive.status_code, alive.text) == (200, "ok")
+            assert (await client.get("/readyz")).status_code == 503
+            ready[0] = True
+            assert (await client.get("/readyz")).text == "ready"
+        await server.stop()
+        await server.stop()  # idempotent
+        with pytest.raises(httpx2.ConnectError):
+            async with httpx2.AsyncClient() as client:
+                await client.get(f"http://127.0.0.1:{port}/healthz")
+
+    asyncio.run(scenario())
