@@ -1,6 +1,6 @@
-"""The console's web app: ``build_app(config)`` returns the ASGI app (Starlette behind
-``guard.Guard``), its routes those of ``routes.ROUTES``; its lifespan starts the sampler and
-closes the console's clients.
+"""The console's web app: ``build_app(console)`` returns the ASGI app (Starlette behind
+``guard.Guard``), its routes those of ``routes.ROUTES``; the shared HTTP layer serves it
+(``strom_server.http``), and ``__main__`` starts the sampler and closes the console's clients.
 
 Pages are server-rendered Jinja2 templates with autoescaping on (``pages``, one module per
 area; what they share is in ``web``); ``/fragments/...`` answer the parts that
@@ -9,16 +9,12 @@ area; what they share is in ``web``); ``/fragments/...`` answer the parts that
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 from starlette.applications import Starlette
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from strom_console.config import ConsoleConfig
 from strom_console.guard import Guard
 from strom_console.routes import ROUTES
 from strom_console.web import Console, endpoint
@@ -28,27 +24,17 @@ __all__ = ["Console", "build_app"]
 _HERE = Path(__file__).parent
 
 
-def build_app(
-    config: ConsoleConfig, password: str | None = None, security: dict[str, Any] | None = None
-) -> Guard:
-    """The console's ASGI app for ``config`` (``password``: the login's, None for no login;
-    ``security``: the clients' security options, from ``--command-config``)."""
-    console = Console(config, password, security)
-
-    @contextlib.asynccontextmanager
-    async def lifespan(_app: Starlette) -> AsyncIterator[None]:
-        console.sampler.start()
-        try:
-            yield
-        finally:
-            await console.close()
-
+def build_app(console: Console) -> Guard:
+    """The ASGI app serving ``console``."""
     routes: list[BaseRoute] = [
         Route(r.path, endpoint(console, r.handler), methods=list(r.methods)) for r in ROUTES
     ]
     routes.append(Mount("/static", StaticFiles(directory=_HERE / "static"), name="static"))
-    app = Starlette(routes=routes, lifespan=lifespan)
+    app = Starlette(routes=routes)
     app.state.console = console
     return Guard(
-        app, console.sessions, read_only=config.read_only, login_required=password is not None
+        app,
+        console.sessions,
+        read_only=console.config.read_only,
+        login_required=console.login is not None,
     )

@@ -6,7 +6,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from strom.security import command_config_options
+from strom.errors import ConfigurationError
+from strom.security import SecurityConfig, command_config_options
 from strom_server.runtime.config import ServerConfig, override, setting
 from strom_server.runtime.values import HostPort
 
@@ -91,6 +92,10 @@ class ConsoleConfig:
     log_format: str = override(ServerConfig, "log_format", "json")
     metrics_listen: str = override(ServerConfig, "metrics_listen", "0")
 
+    def __post_init__(self) -> None:
+        # A bad --command-config or login is a configuration error (exit 2), found at load.
+        self.login_password(self.security_options())
+
     def security_options(self) -> dict[str, Any]:
         """The clients' security options from ``command_config`` ({} without one);
         ConfigurationError naming the file for a bad one."""
@@ -105,3 +110,26 @@ class ConsoleConfig:
         if not self.user:
             return None
         return self.password_file.read_text(encoding="utf-8").splitlines()[0]
+
+    def login_password(self, security: dict[str, Any]) -> str | None:
+        """The login password, None without a login; ``ConfigurationError`` when it cannot be
+        read, or when ``security`` (the clients' options) reaches a secure cluster without a
+        login in front of the pages."""
+        if not self.user:
+            if SecurityConfig(**security).enabled:
+                raise ConfigurationError(
+                    "--command-config connects the console to a secure cluster as a privileged "
+                    "user: set --user and --password-file so that its pages need a login"
+                )
+            return None
+        if str(self.password_file) in ("", "."):
+            raise ConfigurationError("--user needs --password-file (a file whose first line is it)")
+        try:
+            password = self.password()
+        except (OSError, IndexError, UnicodeDecodeError) as exc:
+            raise ConfigurationError(
+                f"--password-file {self.password_file}: cannot read a password from it ({exc})"
+            ) from None
+        if not password:
+            raise ConfigurationError(f"--password-file {self.password_file}: the password is empty")
+        return password

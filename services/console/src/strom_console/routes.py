@@ -34,6 +34,7 @@ _POST = ("POST",)
 ROUTES: tuple[PageRoute, ...] = (
     PageRoute("/", overview.page_overview),
     PageRoute("/healthz", overview.healthz),
+    PageRoute("/readyz", overview.readyz),
     PageRoute("/fragments/overview", overview.fragment_overview),
     PageRoute("/topics", topics.page_topics),
     PageRoute("/fragments/topics", topics.fragment_topics),

@@ -17,6 +17,8 @@ import time
 from collections import OrderedDict
 from dataclasses import dataclass
 
+from strom_server.http.auth import password_ok
+
 __all__ = [
     "COOKIE",
     "NOT_CHANGES",
@@ -25,13 +27,14 @@ __all__ = [
     "Session",
     "Sessions",
     "decide",
+    "password_ok",
 ]
 
 COOKIE = "strom_console_session"
 #: POSTs that change nothing in the cluster: allowed in read-only mode (still CSRF-checked).
 NOT_CHANGES = ("/login", "/logout", "/search/")
 #: Reachable without a login.
-PUBLIC_PATHS = ("/login", "/static/", "/healthz")
+PUBLIC_PATHS = ("/login", "/static/", "/healthz", "/readyz")
 
 
 @dataclass
@@ -82,13 +85,6 @@ class Sessions:
         if session is None or not token:
             return False
         return hmac.compare_digest(self.csrf_token(session), token)
-
-
-def password_ok(expected_user: str, expected_password: str, user: str, password: str) -> bool:
-    """Both compared in constant time."""
-    user_ok = hmac.compare_digest(expected_user.encode(), user.encode())
-    password_ok_ = hmac.compare_digest(expected_password.encode(), password.encode())
-    return user_ok and password_ok_
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,7 +18,6 @@ from starlette.datastructures import FormData
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 
-from strom import errors
 from strom.aio import Admin, Producer
 from strom.errors import ConfigurationError, StromError
 from strom.serde import SchemaRegistryClient, SchemaRegistryError
@@ -28,6 +27,8 @@ from strom_console.guard import session_of
 from strom_console.sampler import Sampler, Snapshot
 from strom_console.search import SearchJobs
 from strom_console.security import Sessions
+from strom_server.http.auth import CredentialCheck, OneUser
+from strom_server.http.errors import status_for
 from strom_server.runtime.logs import get_logger
 
 __all__ = [
@@ -39,7 +40,6 @@ __all__ = [
     "form_field",
     "int_param",
     "registry_client",
-    "status_for",
 ]
 
 log = get_logger(__name__)
@@ -59,7 +59,10 @@ class Console:
         self, config: ConsoleConfig, password: str | None, security: dict[str, Any] | None = None
     ) -> None:
         self.config = config
-        self.password = password
+        #: The login's check (``--user``, ``--password-file``); None: no login.
+        self.login: CredentialCheck | None = (
+            OneUser(config.user, password) if password is not None else None
+        )
         #: Where and how every client of the console connects: the gateway, security options.
         self.connection: dict[str, Any] = {
             "bootstrap_servers": config.bootstrap_servers,
@@ -147,7 +150,7 @@ class Console:
             read_only=self.config.read_only,
             schemas=self.registry is not None,
             user=session.user,
-            login=self.password is not None,
+            login=self.login is not None,
             path=request.url.path,
             query=request.url.query,
             **context,
@@ -207,28 +210,6 @@ def form_field(form: FormData, name: str) -> str:
 
 Handler = Callable[[Console, Request], Awaitable[Response]]
 
-_NOT_FOUND = (
-    errors.UnknownTopicOrPartitionError,
-    errors.GroupIdNotFoundError,
-    errors.TransactionalIdNotFoundError,
-)
-_REFUSED = (
-    errors.InvalidTopicError,
-    errors.TopicAlreadyExistsError,
-    errors.InvalidPartitionsError,
-    errors.InvalidReplicationFactorError,
-    errors.InvalidConfigError,
-    errors.InvalidRequestError,
-    errors.PolicyViolationError,
-)
-
-
-def status_for(exc: StromError) -> int:
-    """404 for what does not exist, 400 for what the cluster refused as invalid, else 502."""
-    if isinstance(exc, _NOT_FOUND):
-        return 404
-    return 400 if isinstance(exc, _REFUSED) else 502
-
 
 def endpoint(console: Console, handler: Handler) -> Callable[[Request], Awaitable[Response]]:
     """``handler`` as a Starlette endpoint: a failure is the error page, with its status."""
@@ -236,15 +217,11 @@ def endpoint(console: Console, handler: Handler) -> Callable[[Request], Awaitabl
     async def call(request: Request) -> Response:
         try:
             return await handler(console, request)
-        except (BadInput, ConfigurationError, browse.BrowseError, filters.FilterError) as exc:
+        except (BadInput, browse.BrowseError, filters.FilterError) as exc:
             return console.render(request, "error.html", 400, message=str(exc))
-        except errors.NonEmptyGroupError as exc:
-            return console.render(request, "error.html", 409, message=str(exc))
-        except SchemaRegistryError as exc:
-            status = exc.status if 400 <= exc.status < 500 else 502
-            return console.render(request, "error.html", status, message=str(exc))
-        except StromError as exc:
-            log.info("cluster call failed", path=request.url.path, error=str(exc))
+        except StromError as exc:  # the shared mapping: 404, 400, 409, a registry's 4xx, 502
+            if not isinstance(exc, ConfigurationError | SchemaRegistryError):
+                log.info("cluster call failed", path=request.url.path, error=str(exc))
             return console.render(request, "error.html", status_for(exc), message=str(exc))
 
     return call

@@ -15,22 +15,25 @@ __all__ = ["HEALTH_PATHS", "alive", "health_routes", "readiness"]
 HEALTH_PATHS = ("/healthz", "/readyz")
 
 
-async def alive(_request: Request | None = None) -> Response:
+def alive() -> Response:
+    """``/healthz``'s answer."""
     return PlainTextResponse("ok")
 
 
-def readiness(ready: Callable[[], bool]) -> Callable[[Request], object]:
-    async def readyz(_request: Request) -> Response:
-        if ready():
-            return PlainTextResponse("ready")
-        return PlainTextResponse("not ready", status_code=503)
-
-    return readyz
+def readiness(ready: bool) -> Response:
+    """``/readyz``'s answer."""
+    if ready:
+        return PlainTextResponse("ready")
+    return PlainTextResponse("not ready", status_code=503)
 
 
 def health_routes(ready: Callable[[], bool] = lambda: True) -> list[Route]:
     """``/healthz`` and ``/readyz`` as Starlette routes (GET and HEAD)."""
-    return [
-        Route("/healthz", alive, methods=["GET"]),
-        Route("/readyz", readiness(ready), methods=["GET"]),  # type: ignore[arg-type]
-    ]
+
+    async def healthz(_request: Request) -> Response:
+        return alive()
+
+    async def readyz(_request: Request) -> Response:
+        return readiness(ready())
+
+    return [Route("/healthz", healthz, methods=["GET"]), Route("/readyz", readyz, methods=["GET"])]

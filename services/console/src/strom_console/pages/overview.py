@@ -1,12 +1,15 @@
-"""The overview page (nodes, controllers, totals), its refreshed fragment, and ``/healthz``."""
+"""The overview page (nodes, controllers, totals), its refreshed fragment, and the health
+endpoints (the shared HTTP layer's answers): ``/healthz``, and ``/readyz`` once the sampler
+has reached the cluster."""
 
 from __future__ import annotations
 
 from starlette.requests import Request
-from starlette.responses import PlainTextResponse, Response
+from starlette.responses import Response
 
 from strom_console import overview
 from strom_console.web import Console
+from strom_server.http.health import alive, readiness
 
 
 async def _overview_data(console: Console) -> overview.Overview:
@@ -24,4 +27,8 @@ async def fragment_overview(console: Console, request: Request) -> Response:
 
 
 async def healthz(console: Console, request: Request) -> Response:
-    return PlainTextResponse("ok")
+    return alive()
+
+
+async def readyz(console: Console, request: Request) -> Response:
+    return readiness(console.sampler.snapshot.taken > 0)
