@@ -1,21 +1,25 @@
 """A small client of a Confluent-compatible schema registry (Strom's, Confluent's, Karapace),
-on the standard library's ``http.client`` with one kept-alive connection.
+on httpx2: a pool of kept-alive connections, TLS through an ``ssl.SSLContext``, a timeout on
+every call, no proxy from the environment.
 
 Schemas by id and ids by (subject, schema) are cached without expiry: a registered schema
-never changes. Thread-safe (one lock around the connection). Errors are
-``SchemaRegistryError`` with the registry's HTTP status and ``error_code``.
+never changes. Thread-safe (the pool is; calls from several threads run side by side). A call
+that cannot reach the registry is tried once more on a fresh connection, then is a
+``StromError``; a refusal is ``SchemaRegistryError`` with the registry's HTTP status and
+``error_code``.
 """
 
 from __future__ import annotations
 
 import base64
-import http.client
 import json
 import ssl
 import threading
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote, unquote, urlsplit
+
+import httpx2
 
 from strom.errors import ConfigurationError, StromError
 
@@ -114,29 +118,25 @@ class SchemaRegistryClient:
         if ssl_cafile is not None and not https:
             raise ConfigurationError(f"ssl_cafile {ssl_cafile!r} needs an https:// registry URL")
         self._ssl = ssl.create_default_context(cafile=ssl_cafile) if https else None
-        self._host = parts.hostname
-        self._port = parts.port or (443 if https else 80)
-        self._base = parts.path.rstrip("/")
+        self._base = f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}{parts.path.rstrip('/')}"
         self._timeout = timeout_s
         self._lock = threading.Lock()
-        self._conn: http.client.HTTPConnection | None = None
+        self._client: httpx2.Client | None = None
         self._by_id: dict[int, RegisteredSchema] = {}
         self._ids: dict[tuple[str, str, str, tuple[SchemaReference, ...]], int] = {}
         self._versions: dict[tuple[str, int], RegisteredSchema] = {}
 
     # --- transport -----------------------------------------------------------------------
 
-    def _connection(self) -> http.client.HTTPConnection:
-        if self._conn is None:
-            if self._ssl is not None:
-                self._conn = http.client.HTTPSConnection(
-                    self._host, self._port, timeout=self._timeout, context=self._ssl
+    def _http(self) -> httpx2.Client:
+        with self._lock:
+            if self._client is None:
+                self._client = httpx2.Client(
+                    verify=self._ssl if self._ssl is not None else True,
+                    timeout=self._timeout,
+                    trust_env=False,
                 )
-            else:
-                self._conn = http.client.HTTPConnection(
-                    self._host, self._port, timeout=self._timeout
-                )
-        return self._conn
+            return self._client
 
     def request(self, method: str, path: str, body: Any = None) -> Any:
         """One call; the decoded JSON answer, or ``SchemaRegistryError``."""
@@ -144,37 +144,32 @@ class SchemaRegistryClient:
         headers = {"Accept": _CONTENT_TYPE, "Content-Type": _CONTENT_TYPE}
         if self._auth:
             headers["Authorization"] = self._auth
-        with self._lock:
-            for attempt in (1, 2):
-                conn = self._connection()
-                try:
-                    conn.request(method, self._base + path, body=payload, headers=headers)
-                    answer = conn.getresponse()
-                    raw = answer.read()
-                    break
-                except (http.client.HTTPException, OSError) as exc:
-                    conn.close()
-                    self._conn = None
-                    if attempt == 2:
-                        raise StromError(
-                            f"schema registry at {self.url} unreachable: {exc}"
-                        ) from None
+        for attempt in (1, 2):
+            try:
+                answer = self._http().request(
+                    method, self._base + path, content=payload, headers=headers
+                )
+                break
+            except httpx2.TransportError as exc:  # the pool drops the failed connection
+                if attempt == 2:
+                    raise StromError(f"schema registry at {self.url} unreachable: {exc}") from None
+        raw = answer.content
         try:
             data = json.loads(raw) if raw else None
         except json.JSONDecodeError:
             data = raw.decode(errors="replace")
-        if answer.status >= 400:
+        if answer.status_code >= 400:
             if isinstance(data, dict):
-                code = int(data.get("error_code", answer.status))
-                raise SchemaRegistryError(answer.status, code, str(data.get("message")))
-            raise SchemaRegistryError(answer.status, answer.status, str(data))
+                code = int(data.get("error_code", answer.status_code))
+                raise SchemaRegistryError(answer.status_code, code, str(data.get("message")))
+            raise SchemaRegistryError(answer.status_code, answer.status_code, str(data))
         return data
 
     def close(self) -> None:
         with self._lock:
-            if self._conn is not None:
-                self._conn.close()
-                self._conn = None
+            if self._client is not None:
+                self._client.close()
+                self._client = None
 
     # --- schemas -------------------------------------------------------------------------
 
