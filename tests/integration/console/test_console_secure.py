@@ -1,11 +1,14 @@
 """The console of a secure cluster, started as ``strom cluster up --secure`` starts it: it
 reaches the cluster as the super user (admin.properties), and its pages need the admin's
-login; a stranger gets the login page and nothing else."""
+login; a stranger gets the login page and nothing else. It and the registry answer health and a
+bad password alike (the shared HTTP layer)."""
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import Iterator
 
+import httpx2
 import pytest
 from cluster_testkit import LocalCluster, start_local_cluster
 from conftest import HttpSession
@@ -90,3 +93,37 @@ def test_the_console_reads_the_secure_registry_as_its_user(secured: LocalCluster
     assert client.post("/login", {"user": "admin", "password": password})[0] == 303
     status, body = client.get("/schemas")
     assert status == 200 and "guarded-orders-value" in body, body[:2000]
+
+
+def test_both_http_services_answer_health_and_refuse_a_bad_password_alike(
+    secured: LocalCluster,
+) -> None:
+    """The console and the registry run on the shared HTTP layer: its /healthz and /readyz
+    answer without credentials, and a wrong password for the same user is 401 from both (the
+    registry's HTTP Basic against the SCRAM users, the console's login against its user)."""
+    spec = secured.spec
+    options = secure.admin_options(spec.data_dir)
+    password = str(options["sasl_plain_password"])
+    ca = ssl.create_default_context(cafile=str(options["ssl_cafile"]))
+    registry = httpx2.Client(base_url=spec.registry_url, verify=ca)
+    console = httpx2.Client(base_url=spec.console_url)
+    with registry, console:
+        for service in (registry, console):
+            alive = service.get("/healthz")
+            assert (alive.status_code, alive.text) == (200, "ok"), service.base_url
+        wait_until(
+            lambda: all(s.get("/readyz").text == "ready" for s in (registry, console)),
+            60,
+            "both services ready",
+        )
+        refused = registry.get("/subjects", auth=("admin", password + "-wrong"))
+        assert refused.status_code == 401
+        assert refused.headers["www-authenticate"].startswith("Basic")
+        assert refused.json()["error_code"] == 401
+        assert registry.get("/subjects", auth=("admin", password)).status_code == 200
+
+        login = HttpSession(spec.console_url)
+        login.get("/login")
+        wrong = {"user": "admin", "password": password + "-wrong"}
+        assert login.post("/login", wrong)[0] == 401
+        assert login.post("/login", {"user": "admin", "password": password})[0] == 303
