@@ -1,10 +1,13 @@
 """The shared HTTP layer (strom_server.http): exceptions to statuses, the credential checks,
-and HttpServer serving on 127.0.0.1 (bound port, /healthz, /readyz, graceful stop)."""
+and HttpServer serving on 127.0.0.1 (bound port, /healthz, /readyz, graceful stop, HTTPS with
+client certificates from the security settings)."""
 
 from __future__ import annotations
 
 import asyncio
 import base64
+import ssl
+from pathlib import Path
 
 import httpx2
 import pytest
@@ -23,6 +26,9 @@ from strom_server.http.auth import (
 from strom_server.http.errors import status_for, status_of
 from strom_server.http.health import health_routes
 from strom_server.http.server import HttpServer
+from strom_server.http.tls import HttpTls
+from strom_server.runtime.config import ServerConfig
+from strom_server.security.certificates import LocalCa
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -116,5 +122,39 @@ def test_http_server_serves_health_on_a_bound_port_and_stops() -> None:
         with pytest.raises(httpx2.ConnectError):
             async with httpx2.AsyncClient() as client:
                 await client.get(f"http://127.0.0.1:{port}/healthz")
+
+    asyncio.run(scenario())
+
+
+def test_https_from_the_security_settings_with_client_certificates(tmp_path: Path) -> None:
+    """HttpTls.of(config): SSL with ssl.client.auth=required serves HTTPS to a caller with a
+    certificate of the CA (the peer context presents the service's own, as a forwarded write
+    does) and refuses one without; PLAINTEXT is plain HTTP."""
+    ca = LocalCa(tmp_path / "ca")
+    server_pair = ca.issue("server")
+    config = ServerConfig(
+        security_protocol="SSL",
+        ssl_certfile=str(server_pair.certfile),
+        ssl_keyfile=str(server_pair.keyfile),
+        ssl_cafile=str(ca.cafile),
+        ssl_client_auth="required",
+    )
+    tls = HttpTls.of(config)
+    assert tls.scheme == "https" and HttpTls.of(ServerConfig()).scheme == "http"
+    assert tls.client is not None and tls.server is not None
+
+    async def scenario() -> None:
+        server = HttpServer("127.0.0.1:0", tls=tls.server)
+        port = await server.start(Starlette(routes=health_routes()))
+        url = f"https://127.0.0.1:{port}/healthz"
+        try:
+            async with httpx2.AsyncClient(verify=tls.client) as client:
+                assert (await client.get(url)).text == "ok"
+            anonymous = ssl.create_default_context(cafile=str(ca.cafile))
+            async with httpx2.AsyncClient(verify=anonymous) as client:
+                with pytest.raises(httpx2.TransportError):
+                    await client.get(url)
+        finally:
+            await server.stop()
 
     asyncio.run(scenario())

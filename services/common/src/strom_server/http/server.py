@@ -43,7 +43,8 @@ class HttpServer:
     async def start(self, app: Any) -> int:
         """Bind and serve ``app``; the bound port. ``OSError`` when the address is taken."""
         host, port = split_host_port(self.listen)
-        sock = socket.create_server((host, port))
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        sock = socket.create_server((host, port), family=family)
         self.port = sock.getsockname()[1]
         config = uvicorn.Config(
             app,
