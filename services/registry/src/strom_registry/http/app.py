@@ -89,7 +89,9 @@ def _header(response: Response, name: str, value: str) -> None:
 
 
 def _error(exc: errors.RegistryError) -> Response:
-    return _json(exc.to_json(), exc.status)
+    """Confluent's body, with the status of the layer's one mapping (a ``RegistryError``
+    carries its own)."""
+    return _json(exc.to_json(), status_of(exc))
 
 
 def _flag(request: Request, name: str) -> bool:
@@ -415,17 +417,13 @@ def build_app(node: Node) -> RegistryApp:
         with stats.tracer.start_as_current_span(f"{request.method} {name}") as span:
             try:
                 response = await answer()
-            except errors.RegistryError as exc:
-                response = _error(exc)
-                if exc.status == 401:
-                    _header(response, "WWW-Authenticate", 'Basic realm="strom-registry"')
             except Exception as exc:
-                log.exception("request failed", method=request.method, path=request.url.path)
-                status = status_of(exc)
-                if status == 500:
-                    response = _error(errors.store_error(f"internal error: {exc}"))
-                else:
-                    response = _error(errors.RegistryError(status, status, str(exc)))
+                if not isinstance(exc, errors.RegistryError):  # a bug: 500, 50001
+                    log.exception("request failed", method=request.method, path=request.url.path)
+                    exc = errors.store_error(f"internal error: {exc}")
+                response = _error(exc)
+                if response.status_code == 401:
+                    _header(response, "WWW-Authenticate", 'Basic realm="strom-registry"')
             span.set_attribute("http.response.status_code", response.status_code)
         attributes: dict[str, str | int] = {
             "route": name, "method": request.method, "status": response.status_code,
