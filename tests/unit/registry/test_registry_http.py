@@ -1,7 +1,7 @@
 """The registry's REST API served by the shared HTTP layer on 127.0.0.1, over an in-memory
 store: Confluent's answers at the HTTP level (statuses, error bodies, unknown routes and
-methods, a body that is not JSON), a subject holding a ``/`` sent as ``%2F``, Strom's headers
-as written, and the health endpoints."""
+methods, a body that is not JSON or too large), a subject holding a ``/`` sent as ``%2F``,
+Strom's headers as written, and the health endpoints."""
 
 from __future__ import annotations
 
@@ -88,6 +88,8 @@ def test_confluent_answers_over_http() -> None:
                 )  # fmt: skip
                 assert (bad.status_code, bad.json()["error_code"]) == (400, 400)
                 assert "not JSON" in bad.json()["message"]
+                huge = await http.post("/subjects/x-value/versions", content=b" " * (1 << 21))
+                assert (huge.status_code, huge.json()["error_code"]) == (413, 413)
         finally:
             await server.stop()
             await app.close()

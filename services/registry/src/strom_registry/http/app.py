@@ -55,6 +55,8 @@ CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
 _OFFSET_HEADER = "X-Strom-Registry-Offset"
 _FORWARDED_HEADER = "X-Strom-Registry-Forwarded"
 _CHARSET = "; charset=utf-8"
+#: The largest request body read (aiohttp's default, which the API had before).
+MAX_BODY = 1024 * 1024
 
 Handler = Callable[[Request], Awaitable[Response]]
 
@@ -107,8 +109,20 @@ def _params(request: Request) -> dict[str, Any]:
     return {name: _param(request, name) for name in request.path_params}
 
 
+async def _read(request: Request) -> bytes:
+    """The request's body, at most ``MAX_BODY`` bytes (413 beyond)."""
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > MAX_BODY:
+            raise errors.bad_request(413, f"the body is larger than {MAX_BODY} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
 async def _body(request: Request) -> Any:
-    text = (await request.body()).decode("utf-8", errors="replace")
+    text = (await _read(request)).decode("utf-8", errors="replace")
     try:
         return json.loads(text) if text.strip() else {}
     except json.JSONDecodeError as exc:
@@ -365,7 +379,7 @@ async def forward(node: Node, request: Request, client: httpx2.AsyncClient) -> R
         path_qs += "?" + request.url.query
     try:
         answer = await client.request(
-            request.method, leader.rstrip("/") + path_qs, content=await request.body(),
+            request.method, leader.rstrip("/") + path_qs, content=await _read(request),
             headers=headers,
         )  # fmt: skip
     except httpx2.HTTPError as exc:
