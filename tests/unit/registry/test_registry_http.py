@@ -80,6 +80,8 @@ def test_confluent_answers_over_http() -> None:
                 assert (unknown.status_code, unknown.json()) == (
                     404, {"error_code": 404, "message": "HTTP 404 Not Found"},
                 )  # fmt: skip
+                slash = await http.get("/subjects/")
+                assert (slash.status_code, slash.json()["error_code"]) == (404, 404)
                 method = await http.patch("/subjects")
                 assert (method.status_code, method.json()["error_code"]) == (405, 405)
                 bad = await http.post(

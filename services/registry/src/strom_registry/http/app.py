@@ -485,4 +485,5 @@ def build_app(node: Node) -> RegistryApp:
 
         api.append(Route(path, dispatch, methods=list(by_method)))
     app = Starlette(routes=[*health_routes(), *api], exception_handlers={HTTPException: refused})
+    app.router.redirect_slashes = False  # /subjects/ is 404, as it was
     return RegistryApp(app, clients)
