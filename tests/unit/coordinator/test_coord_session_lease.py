@@ -12,7 +12,8 @@ from group_unitkit import MemoryLog, join, serving_manager
 
 from strom.errors import NotCoordinatorError
 from strom_coordinator.group.api import CommitPartition
-from strom_coordinator.txn.manager import MarkerJob, TransactionManager, TxnConfig
+from strom_coordinator.txn.completion import MarkerJob
+from strom_coordinator.txn.manager import TransactionManager, TxnConfig
 from strom_server.etcd.session_lease import SessionLease
 
 

@@ -23,7 +23,8 @@ from strom.errors import (
     TransactionCoordinatorFencedError,
 )
 from strom_coordinator.txn import records, state
-from strom_coordinator.txn.manager import MarkerJob, TransactionManager, TxnConfig
+from strom_coordinator.txn.completion import MarkerJob
+from strom_coordinator.txn.manager import TransactionManager, TxnConfig
 from strom_coordinator.txn.state import TxnMetadata, TxnState
 
 T = TypeVar("T")

@@ -26,7 +26,8 @@ from strom.errors import (
 )
 from strom.types import StagedTransaction
 from strom_coordinator.txn import records, staged
-from strom_coordinator.txn.manager import MarkerJob, TransactionManager, TxnConfig
+from strom_coordinator.txn.completion import MarkerJob
+from strom_coordinator.txn.manager import TransactionManager, TxnConfig
 from strom_coordinator.txn.staged import Decision, MemberOutcome, RequestKind, StagedState
 from strom_coordinator.txn.state import TxnMetadata, TxnState
 

@@ -6,11 +6,10 @@ COORDINATOR_LOAD_IN_PROGRESS, NOT_COORDINATOR), checked and transformed by the p
 machine (``state``), written to the ``PartitionLog`` (acks=all), and only then applied to the
 in-memory table. Requests of one transactional id run one at a time (a lock per id).
 
-Ending a transaction: the Prepare* state is written, the caller is answered, and a background
-task sends the markers (``MarkerWriter``, retried until acknowledged) and then writes
-Complete*. A partition loaded from the log restarts that task for every Prepare* id it holds;
-unloading a partition cancels its tasks. ``abort_timed_out`` aborts Ongoing transactions past
-their timeout, ``expire`` removes idle ids (tombstones).
+The ids, their locks and the writes are the ``table.TxnTable``. Ending a transaction: the
+Prepare* state is written, the caller is answered, and ``completion.Completions`` sends the
+markers and writes Complete* in the background. ``expiry.TxnExpiry`` aborts Ongoing
+transactions past their timeout and removes idle ids (tombstones).
 
 Safety: one event loop, not thread-safe. Across an await the table may change (a partition can
 be unloaded): every write checks afterwards that the partition is still the same load.
@@ -19,56 +18,41 @@ be unloaded): every write checks afterwards that the partition is still the same
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import contextvars
 import time
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Protocol, TypeVar
 
-from strom.cluster.retry import Backoff
 from strom.errors import (
     BrokerResponseError,
     ConcurrentTransactionsError,
     InvalidProducerIdMappingError,
     InvalidRecordError,
     InvalidRequestError,
-    NotCoordinatorError,
-    StromError,
     TransactionalIdNotFoundError,
-    TransactionCoordinatorFencedError,
 )
-from strom_coordinator.partitions.hosting import HostedPartitions
 from strom_coordinator.partitions.log import PartitionLog
 from strom_coordinator.txn import records, state
-from strom_coordinator.txn.staged_commits import MemberCalls, StagedCommits
-from strom_coordinator.txn.state import (
-    EndAnswer,
-    FreshProducerIdNeeded,
-    TxnMetadata,
-    TxnState,
+from strom_coordinator.txn.completion import (
+    Completions,
+    MarkerWriter,
+    NullTxnStats,
+    TxnStatsListener,
 )
+from strom_coordinator.txn.expiry import TxnExpiry
+from strom_coordinator.txn.staged_commits import MemberCalls, StagedCommits
+from strom_coordinator.txn.state import EndAnswer, TxnMetadata, TxnState
+from strom_coordinator.txn.table import FreshProducerId, TxnTable
 from strom_server.etcd.session_lease import SessionLease
 from strom_server.runtime.logs import get_logger
 
-__all__ = [
-    "MarkerJob",
-    "MarkerWriter",
-    "NullTxnStats",
-    "TransactionManager",
-    "TxnConfig",
-    "TxnStatsListener",
-]
+__all__ = ["TransactionManager", "TxnConfig"]
 
 log = get_logger(__name__)
 
-TRANSACTION_STATE_TOPIC = "__transaction_state"
 OFFSETS_TOPIC = "__consumer_offsets"
 _BACKOFF_S = 0.1
-_BACKOFF_MAX_S = 2.0
 
 TopicPartition = tuple[str, int]
-_T = TypeVar("_T")
 
 
 @dataclass(frozen=True)
@@ -78,46 +62,6 @@ class TxnConfig:
     #: How long InitProducerId, AddPartitionsToTxn and AddOffsetsToTxn wait for the previous
     #: transaction's markers before answering CONCURRENT_TRANSACTIONS (the client retries).
     init_wait_ms: int = 5_000
-
-
-@dataclass(frozen=True)
-class MarkerJob:
-    """The markers ending one transaction."""
-
-    transactional_id: str
-    producer_id: int
-    producer_epoch: int
-    committed: bool
-    coordinator_epoch: int
-    #: Data partitions (``__consumer_offsets`` ones are reached through ``groups``).
-    partitions: tuple[TopicPartition, ...]
-    groups: tuple[str, ...]
-
-
-class MarkerWriter(Protocol):
-    async def write(self, job: MarkerJob) -> None:
-        """Return once every partition leader and group coordinator acknowledged the marker
-        (retrying everything else); raise TransactionCoordinatorFencedError when a leader
-        saw a newer coordinator epoch."""
-        ...
-
-
-class TxnStatsListener(Protocol):
-    def on_markers(self, committed: bool, count: int) -> None:
-        """``count`` markers (partitions and groups) of one transaction were acknowledged."""
-        ...
-
-    def on_staged_commit(self, members: int, failed: int) -> None:
-        """A staged decision of ``members`` members completed, ``failed`` of them lost."""
-        ...
-
-
-class NullTxnStats:
-    def on_markers(self, committed: bool, count: int) -> None:
-        pass
-
-    def on_staged_commit(self, members: int, failed: int) -> None:
-        pass
 
 
 @dataclass(frozen=True)
@@ -141,9 +85,6 @@ class DescribedTransaction:
     error: BrokerResponseError | None = None
 
 
-FreshProducerId = Callable[[], Awaitable[int]]
-
-
 class TransactionManager:
     """Transactional ids of the hosted ``__transaction_state`` partitions."""
 
@@ -161,36 +102,36 @@ class TransactionManager:
         wall_clock_ms: Callable[[], int] | None = None,
         staged_members: MemberCalls | None = None,
     ) -> None:
-        self._log = log
         self._config = config
-        self._fresh = fresh_producer_id
         self._group_partition_for = group_partition_for
-        self._markers = markers
-        self._coordinator_epoch = coordinator_epoch
-        self._on_fenced = on_fenced
-        self._stats: TxnStatsListener = stats or NullTxnStats()
-        self._now = wall_clock_ms or (lambda: int(time.time() * 1000))
-        self._txns: dict[str, TxnMetadata] = {}
-        self._locks: dict[str, asyncio.Lock] = {}
-        #: Load generation of each hosted partition (bumped on load and unload).
-        self._generation: dict[int, int] = {}
-        self._completions: dict[str, asyncio.Task[None]] = {}
-        self._partitions = HostedPartitions(
-            _Loader(self), topic=TRANSACTION_STATE_TOPIC, key_kind="transactional id"
-        )
+        now = wall_clock_ms or (lambda: int(time.time() * 1000))
+        self._now = now
+        stats_: TxnStatsListener = stats or NullTxnStats()
+        self._table = TxnTable(log, _Loader(self), fresh_producer_id=fresh_producer_id)
+        self._partitions = self._table.partitions
+        self._txns = self._table.txns
+        self._completions = Completions(
+            self._table, markers, coordinator_epoch=coordinator_epoch, on_fenced=on_fenced,
+            stats=stats_, wall_clock_ms=now,
+        )  # fmt: skip
+        table = self._table
         #: The staged commits (commit ids) of the same partitions.
         self.staged = StagedCommits(
             log,
             route=self._partitions.route,
-            partition_of=self._partition_of,
-            check=self._check,
+            partition_of=table.partition_of,
+            check=table.check,
             is_served=self._partitions.is_served,
-            check_generation=self._check_generation,
-            generation=lambda partition: self._generation.get(partition, 0),
+            check_generation=table.check_generation,
+            generation=table.generation,
             members=staged_members,
-            stats=self._stats,
-            wall_clock_ms=self._now,
+            stats=stats_,
+            wall_clock_ms=now,
         )
+        self._expiry = TxnExpiry(
+            table, self._completions, self.staged,
+            expiration_ms=config.transactional_id_expiration_ms, wall_clock_ms=now,
+        )  # fmt: skip
 
     # -- hosted partitions (called by the process: ownership.PartitionHost) -------------------
 
@@ -255,39 +196,39 @@ class TransactionManager:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self._config.init_wait_ms / 1000
         while True:
-            async with self._lock(transactional_id):
-                generation = self._check(partition)
+            async with self._table.lock(transactional_id):
+                generation = self._table.check(partition)
                 meta = self._txns.get(transactional_id)
                 if meta is None:
                     if state.resumes(producer_id, producer_epoch, None):
                         raise InvalidProducerIdMappingError(
                             f"{transactional_id!r} has no producer id {producer_id}"
                         )
-                    fresh = await self._fresh()
+                    fresh = await self._table.fresh_producer_id()
                     created = state.new_transactional_id(
                         transactional_id, fresh, timeout_ms, self._now()
                     )
-                    await self._write(partition, generation, created)
+                    await self._table.write(partition, generation, created)
                     return fresh, 0
                 blocker = state.init_producer_blocker(meta, producer_id, producer_epoch)
                 if blocker is None:
-                    bumped = await self._with_fresh(
+                    bumped = await self._table.with_fresh(
                         lambda fresh, m=meta: state.init_producer(  # type: ignore[misc]
                             m, timeout_ms, self._now(), fresh
                         )
                     )
-                    await self._write(partition, generation, bumped)
+                    await self._table.write(partition, generation, bumped)
                     return bumped.producer_id, bumped.producer_epoch
                 if blocker is TxnState.ONGOING:
-                    prepared = await self._with_fresh(
+                    prepared = await self._table.with_fresh(
                         lambda fresh, m=meta: state.abort_open(  # type: ignore[misc]
                             m, self._now(), fresh, by_timeout=False
                         )
                     )
-                    await self._write(partition, generation, prepared)
-                    self._start_completion(partition, generation, prepared)
+                    await self._table.write(partition, generation, prepared)
+                    self._completions.start(partition, generation, prepared)
                     producer_id = -1  # our own abort moved the epoch on
-                completion = self._completions.get(transactional_id)
+                completion = self._completions.running(transactional_id)
             # Wait (without the lock) for the markers of the ending transaction.
             remaining = deadline - loop.time()
             if remaining <= 0:
@@ -350,10 +291,10 @@ class TransactionManager:
         follow in the background. ``keep_epoch``: a client before KIP-890 part 2 (no bump)."""
         state.check_transactional_id(transactional_id)
         partition = self._partitions.route(transactional_id)
-        async with self._lock(transactional_id):
-            generation = self._check(partition)
-            meta = self._known(transactional_id, producer_id)
-            answer: EndAnswer = await self._with_fresh(
+        async with self._table.lock(transactional_id):
+            generation = self._table.check(partition)
+            meta = self._table.known(transactional_id, producer_id)
+            answer: EndAnswer = await self._table.with_fresh(
                 lambda fresh: state.end_txn(
                     meta,
                     producer_id,
@@ -365,8 +306,8 @@ class TransactionManager:
                 )
             )
             if answer.metadata is not None:
-                await self._write(partition, generation, answer.metadata)
-                self._start_completion(partition, generation, answer.metadata)
+                await self._table.write(partition, generation, answer.metadata)
+                self._completions.start(partition, generation, answer.metadata)
             return answer.producer_id, answer.producer_epoch
 
     async def list_transactions(
@@ -381,7 +322,7 @@ class TransactionManager:
         wanted_ids = set(producer_ids)
         now = self._now()
         found = []
-        for meta in sorted(self._served(), key=lambda m: m.transactional_id):
+        for meta in sorted(self._table.served(), key=lambda m: m.transactional_id):
             tid = meta.transactional_id
             if not tid.startswith(prefix):
                 continue
@@ -412,139 +353,22 @@ class TransactionManager:
                 described.append(DescribedTransaction(tid, None, exc))
         return described
 
-    # -- background work -----------------------------------------------------------------------
+    # -- background work (the process's ticks) -------------------------------------------------
 
     async def abort_timed_out(self) -> int:
-        """Abort every Ongoing transaction past its timeout (PrepareAbort now, markers and
-        CompleteAbort in the background); returns how many."""
-        now = self._now()
-        due = [m for m in self._served() if state.timed_out(m, now)]
-        aborted = 0
-        for meta in due:
-            tid = meta.transactional_id
-            partition = self._partitions.partition_for(tid)
-            try:
-                async with self._lock(tid):
-                    generation = self._check(partition)
-                    current = self._txns.get(tid)
-                    if current is None or not state.timed_out(current, self._now()):
-                        continue
-                    prepared = await self._with_fresh(
-                        lambda fresh, m=current: state.abort_open(  # type: ignore[misc]
-                            m, self._now(), fresh, by_timeout=True
-                        )
-                    )
-                    await self._write(partition, generation, prepared)
-                    self._start_completion(partition, generation, prepared)
-                    aborted += 1
-                    log.info("transaction timed out: aborting", transactional_id=tid,
-                             producer_id=meta.producer_id, producer_epoch=meta.producer_epoch,
-                             timeout_ms=meta.timeout_ms)  # fmt: skip
-            except StromError as exc:
-                log.warning("aborting a timed-out transaction failed", transactional_id=tid,
-                            error=str(exc))  # fmt: skip
-        return aborted
+        """Abort every Ongoing transaction past its timeout; returns how many."""
+        return await self._expiry.abort_timed_out()
 
     async def expire(self) -> int:
-        """Remove ids idle for transactional.id.expiration.ms (tombstones), and staged-commit
-        decisions as old; returns how many."""
-        now = self._now()
-        limit = self._config.transactional_id_expiration_ms
-        removed_decisions = await self.staged.expire(limit)
-        due = [m.transactional_id for m in self._served() if state.expired(m, now, limit)]
-        removed = 0
-        for tid in due:
-            partition = self._partitions.partition_for(tid)
-            try:
-                async with self._lock(tid):
-                    generation = self._check(partition)
-                    current = self._txns.get(tid)
-                    if current is None or not state.expired(current, self._now(), limit):
-                        continue
-                    await self._log.append(partition, [(records.transaction_key(tid), None)])
-                    self._check_generation(partition, generation)
-                    del self._txns[tid]
-                    self._locks.pop(tid, None)
-                    removed += 1
-            except StromError as exc:
-                log.warning("expiring a transactional id failed", transactional_id=tid,
-                            error=str(exc))  # fmt: skip
-        return removed + removed_decisions
+        """Remove idle ids and staged-commit decisions as old; returns how many."""
+        return await self._expiry.expire()
 
     async def close(self) -> None:
         """Cancel every completion task (the process is stopping)."""
         await self.staged.close()
-        tasks = list(self._completions.values())
-        for task in tasks:
-            task.cancel()
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        await self._completions.close()
 
     # -- plumbing ------------------------------------------------------------------------------
-
-    def _served(self) -> list[TxnMetadata]:
-        """The states of the ids of served partitions (not of those still loading)."""
-        return [
-            meta
-            for tid, meta in self._txns.items()
-            if (p := self._partition_of(tid)) is not None and self._partitions.is_served(p)
-        ]
-
-    def _lock(self, transactional_id: str) -> asyncio.Lock:
-        lock = self._locks.get(transactional_id)
-        if lock is None:
-            lock = self._locks[transactional_id] = asyncio.Lock()
-        return lock
-
-    def _check(self, partition: int) -> int:
-        """The partition's load generation; NOT_COORDINATOR when it is not served (any more)."""
-        if not self._partitions.is_served(partition):
-            raise NotCoordinatorError(
-                f"this coordinator does not own {TRANSACTION_STATE_TOPIC}-{partition} (any more)"
-            )
-        return self._generation.get(partition, 0)
-
-    def _check_generation(self, partition: int, generation: int) -> None:
-        if self._generation.get(partition, 0) != generation or not self._partitions.is_served(
-            partition
-        ):
-            raise NotCoordinatorError(
-                f"{TRANSACTION_STATE_TOPIC}-{partition} moved to another coordinator"
-            )
-
-    def _known(self, transactional_id: str, producer_id: int) -> TxnMetadata:
-        meta = self._txns.get(transactional_id)
-        if meta is None:
-            raise InvalidProducerIdMappingError(
-                f"{transactional_id!r} has no producer id {producer_id}: call InitProducerId"
-            )
-        return meta
-
-    async def _with_fresh(self, transition: Callable[[int | None], _T]) -> _T:
-        """Run ``transition``; on epoch overflow once more with a fresh producer id."""
-        try:
-            return transition(None)
-        except FreshProducerIdNeeded:
-            return transition(await self._fresh())
-
-    async def _queue_write(self, partition: int, meta: TxnMetadata) -> asyncio.Future[None]:
-        """Start persisting ``meta`` and return the write to await: once this returns, the
-        record has its place in the partition's log order (``PartitionLog`` orders appends
-        by call), ahead of any write started later."""
-        key = records.transaction_key(meta.transactional_id)
-        write = asyncio.ensure_future(
-            self._log.append(partition, [(key, records.encode_value(meta))])
-        )
-        await asyncio.sleep(0)  # the append runs up to its first suspension: it is queued
-        return write
-
-    async def _write(self, partition: int, generation: int, meta: TxnMetadata) -> None:
-        """Persist ``meta`` (acks=all), then make it the id's state."""
-        key = records.transaction_key(meta.transactional_id)
-        await self._log.append(partition, [(key, records.encode_value(meta))])
-        self._check_generation(partition, generation)
-        self._txns[meta.transactional_id] = meta
 
     async def _add(
         self,
@@ -562,9 +386,9 @@ class TransactionManager:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self._config.init_wait_ms / 1000
         while True:
-            async with self._lock(transactional_id):
-                generation = self._check(partition)
-                meta = self._known(transactional_id, producer_id)
+            async with self._table.lock(transactional_id):
+                generation = self._table.check(partition)
+                meta = self._table.known(transactional_id, producer_id)
                 try:
                     updated = state.add_partitions(
                         meta, producer_id, producer_epoch, partitions, groups, now_ms=self._now()
@@ -572,103 +396,22 @@ class TransactionManager:
                 except ConcurrentTransactionsError:
                     # The producer's previous transaction is still writing its markers: wait
                     # here for them (a few ms) rather than have the client poll with backoff.
-                    completion = self._completions.get(transactional_id)
+                    completion = self._completions.running(transactional_id)
                     if completion is None or loop.time() >= deadline:
                         raise
                 else:
                     if updated is not None:
-                        await self._write(partition, generation, updated)
+                        await self._table.write(partition, generation, updated)
                     return
             await asyncio.wait({completion}, timeout=max(0.0, deadline - loop.time()))
-
-    def _start_completion(self, partition: int, generation: int, meta: TxnMetadata) -> None:
-        tid = meta.transactional_id
-        previous = self._completions.get(tid)
-        if previous is not None and not previous.done():
-            return
-        # A context of its own: the request that started it (its log fields) is long gone.
-        task = asyncio.get_running_loop().create_task(
-            self._complete(partition, generation, meta),
-            name=f"txn-markers-{tid}",
-            context=contextvars.Context(),
-        )
-        self._completions[tid] = task
-
-        def forget(done: asyncio.Task[None]) -> None:
-            if self._completions.get(tid) is done:
-                del self._completions[tid]
-
-        task.add_done_callback(forget)
-
-    async def _complete(self, partition: int, generation: int, meta: TxnMetadata) -> None:
-        """Send the markers of a Prepare* transaction, then write Complete* (both retried for
-        as long as this load of the partition lasts)."""
-        tid = meta.transactional_id
-        coordinator_epoch = self._coordinator_epoch(partition)
-        if coordinator_epoch is None:
-            return
-        job = MarkerJob(
-            transactional_id=tid,
-            producer_id=meta.txn_producer_id,
-            producer_epoch=meta.txn_epoch,
-            committed=meta.state.committing,
-            coordinator_epoch=coordinator_epoch,
-            partitions=tuple(sorted(tp for tp in meta.partitions if tp[0] != OFFSETS_TOPIC)),
-            groups=tuple(sorted(meta.groups)),
-        )
-        backoff = Backoff(_BACKOFF_S, _BACKOFF_MAX_S)
-        while True:
-            try:
-                await self._markers.write(job)
-                break
-            except TransactionCoordinatorFencedError as exc:
-                log.warning("fenced while writing markers: giving the partition up",
-                            transactional_id=tid, partition=partition, error=str(exc))  # fmt: skip
-                self._on_fenced(partition)
-                return
-            except Exception:  # the writer retries what it knows; anything else: again
-                log.exception("writing markers failed; retrying", transactional_id=tid)
-                await backoff.sleep()
-        self._stats.on_markers(job.committed, len(job.partitions) + len(job.groups))
-        backoff.reset()
-        completed: TxnMetadata | None = None
-        while self._generation.get(partition, 0) == generation:
-            try:
-                async with self._lock(tid):
-                    self._check_generation(partition, generation)
-                    current = self._txns.get(tid)
-                    if current is not None and current.state.preparing:
-                        completed = state.complete(current, self._now())
-                    elif current is None or current is not completed:
-                        return  # gone, or a newer state was written after ours
-                    # Queued under the lock but awaited outside it: the markers are
-                    # acknowledged, so the producer's next transaction (waiting for this one)
-                    # may go on at once; its own record is queued after this one in the
-                    # partition's log order (often in the same batch). Until this write is
-                    # acknowledged the log still says Prepare*, whose markers a reload
-                    # re-sends harmlessly.
-                    written = await self._queue_write(partition, completed)
-                    self._txns[tid] = completed
-                await written
-                log.debug("transaction completed", transactional_id=tid,
-                          state=completed.state.value)  # fmt: skip
-                return
-            except NotCoordinatorError:
-                return
-            except StromError as exc:
-                log.warning("writing the completed state failed; retrying",
-                            transactional_id=tid, error=str(exc))  # fmt: skip
-                await backoff.sleep()
 
     # -- the loader's side ---------------------------------------------------------------------
 
     def _drop_partition(self, partition: int) -> None:
-        self._generation[partition] = self._generation.get(partition, 0) + 1
-        for tid in [t for t in self._txns if self._partition_of(t) == partition]:
+        self._table.bump_generation(partition)
+        for tid in [t for t in self._txns if self._table.partition_of(t) == partition]:
             del self._txns[tid]
-            task = self._completions.pop(tid, None)
-            if task is not None:
-                task.cancel()
+            self._completions.cancel(tid)
         self.staged.drop_partition(partition)
 
     def _replay(self, partition: int, key: bytes | None, value: bytes | None) -> None:
@@ -688,19 +431,13 @@ class TransactionManager:
             log.warning("transaction state record skipped", partition=partition, error=str(exc))
 
     def _partition_loaded(self, partition: int) -> None:
-        generation = self._generation.get(partition, 0)
+        generation = self._table.generation(partition)
         for tid, meta in list(self._txns.items()):
-            if meta.state.preparing and self._partition_of(tid) == partition:
+            if meta.state.preparing and self._table.partition_of(tid) == partition:
                 log.info("completing a transaction of a loaded partition", transactional_id=tid,
                          state=meta.state.value)  # fmt: skip
-                self._start_completion(partition, generation, meta)
+                self._completions.start(partition, generation, meta)
         self.staged.partition_loaded(partition)
-
-    def _partition_of(self, transactional_id: str) -> int | None:
-        try:
-            return self._partitions.partition_for(transactional_id)
-        except StromError:
-            return None
 
 
 class _Loader:

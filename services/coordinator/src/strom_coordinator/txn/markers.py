@@ -32,7 +32,7 @@ from strom.errors import (
 from strom.protocol.v1 import common_pb2, coordinator_pb2_grpc, transaction_pb2
 from strom.security import default_security
 from strom.types import TopicPartition
-from strom_coordinator.txn.manager import MarkerJob
+from strom_coordinator.txn.completion import MarkerJob
 from strom_server.runtime.logs import get_logger
 
 __all__ = ["GroupLocator", "MarkerSender"]
@@ -50,7 +50,7 @@ GroupLocator = Callable[[str], tuple[str, int] | None]
 
 
 class MarkerSender:
-    """Implements ``txn.manager.MarkerWriter`` (see the module docstring)."""
+    """Implements ``txn.completion.MarkerWriter`` (see the module docstring)."""
 
     def __init__(
         self, cluster: ClusterClient, locate_group: GroupLocator, *, timeout_s: float = 10.0
