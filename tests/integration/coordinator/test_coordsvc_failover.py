@@ -28,8 +28,8 @@ from coordsvc_testkit import (
 )
 from strom_testkit import free_port, wait_until
 
-from strom_coordinator.ownership import preferred
 from strom_coordinator.partitions.hosting import java_string_hash
+from strom_coordinator.runtime.ownership import preferred
 
 pytestmark = pytest.mark.integration
 

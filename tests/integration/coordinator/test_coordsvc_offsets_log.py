@@ -19,8 +19,8 @@ from strom.errors import NotCoordinatorError, StromError
 from strom.protocol.v1 import controller_pb2, storage_pb2
 from strom.records import decode_batches
 from strom.types import TopicPartition
-from strom_coordinator.loader import read_partition
-from strom_coordinator.offsets_log import OffsetsLog
+from strom_coordinator.runtime.loader import read_partition
+from strom_coordinator.runtime.writer import InternalTopicWriter
 
 pytestmark = pytest.mark.integration
 
@@ -93,7 +93,7 @@ def test_group_commit_keeps_each_callers_records_in_one_batch(cluster: LocalClus
         async def no_reinit(partition: int) -> tuple[int, int]:
             raise AssertionError("no write failed")
 
-        log = OffsetsLog(client, timeout_s=20, reinit=no_reinit, topic="log-batches")
+        log = InternalTopicWriter(client, timeout_s=20, reinit=no_reinit, topic="log-batches")
         log.open(0, *producer)
         await log.append(0, [(b"first", b"v")])
         callers = [[(f"c{i}-{j}".encode(), b"v") for j in range(i % 3 + 1)] for i in range(20)]
@@ -131,11 +131,11 @@ def test_a_bumped_epoch_fences_the_previous_writer(cluster: LocalCluster) -> Non
         async def no_reinit(partition: int) -> tuple[int, int]:
             raise AssertionError("no reinit expected")
 
-        old = OffsetsLog(client, timeout_s=20, reinit=no_reinit, on_fenced=fenced.append,
-                         topic="log-fence")  # fmt: skip
+        old = InternalTopicWriter(client, timeout_s=20, reinit=no_reinit, on_fenced=fenced.append,
+                                  topic="log-fence")  # fmt: skip
         old.open(0, *await init_producer(client, "__strom_test-tid-fence"))
         await old.append(0, [(b"old-1", b"v")])
-        new = OffsetsLog(client, timeout_s=20, reinit=no_reinit, topic="log-fence")
+        new = InternalTopicWriter(client, timeout_s=20, reinit=no_reinit, topic="log-fence")
         new.open(0, *await init_producer(client, "__strom_test-tid-fence"))  # bumps the epoch
         await new.append(0, [(b"new-1", b"v")])
         with pytest.raises(NotCoordinatorError):
@@ -164,7 +164,7 @@ def test_a_timed_out_write_fails_retriably_and_the_next_bumps_the_epoch(
             reinits.append(await init_producer(client, "__strom_test-tid-timeout"))
             return reinits[-1]
 
-        log = OffsetsLog(client, timeout_s=1.0, reinit=reinit, topic="log-timeout")
+        log = InternalTopicWriter(client, timeout_s=1.0, reinit=reinit, topic="log-timeout")
         first = await init_producer(client, "__strom_test-tid-timeout")
         log.open(0, *first)
         with pytest.raises(StromError) as failed:

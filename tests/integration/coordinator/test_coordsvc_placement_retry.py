@@ -15,10 +15,11 @@ from pathlib import Path
 
 from strom.cluster import ClusterClient
 from strom.errors import CoordinatorLoadInProgressError
-from strom_coordinator.offsets_log import OffsetsLog
-from strom_coordinator.ownership import PartitionOwnership, offsets_ownership
+from strom_coordinator.group import records as group_records
 from strom_coordinator.partitions.hosting import HostedPartitions
-from strom_coordinator.registration import CoordinatorRegistration
+from strom_coordinator.runtime.ownership import PartitionOwnership, offsets_ownership
+from strom_coordinator.runtime.registration import CoordinatorRegistration
+from strom_coordinator.runtime.writer import InternalTopicWriter
 from strom_server.etcd.keys import ClusterKeys, encode_value
 from strom_server.etcd.process import EtcdProcess
 from strom_server.etcd.store import EtcdStore
@@ -55,16 +56,16 @@ async def _scenario(endpoint: str) -> None:
     store = EtcdStore([endpoint])
     keys = ClusterKeys("/placement")
     registration = CoordinatorRegistration(store, keys, coordinator_id=1, ttl_s=1)
-    spec = offsets_ownership(keys)
+    spec = offsets_ownership(keys, group_records.ownership_marker)
     host = HostedPartitions(NoState(), topic=spec.topic, key_kind="group")
     cluster = ClusterClient("127.0.0.1:1", request_timeout_ms=500)  # no gateway: nothing loads
 
     async def reinit(partition: int) -> tuple[int, int]:
         raise CoordinatorLoadInProgressError("no gateway in this test")
 
+    writer = InternalTopicWriter(cluster, timeout_s=1, reinit=reinit, topic=spec.topic)
     ownership = PartitionOwnership(
-        registration, spec, host, OffsetsLog(cluster, timeout_s=1, reinit=reinit), cluster,
-        request_timeout_s=0.5,
+        registration, spec, host, writer, cluster, request_timeout_s=0.5
     )  # fmt: skip
     await registration.start("127.0.0.1", 1)
     ownership.start()

@@ -8,7 +8,7 @@ import pytest
 from strom.errors import ConfigurationError
 from strom_coordinator.config import DEFAULT_LISTEN, CoordinatorConfig
 from strom_coordinator.group.config import GroupConfig
-from strom_coordinator.ownership import preferred, transaction_state_id, transactional_id
+from strom_coordinator.runtime.ownership import preferred, transaction_state_id, transactional_id
 from strom_server.runtime.config import load_config
 
 

@@ -10,8 +10,7 @@ of the ``__consumer_offsets`` and ``__transaction_state`` partitions.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-from collections.abc import Awaitable, Callable
+from functools import partial
 
 from strom.aio import Admin
 from strom.cluster import ClusterClient
@@ -19,18 +18,19 @@ from strom.errors import StromError
 from strom.protocol.v1.coordinator_pb2_grpc import add_GroupCoordinatorServicer_to_server
 from strom.protocol.v1.transaction_pb2_grpc import add_TransactionCoordinatorServicer_to_server
 from strom.types import TopicPartition
-from strom_coordinator.config import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, CoordinatorConfig
-from strom_coordinator.directory import CoordinatorDirectory, TopicSettings
+from strom_coordinator.config import OFFSETS_TOPIC, CoordinatorConfig
+from strom_coordinator.directory import GROUP, TRANSACTION, CoordinatorDirectory, TopicSettings
+from strom_coordinator.group import records as group_records
 from strom_coordinator.group.expiry import expire_periodically
 from strom_coordinator.group.manager import GroupManager
-from strom_coordinator.offsets_log import OffsetsLog
-from strom_coordinator.ownership import (
-    PartitionOwnership,
+from strom_coordinator.runtime.ownership import (
     init_producer_id,
     offsets_ownership,
     transaction_ownership,
 )
-from strom_coordinator.registration import CoordinatorRegistration
+from strom_coordinator.runtime.registration import CoordinatorRegistration
+from strom_coordinator.runtime.runtime import CoordinatorRuntime
+from strom_coordinator.runtime.shard import ShardContext, Tick
 from strom_coordinator.servicer import GroupCoordinatorServicer
 from strom_coordinator.staged_members import CoordinatorMembers
 from strom_coordinator.stats import CoordinatorStats, LagTracker
@@ -73,162 +73,97 @@ def _txn_config(config: CoordinatorConfig) -> TxnConfig:
     )
 
 
+def _ticks(config: CoordinatorConfig, groups: GroupManager, txns: TransactionManager) -> list[Tick]:
+    """Expiry of offsets and groups, aborts of timed-out transactions, expiry of idle ids."""
+    offsets_s = config.offsets_retention_check_interval_ms / 1000
+    aborts_s = config.transaction_abort_timed_out_transaction_cleanup_interval_ms / 1000
+    ids_s = config.transaction_remove_expired_transaction_cleanup_interval_ms / 1000
+    return [
+        Tick("coordinator-expiry", lambda: expire_periodically(groups.expire, offsets_s)),
+        Tick("coordinator-txn-timeouts", lambda: every(
+            aborts_s, txns.abort_timed_out, "abort timed-out transactions")),
+        Tick("coordinator-txn-expiry", lambda: every(
+            ids_s, txns.expire, "expire transactional ids")),
+    ]  # fmt: skip
+
+
+def _topic_settings(config: CoordinatorConfig) -> dict[int, TopicSettings]:
+    """How FindCoordinator creates each internal topic on first use, by key type."""
+    return {
+        GROUP: TopicSettings(config.offsets_topic_num_partitions,
+                             config.offsets_topic_replication_factor,
+                             config.offsets_topic_segment_bytes),
+        TRANSACTION: TopicSettings(config.transaction_state_log_num_partitions,
+                                   config.transaction_state_log_replication_factor,
+                                   config.transaction_state_log_segment_bytes),
+    }  # fmt: skip
+
+
 async def build(config: CoordinatorConfig, server: GrpcServer) -> None:
     timeout_s = _REQUEST_TIMEOUT_MS / 1000
     write_timeout_s = config.offsets_commit_timeout_ms / 1000
     store = EtcdStore(config.etcd_endpoints)
-    cluster = ClusterClient(
-        config.bootstrap_servers,
-        request_timeout_ms=_REQUEST_TIMEOUT_MS,
-        client_id=f"strom-coordinator-{config.coordinator_id}",
-    )
+    cluster = ClusterClient(config.bootstrap_servers, request_timeout_ms=_REQUEST_TIMEOUT_MS,
+                            client_id=f"strom-coordinator-{config.coordinator_id}")  # fmt: skip
     admin = Admin(config.bootstrap_servers, request_timeout_ms=_REQUEST_TIMEOUT_MS)
     stats = CoordinatorStats()
     keys = ClusterKeys(config.etcd_prefix)
     registration = CoordinatorRegistration(
         store, keys, coordinator_id=config.coordinator_id, ttl_s=config.lease_ttl_s
     )
-    ownerships: dict[str, PartitionOwnership] = {}
-
-    def reinit_for(topic: str) -> Callable[[int], Awaitable[tuple[int, int]]]:
-        async def reinit(partition: int) -> tuple[int, int]:
-            return await ownerships[topic].init_producer(partition)
-
-        return reinit
-
-    def fenced_for(topic: str) -> Callable[[int], None]:
-        def fenced(partition: int) -> None:
-            if topic in ownerships:
-                ownerships[topic].fenced(partition)
-
-        return fenced
-
-    # Groups: __consumer_offsets.
-    offsets_log = OffsetsLog(
-        cluster,
-        timeout_s=write_timeout_s,
-        reinit=reinit_for(OFFSETS_TOPIC),
-        on_fenced=fenced_for(OFFSETS_TOPIC),
+    runtime = CoordinatorRuntime(
+        registration, cluster, write_timeout_s=write_timeout_s, request_timeout_s=timeout_s
     )
-    verifier = GatewayTxnVerifier(cluster, timeout_s=timeout_s)
-    manager = GroupManager(offsets_log, config.group_config(), stats=stats, verifier=verifier)
-    manager.use_session(registration.session)
-    ownership = ownerships[OFFSETS_TOPIC] = PartitionOwnership(
-        registration, offsets_ownership(keys), manager, offsets_log, cluster,
-        request_timeout_s=timeout_s,
-    )  # fmt: skip
-    directory = CoordinatorDirectory(ownership, manager.partition_for, admin, config)
-
-    # Transactions: __transaction_state.
-    def locate_group(group_id: str) -> tuple[str, int] | None:
-        try:
-            partition = manager.partition_for(group_id)
-        except StromError:
-            return None
-        owner = ownership.owners.get(partition)
-        member = registration.members.get(owner.coordinator_id) if owner else None
-        return None if member is None else (f"{member.host}:{member.port}", partition)
 
     async def fresh_producer_id() -> int:
         return (await init_producer_id(cluster, "", timeout_s))[0]
 
-    def txn_owner_epoch(partition: int) -> int | None:
-        return ownerships[TRANSACTION_STATE_TOPIC].owner_epoch(partition)
-
-    txn_log = OffsetsLog(
-        cluster,
-        timeout_s=write_timeout_s,
-        reinit=reinit_for(TRANSACTION_STATE_TOPIC),
-        on_fenced=fenced_for(TRANSACTION_STATE_TOPIC),
-        topic=TRANSACTION_STATE_TOPIC,
-    )
+    # Groups: __consumer_offsets; transactions: __transaction_state.
+    verifier = GatewayTxnVerifier(cluster, timeout_s=timeout_s)
+    offsets = offsets_ownership(keys, group_records.ownership_marker)
+    groups = runtime.host(offsets, lambda ctx: GroupManager(
+        ctx.log, config.group_config(), stats=stats, verifier=verifier))  # fmt: skip
+    locate_group = partial(runtime.locate, OFFSETS_TOPIC)
     markers = MarkerSender(cluster, locate_group, timeout_s=write_timeout_s)
     staged_members = CoordinatorMembers(cluster, timeout_s=timeout_s)
-    txn_manager = TransactionManager(
-        txn_log,
-        _txn_config(config),
-        fresh_producer_id=fresh_producer_id,
-        group_partition_for=manager.partition_for,
-        markers=markers,
-        coordinator_epoch=txn_owner_epoch,
-        on_fenced=fenced_for(TRANSACTION_STATE_TOPIC),
-        stats=stats,
-        staged_members=staged_members,
-    )
-    staged_members.local = txn_manager
-    txn_manager.use_session(registration.session)
-    txn_ownership = ownerships[TRANSACTION_STATE_TOPIC] = PartitionOwnership(
-        registration, transaction_ownership(keys, txn_records.ownership_marker), txn_manager,
-        txn_log, cluster, request_timeout_s=timeout_s,
-    )  # fmt: skip
-    directory.add_transactions(
-        txn_ownership,
-        txn_manager.partition_for,
-        TopicSettings(
-            config.transaction_state_log_num_partitions,
-            config.transaction_state_log_replication_factor,
-            config.transaction_state_log_segment_bytes,
-        ),
-    )
+
+    def transactions(ctx: ShardContext) -> TransactionManager:
+        return TransactionManager(
+            ctx.log, _txn_config(config), fresh_producer_id=fresh_producer_id,
+            group_partition_for=groups.shard.partition_for, markers=markers,
+            coordinator_epoch=ctx.owner_epoch, on_fenced=ctx.fenced, stats=stats,
+            staged_members=staged_members,
+        )  # fmt: skip
+
+    txns = runtime.host(transaction_ownership(keys, txn_records.ownership_marker), transactions)
+    staged_members.local = txns.shard
+    for tick in _ticks(config, groups.shard, txns.shard):
+        runtime.every(tick)
+    directory = CoordinatorDirectory(admin)
+    for key_type, hosted in ((GROUP, groups), (TRANSACTION, txns)):
+        settings = _topic_settings(config)[key_type]
+        directory.add(key_type, hosted.ownership, hosted.shard.partition_for, settings)
 
     server.add_service(add_GroupCoordinatorServicer_to_server,
-                       GroupCoordinatorServicer(manager, directory))  # fmt: skip
-    txn_servicer = TransactionCoordinatorServicer(txn_manager, config.coordinator_id)
+                       GroupCoordinatorServicer(groups.shard, directory))  # fmt: skip
+    txn_servicer = TransactionCoordinatorServicer(txns.shard, config.coordinator_id)
     server.add_service(add_TransactionCoordinatorServicer_to_server, txn_servicer)
-    lag = LagTracker(cluster, lambda: _committed(manager), asyncio.get_running_loop())
-    stats.watch(manager.group_counts_by_state, lambda: len(ownership.loaded()), lag)
-    stats.watch_transactions(txn_manager.counts_by_state, lambda: len(txn_ownership.loaded()))
+    lag = LagTracker(cluster, lambda: _committed(groups.shard), asyncio.get_running_loop())
+    stats.watch(groups.shard.group_counts_by_state, groups.loaded_count, lag)
+    stats.watch_transactions(txns.shard.counts_by_state, txns.loaded_count)
 
     await server.start()  # the bound port goes into the registration
     # Not ready (health NOT_SERVING) until registered in etcd.
     for name in ("", *server.service_names):
         await server.set_serving(name, False)
-    address = advertised_address(config.listen, config.advertised_listen, server.port)
-    await registration.start(*address)
-    for owned in ownerships.values():
-        owned.start()
-    background = [
-        asyncio.create_task(
-            expire_periodically(manager.expire, config.offsets_retention_check_interval_ms / 1000),
-            name="coordinator-expiry",
-        ),
-        asyncio.create_task(
-            every(
-                config.transaction_abort_timed_out_transaction_cleanup_interval_ms / 1000,
-                txn_manager.abort_timed_out,
-                "abort timed-out transactions",
-            ),
-            name="coordinator-txn-timeouts",
-        ),
-        asyncio.create_task(
-            every(
-                config.transaction_remove_expired_transaction_cleanup_interval_ms / 1000,
-                txn_manager.expire,
-                "expire transactional ids",
-            ),
-            name="coordinator-txn-expiry",
-        ),
-    ]
+    await runtime.start(*advertised_address(config.listen, config.advertised_listen, server.port))
     for name in ("", *server.service_names):
         await server.set_serving(name, True)
 
     async def close() -> None:
-        for task in background:
-            task.cancel()
-        for task in background:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-        await registration.stop_following()
-        for owned in ownerships.values():
-            await owned.close()
-        await txn_manager.close()
-        await registration.revoke()
-        await offsets_log.close_all()
-        await txn_log.close_all()
-        await markers.close()
-        await admin.close()
-        await cluster.close()
-        await store.close()
+        await runtime.close()
+        for closing in (markers.close, admin.close, cluster.close, store.close):
+            await closing()
 
     server.on_shutdown(close)
 

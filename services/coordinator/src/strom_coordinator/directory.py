@@ -1,5 +1,5 @@
 """FindCoordinator: which coordinator serves a group or a transactional id, from the
-registrations and ownership keys this instance watches (``ownership``), creating the internal
+registrations and ownership keys this instance watches (``runtime.ownership``), creating the internal
 topic (``__consumer_offsets`` or ``__transaction_state``) on first use.
 
 A key belongs to partition ``abs(hashCode(key)) % partitions`` of its topic (the manager's
@@ -25,8 +25,7 @@ from strom.errors import (
     TopicAlreadyExistsError,
 )
 from strom.types import NewTopic
-from strom_coordinator.config import CoordinatorConfig
-from strom_coordinator.ownership import PartitionOwnership
+from strom_coordinator.runtime.ownership import PartitionOwnership
 from strom_server.runtime.logs import get_logger
 
 __all__ = ["GROUP", "TRANSACTION", "CoordinatorDirectory", "TopicSettings"]
@@ -61,46 +60,22 @@ class _Kind:
 
 
 class CoordinatorDirectory:
-    """Implements the servicer's ``CoordinatorDirectory`` (see the module docstring).
+    """Implements the servicer's ``CoordinatorDirectory`` (see the module docstring); ``add``
+    makes a key type answerable."""
 
-    The group kind is given at construction; ``add_transactions`` adds the transaction kind."""
-
-    def __init__(
-        self,
-        ownership: PartitionOwnership,
-        partition_for: Callable[[str], int],
-        admin: Admin,
-        config: CoordinatorConfig,
-    ) -> None:
+    def __init__(self, admin: Admin) -> None:
         self._admin = admin
         self._kinds: dict[int, _Kind] = {}
-        self._add(
-            GROUP,
-            ownership,
-            partition_for,
-            TopicSettings(
-                config.offsets_topic_num_partitions,
-                config.offsets_topic_replication_factor,
-                config.offsets_topic_segment_bytes,
-            ),
-        )
 
-    def add_transactions(
-        self,
-        ownership: PartitionOwnership,
-        partition_for: Callable[[str], int],
-        settings: TopicSettings,
-    ) -> None:
-        """Answer FindCoordinator(key_type=TRANSACTION) from ``ownership`` too."""
-        self._add(TRANSACTION, ownership, partition_for, settings)
-
-    def _add(
+    def add(
         self,
         key_type: int,
         ownership: PartitionOwnership,
         partition_for: Callable[[str], int],
         settings: TopicSettings,
     ) -> None:
+        """Answer FindCoordinator(``key_type``) from ``ownership``, creating its topic with
+        ``settings`` on first use."""
         kind = _Kind(ownership, partition_for, settings)
         self._kinds[key_type] = kind
         previous = ownership.on_change

@@ -102,7 +102,7 @@ class GroupManager:
             wall_clock_ms=now_ms,
         )
 
-    # -- hosted partitions (called by the process: ownership.PartitionHost) -------------------
+    # -- hosted partitions (the runtime.shard.CoordinatorShard the runtime drives) -----------
 
     @property
     def partition_count(self) -> int | None:
@@ -268,6 +268,9 @@ class GroupManager:
     async def expire(self, now_ms: int) -> None:
         """Delete offsets past retention and Empty groups left without offsets (tombstones)."""
         await self._expiry.expire(now_ms)
+
+    async def close(self) -> None:
+        """Nothing to stop: timers and sessions go with each group (the process is stopping)."""
 
     # -- plumbing ----------------------------------------------------------------------------
 

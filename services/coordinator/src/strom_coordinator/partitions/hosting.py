@@ -1,14 +1,14 @@
 """Which partitions of an internal topic this instance hosts, and which partition a key is in.
 
-A key (a group id; later a transactional id) belongs to partition
+A key (a group id, a transactional id) belongs to partition
 ``abs(hashCode(key)) % partitions`` of its topic (Java's ``String.hashCode``, as Kafka).
 ``HostedPartitions`` knows the partitions being loaded and those being served: a request for a
 key whose partition is loading answers COORDINATOR_LOAD_IN_PROGRESS, one for a partition hosted
 elsewhere NOT_COORDINATOR, and so does every key while ``session`` (the process's etcd
 session lease) may have expired: another coordinator may have taken the partition over.
-It also runs the load life cycle the process drives when it takes a partition over or gives
-it up (``begin_loading``, ``replay`` of every record up to the high
-watermark, ``finish_loading``; ``unload``: ``strom_coordinator.ownership.PartitionHost``) and
+It also runs the load life cycle the runtime drives when it takes a partition over or gives
+it up (``begin_loading``, ``replay`` of every record up to the high watermark,
+``finish_loading``; ``unload``: ``strom_coordinator.runtime.ownership.PartitionHost``) and
 hands each step to a ``PartitionState``, the in-memory state those records rebuild (groups and
 committed offsets for ``__consumer_offsets``).
 

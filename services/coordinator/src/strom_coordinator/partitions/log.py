@@ -1,5 +1,5 @@
 """What the coordinator's domain needs from the writer of an internal topic (implemented by the
-process: ``strom_coordinator.offsets_log.OffsetsLog`` for ``__consumer_offsets``)."""
+runtime: ``strom_coordinator.runtime.writer.InternalTopicWriter``, one per internal topic)."""
 
 from __future__ import annotations
 

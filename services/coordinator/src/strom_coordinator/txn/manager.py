@@ -133,7 +133,7 @@ class TransactionManager:
             expiration_ms=config.transactional_id_expiration_ms, wall_clock_ms=now,
         )  # fmt: skip
 
-    # -- hosted partitions (called by the process: ownership.PartitionHost) -------------------
+    # -- hosted partitions (the runtime.shard.CoordinatorShard the runtime drives) -----------
 
     @property
     def partition_count(self) -> int | None:

@@ -1,5 +1,5 @@
-"""Reading one ``__consumer_offsets`` partition from its start to its high watermark, for the
-group manager's replay when a coordinator takes the partition over.
+"""Reading one partition of an internal topic from its start to its high watermark, for its
+shard's replay when a coordinator takes the partition over.
 
 Fetches go to the partition leader (replica id -1: up to the high watermark, which covers every
 record written with acks=all), with the client library's metadata refresh on leader moves.

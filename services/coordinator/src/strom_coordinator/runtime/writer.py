@@ -1,6 +1,7 @@
-"""``OffsetsLog``: the ``PartitionLog`` of an internal topic the coordinator hosts (one over
-``__consumer_offsets`` for the group manager, one over ``__transaction_state`` for the
-transaction manager): fenced, acks=all appends with group commit.
+"""``InternalTopicWriter``: the ``PartitionLog`` of an internal topic the coordinator hosts (the
+runtime gives each shard one: ``__consumer_offsets`` to the group manager,
+``__transaction_state`` to the transaction manager): fenced, acks=all appends with group
+commit.
 
 Per owned partition one write is in flight; appends that arrive meanwhile wait and go out
 together as the next batch (group commit). A caller's records always travel in one batch
@@ -37,10 +38,9 @@ from strom.errors import NotCoordinatorError, RequestTimedOutError, StromError, 
 from strom.protocol.v1 import common_pb2, storage_pb2
 from strom.records import BatchBuilder
 from strom.types import TopicPartition
-from strom_coordinator.config import OFFSETS_TOPIC
 from strom_server.runtime.logs import get_logger
 
-__all__ = ["OffsetsLog"]
+__all__ = ["InternalTopicWriter"]
 
 log = get_logger(__name__)
 
@@ -80,7 +80,7 @@ class _Writer:
     closed: bool = False
 
 
-class OffsetsLog:
+class InternalTopicWriter:
     """Implements ``strom_coordinator.partitions.log.PartitionLog`` (see the module docstring).
 
     ``reinit(partition)`` returns a new (producer id, epoch) for the partition; ``on_fenced``
@@ -94,7 +94,7 @@ class OffsetsLog:
         timeout_s: float,
         reinit: Reinit,
         on_fenced: Callable[[int], None] = lambda partition: None,
-        topic: str = OFFSETS_TOPIC,
+        topic: str,
     ) -> None:
         self._cluster = cluster
         self._timeout_s = timeout_s
@@ -140,7 +140,7 @@ class OffsetsLog:
         writer.pending.append(entry)
         if writer.task is None:
             writer.task = asyncio.create_task(
-                self._drain(partition, writer), name=f"offsets-writer-{partition}"
+                self._drain(partition, writer), name=f"coordinator-writer-{self.topic}-{partition}"
             )
         await entry.done
 
@@ -194,6 +194,7 @@ class OffsetsLog:
                     if self._writers.get(partition) is writer:
                         log.warning(
                             "fenced: another coordinator owns the partition now",
+                            topic=self.topic,
                             partition=partition,
                             producer_epoch=writer.producer_epoch,
                         )
@@ -203,7 +204,8 @@ class OffsetsLog:
                 except Exception as exc:
                     writer.needs_reinit = True
                     if not isinstance(exc, StromError):
-                        log.exception("write to the offsets topic failed", partition=partition)
+                        log.exception("write to an internal topic failed", topic=self.topic,
+                                      partition=partition)  # fmt: skip
                     self._fail(entries, exc)
                 else:
                     for entry in entries:

@@ -42,10 +42,9 @@ from strom.errors import NotCoordinatorError, StromError, for_code
 from strom.protocol.v1 import controller_pb2
 from strom.types import TopicPartition
 from strom_coordinator.config import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
-from strom_coordinator.group.records import ownership_marker
-from strom_coordinator.loader import read_partition
-from strom_coordinator.offsets_log import OffsetsLog
-from strom_coordinator.registration import CoordinatorRegistration, Member
+from strom_coordinator.runtime.loader import read_partition
+from strom_coordinator.runtime.registration import CoordinatorRegistration, Member
+from strom_coordinator.runtime.writer import InternalTopicWriter
 from strom_server.etcd.keys import ClusterKeys, decode_value, encode_value
 from strom_server.etcd.store import Compare, Delete, EtcdUnavailableError, KeyValue, Put
 from strom_server.runtime.logs import get_logger
@@ -119,19 +118,21 @@ def transaction_state_id(partition: int) -> str:
     return f"__strom_coordinator-transactions-{partition}"
 
 
-def offsets_ownership(keys: ClusterKeys) -> TopicOwnership:
+def offsets_ownership(keys: ClusterKeys, marker: Callable[[int, int], Record]) -> TopicOwnership:
+    """``__consumer_offsets``: ``marker`` is the group shard's ownership marker record."""
     return TopicOwnership(
         OFFSETS_TOPIC,
         keys.coordinator_owner,
         keys.parse_coordinator_owner_key,
         transactional_id,
-        ownership_marker,
+        marker,
     )
 
 
 def transaction_ownership(
     keys: ClusterKeys, marker: Callable[[int, int], Record]
 ) -> TopicOwnership:
+    """``__transaction_state``: ``marker`` is the transaction shard's ownership marker record."""
     return TopicOwnership(
         TRANSACTION_STATE_TOPIC,
         keys.transaction_owner,
@@ -162,7 +163,7 @@ class PartitionOwnership:
         registration: CoordinatorRegistration,
         spec: TopicOwnership,
         host: PartitionHost,
-        offsets_log: OffsetsLog,
+        offsets_log: InternalTopicWriter,
         cluster: ClusterClient,
         *,
         request_timeout_s: float,
