@@ -1,6 +1,6 @@
 """FindCoordinator: which coordinator serves a group or a transactional id, from the
-registrations and ownership keys this instance watches (``runtime.ownership``), creating the internal
-topic (``__consumer_offsets`` or ``__transaction_state``) on first use.
+registrations and ownership keys this instance watches (``runtime.ownership``), creating the
+internal topic (``__consumer_offsets`` or ``__transaction_state``) on first use.
 
 A key belongs to partition ``abs(hashCode(key)) % partitions`` of its topic (the manager's
 ``partition_for``); its coordinator is that partition's owner. While the topic does not exist
