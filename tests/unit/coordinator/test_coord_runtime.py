@@ -1,7 +1,7 @@
 """The coordinator runtime without a cluster: which shard each internal topic's etcd keys
-reach, which coordinator serves a key of a topic (``locate``, what peers are called by), and
-the order ``close`` stops things in. Nothing here connects: etcd and the gateway are never
-asked (the clients connect lazily)."""
+reach, which coordinator serves a key of a topic (``locate``, what peers are called by), the
+order ``close`` stops things in, and which answers of a peer mean it is moving. Nothing here
+connects: etcd and the gateway are never asked (the clients connect lazily)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,8 @@ import itertools
 import pytest
 
 from strom.cluster import ClusterClient
+from strom.protocol.v1 import common_pb2 as E
+from strom.protocol.v1 import transaction_pb2
 from strom_coordinator.config import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from strom_coordinator.group import records as group_records
 from strom_coordinator.group.config import GroupConfig
@@ -20,6 +22,7 @@ from strom_coordinator.runtime.ownership import (
     offsets_ownership,
     transaction_ownership,
 )
+from strom_coordinator.runtime.peers import moving
 from strom_coordinator.runtime.registration import CoordinatorRegistration
 from strom_coordinator.runtime.runtime import CoordinatorRuntime, HostedTopic
 from strom_coordinator.runtime.shard import ShardContext
@@ -153,6 +156,24 @@ def test_close_stops_ticks_and_placement_before_the_shards_and_revokes_before_th
             "revoke the lease",
             "close the __consumer_offsets writer",
             "close the __transaction_state writer",
+            "close the channels to the peers",
         ]
 
     asyncio.run(main())
+
+
+def test_a_peers_answer_is_moving_when_it_or_any_item_names_a_coordinator_problem() -> None:
+    assert not moving(transaction_pb2.EndTxnResponse(error_code=E.NONE))
+    assert not moving(transaction_pb2.EndTxnResponse(error_code=E.PRODUCER_FENCED))
+    assert moving(transaction_pb2.EndTxnResponse(error_code=E.NOT_COORDINATOR))
+    described = transaction_pb2.DescribeTransactionsResponse(
+        transactions=[
+            transaction_pb2.DescribedTransaction(transactional_id="a"),
+            transaction_pb2.DescribedTransaction(
+                transactional_id="b", error_code=E.COORDINATOR_LOAD_IN_PROGRESS
+            ),
+        ]
+    )
+    assert moving(described)
+    del described.transactions[1]
+    assert not moving(described)

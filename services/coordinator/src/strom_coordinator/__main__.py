@@ -10,7 +10,6 @@ of the ``__consumer_offsets`` and ``__transaction_state`` partitions.
 from __future__ import annotations
 
 import asyncio
-from functools import partial
 
 from strom.aio import Admin
 from strom.cluster import ClusterClient
@@ -18,7 +17,7 @@ from strom.errors import StromError
 from strom.protocol.v1.coordinator_pb2_grpc import add_GroupCoordinatorServicer_to_server
 from strom.protocol.v1.transaction_pb2_grpc import add_TransactionCoordinatorServicer_to_server
 from strom.types import TopicPartition
-from strom_coordinator.config import OFFSETS_TOPIC, CoordinatorConfig
+from strom_coordinator.config import CoordinatorConfig
 from strom_coordinator.directory import GROUP, TRANSACTION, CoordinatorDirectory, TopicSettings
 from strom_coordinator.group import records as group_records
 from strom_coordinator.group.expiry import expire_periodically
@@ -39,7 +38,7 @@ from strom_coordinator.txn.manager import TransactionManager, TxnConfig
 from strom_coordinator.txn.markers import MarkerSender
 from strom_coordinator.txn.servicer import TransactionCoordinatorServicer
 from strom_coordinator.txn.timeouts import every
-from strom_coordinator.txn_verifier import GatewayTxnVerifier
+from strom_coordinator.txn_verifier import PeerTxnVerifier
 from strom_server.etcd.keys import ClusterKeys
 from strom_server.etcd.store import EtcdStore
 from strom_server.rpc.server import GrpcServer
@@ -119,13 +118,12 @@ async def build(config: CoordinatorConfig, server: GrpcServer) -> None:
         return (await init_producer_id(cluster, "", timeout_s))[0]
 
     # Groups: __consumer_offsets; transactions: __transaction_state.
-    verifier = GatewayTxnVerifier(cluster, timeout_s=timeout_s)
+    verifier = PeerTxnVerifier(runtime.peers, timeout_s=timeout_s)
     offsets = offsets_ownership(keys, group_records.ownership_marker)
     groups = runtime.host(offsets, lambda ctx: GroupManager(
         ctx.log, config.group_config(), stats=stats, verifier=verifier))  # fmt: skip
-    locate_group = partial(runtime.locate, OFFSETS_TOPIC)
-    markers = MarkerSender(cluster, locate_group, timeout_s=write_timeout_s)
-    staged_members = CoordinatorMembers(cluster, timeout_s=timeout_s)
+    markers = MarkerSender(cluster, runtime.peers, timeout_s=write_timeout_s)
+    staged_members = CoordinatorMembers(runtime.peers, timeout_s=timeout_s)
 
     def transactions(ctx: ShardContext) -> TransactionManager:
         return TransactionManager(
@@ -162,7 +160,7 @@ async def build(config: CoordinatorConfig, server: GrpcServer) -> None:
 
     async def close() -> None:
         await runtime.close()
-        for closing in (markers.close, admin.close, cluster.close, store.close):
+        for closing in (admin.close, cluster.close, store.close):
             await closing()
 
     server.on_shutdown(close)

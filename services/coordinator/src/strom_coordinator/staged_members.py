@@ -3,21 +3,22 @@
 
 A member whose ``__transaction_state`` partition this instance serves is asked through the
 local ``TransactionManager``; any other (or one whose partition moves away meanwhile:
-NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS) through the gateway, which finds the id's
-coordinator with FindCoordinator key_type TRANSACTION and follows it across moves, as
+NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS) at its coordinator directly
+(``runtime.peers``: the owner of the id's partition, followed across moves), as
 ``txn_verifier`` does. Coordinator problems come back as retriable errors
-(COORDINATOR_NOT_AVAILABLE), and so does any gRPC failure of the gateway call (it says nothing
-about the member); answers keep their own error.
+(COORDINATOR_NOT_AVAILABLE), and so does any gRPC failure of the call (it says nothing about
+the member); answers keep their own error.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from typing import Any
 
 import grpc
 
-from strom.cluster import ClusterClient, from_rpc_error
+from strom.cluster import from_rpc_error
 from strom.errors import (
     CoordinatorLoadInProgressError,
     CoordinatorNotAvailableError,
@@ -27,6 +28,7 @@ from strom.errors import (
 )
 from strom.protocol.v1 import transaction_pb2
 from strom.types import StagedTransaction
+from strom_coordinator.runtime.peers import PeerCoordinators
 from strom_coordinator.txn.manager import TransactionManager
 from strom_coordinator.txn.state import TxnMetadata, TxnState
 from strom_coordinator.txn_verifier import coordinator_error
@@ -37,10 +39,10 @@ _STATES = {s.value: s for s in TxnState}
 
 
 class CoordinatorMembers:
-    """Implements ``MemberCalls`` over the local manager and the gateway."""
+    """Implements ``MemberCalls`` over the local manager and the peer coordinators."""
 
-    def __init__(self, cluster: ClusterClient, *, timeout_s: float) -> None:
-        self._cluster = cluster
+    def __init__(self, peers: PeerCoordinators, *, timeout_s: float) -> None:
+        self._peers = peers
         self._timeout_s = timeout_s
         #: The local manager (set once it exists: it holds this object).
         self.local: TransactionManager | None = None
@@ -62,11 +64,16 @@ class CoordinatorMembers:
             remote = list(transactional_ids)
         if not remote:
             return found
-        # One request: the gateway splits it by coordinator.
-        request = transaction_pb2.DescribeTransactionsRequest(transactional_ids=remote)
+        # One request per id, at the same time (each at its own coordinator).
         what = "describing staged transactions at their coordinators"
-        response = await self._gateway("DescribeTransactions", request, what)
-        for item in response.transactions:
+        requests = {
+            tid: transaction_pb2.DescribeTransactionsRequest(transactional_ids=[tid])
+            for tid in remote
+        }
+        responses = await asyncio.gather(
+            *(self._call(tid, "DescribeTransactions", r, what) for tid, r in requests.items())
+        )
+        for item in (item for response in responses for item in response.transactions):
             tid = item.transactional_id
             if item.error_code == ErrorCode.TRANSACTIONAL_ID_NOT_FOUND:
                 found[tid] = None
@@ -94,7 +101,7 @@ class CoordinatorMembers:
                 await self.local.end_txn(tid, member.producer_id, member.producer_epoch, True)
                 return
             except (NotCoordinatorError, CoordinatorLoadInProgressError):
-                pass  # not (or no longer) ours: through the gateway
+                pass  # not (or no longer) ours: at its coordinator
         request = transaction_pb2.EndTxnRequest(
             transactional_id=tid,
             producer_id=member.producer_id,
@@ -102,15 +109,19 @@ class CoordinatorMembers:
             committed=True,
         )
         what = f"committing staged transaction {tid!r} at its coordinator"
-        response = await self._gateway("EndTxn", request, what)
+        response = await self._call(tid, "EndTxn", request, what)
         _raise_for(response.error_code, response.error_message, what)
 
-    async def _gateway(self, method: str, request: Any, what: str) -> Any:
+    async def _call(self, tid: str, method: str, request: Any, what: str) -> Any:
         try:
-            return await getattr(self._cluster.gateway, method)(request, timeout=self._timeout_s)
+            return await self._peers.call_transaction(
+                tid, method, request, timeout_s=self._timeout_s
+            )
+        except CoordinatorNotAvailableError as exc:
+            raise CoordinatorNotAvailableError(f"{what}: {exc}") from exc
         except grpc.aio.AioRpcError as exc:
             # Not an answer about the member: asked again (never a reason to give it up).
-            error = from_rpc_error(exc, self._cluster.gateway_address)
+            error = from_rpc_error(exc, "the transaction coordinator")
             raise CoordinatorNotAvailableError(f"{what}: {error}") from exc
 
 

@@ -1,7 +1,7 @@
-"""``GatewayTxnVerifier``: the group coordinator's ``TxnVerifier``, asking a transactional id's
-transaction coordinator, through the gateway, whether its ongoing transaction holds a partition
-(AddPartitionsToTxn with verify_only; the gateway finds the coordinator with FindCoordinator
-key_type TRANSACTION and follows it across moves).
+"""``PeerTxnVerifier``: the group coordinator's ``TxnVerifier``, asking a transactional id's
+transaction coordinator, directly (``runtime.peers``: the owner of the id's
+``__transaction_state`` partition, followed across moves), whether its ongoing transaction
+holds a partition (AddPartitionsToTxn with verify_only).
 
 Every failure is a refusal, never a success: a coordinator that does not answer the call
 (UNIMPLEMENTED) is UNKNOWN_SERVER_ERROR, one that cannot be reached or is moving is
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import grpc
 
-from strom.cluster import ClusterClient, from_rpc_error
+from strom.cluster import from_rpc_error
 from strom.errors import (
     BrokerResponseError,
     CoordinatorNotAvailableError,
@@ -22,24 +22,16 @@ from strom.errors import (
 )
 from strom.protocol.v1 import common_pb2, transaction_pb2
 from strom.types import TopicPartition
+from strom_coordinator.runtime.peers import MOVING, PeerCoordinators
 
-__all__ = ["GatewayTxnVerifier", "coordinator_error"]
-
-#: Answers that mean "the transaction coordinator is not there right now".
-_MOVING = frozenset(
-    {
-        ErrorCode.NOT_COORDINATOR,
-        ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
-        ErrorCode.COORDINATOR_NOT_AVAILABLE,
-    }
-)
+__all__ = ["PeerTxnVerifier", "coordinator_error"]
 
 
-class GatewayTxnVerifier:
-    """Implements ``strom_coordinator.group.txn_offsets.TxnVerifier`` over the gateway."""
+class PeerTxnVerifier:
+    """Implements ``strom_coordinator.group.txn_offsets.TxnVerifier`` over the peers."""
 
-    def __init__(self, cluster: ClusterClient, *, timeout_s: float) -> None:
-        self._cluster = cluster
+    def __init__(self, peers: PeerCoordinators, *, timeout_s: float) -> None:
+        self._peers = peers
         self._timeout_s = timeout_s
 
     async def verify(
@@ -54,13 +46,15 @@ class GatewayTxnVerifier:
         )
         what = f"verifying transaction {transactional_id!r} with its coordinator"
         try:
-            response = await self._cluster.gateway.AddPartitionsToTxn(
-                request, timeout=self._timeout_s
+            response = await self._peers.call_transaction(
+                transactional_id, "AddPartitionsToTxn", request, timeout_s=self._timeout_s
             )
+        except CoordinatorNotAvailableError as exc:  # no peer answered in time
+            return CoordinatorNotAvailableError(f"{what}: {exc}")
         except grpc.aio.AioRpcError as exc:
             if exc.code() == grpc.StatusCode.UNIMPLEMENTED:
                 return UnknownServerError(f"{what}: the coordinator does not implement it")
-            error = from_rpc_error(exc, self._cluster.gateway_address)
+            error = from_rpc_error(exc, "the transaction coordinator")
             if error.retriable:
                 return CoordinatorNotAvailableError(f"{what}: {error}")
             if isinstance(error, BrokerResponseError):
@@ -80,10 +74,10 @@ class GatewayTxnVerifier:
 
 
 def coordinator_error(code: int, message: str, what: str) -> BrokerResponseError | None:
-    """A transaction coordinator's answer (through the gateway) as an error, None for NONE;
+    """A transaction coordinator's answer as an error, None for NONE;
     one that is not there right now (moving) is COORDINATOR_NOT_AVAILABLE (retriable)."""
     if code == ErrorCode.NONE:
         return None
-    if code in _MOVING:
+    if code in MOVING:
         return CoordinatorNotAvailableError(f"{what}: {ErrorCode.Name(code)} {message}")
     return for_code(code, f"{what}: {message}")

@@ -6,5 +6,6 @@
 ``locate``), ``shard`` the interface a shard implements, ``registration`` this process's etcd
 registration and the view of ``P/coordinators/`` every topic shares, ``ownership`` the
 placement, take-over and fencing of one topic's partitions, ``writer`` the fenced acks=all
-writer of a topic and ``loader`` the read of a partition for its replay.
+writer of a topic, ``loader`` the read of a partition for its replay, and ``peers`` the direct
+calls to the other coordinators.
 """

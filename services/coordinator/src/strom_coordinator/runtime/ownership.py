@@ -20,7 +20,7 @@ Taking a partition over (``_load``): the host answers COORDINATOR_LOAD_IN_PROGRE
 keys; InitProducerId for the topic's fencing transactional id (``__strom_coordinator-offsets-<p>``
 or ``__strom_coordinator-transactions-<p>``) bumps the partition's producer epoch, which fences
 the previous owner on the storage nodes (its next write fails with INVALID_PRODUCER_EPOCH, see
-``offsets_log``); an ownership marker is written with acks=all under the new epoch; then every
+``writer``); an ownership marker is written with acks=all under the new epoch; then every
 record up to the high watermark is replayed into the host, and the partition is served.
 """
 
@@ -163,7 +163,7 @@ class PartitionOwnership:
         registration: CoordinatorRegistration,
         spec: TopicOwnership,
         host: PartitionHost,
-        offsets_log: InternalTopicWriter,
+        writer: InternalTopicWriter,
         cluster: ClusterClient,
         *,
         request_timeout_s: float,
@@ -172,7 +172,7 @@ class PartitionOwnership:
         self.spec = spec
         self.topic = spec.topic
         self.host = host
-        self.log = offsets_log
+        self.log = writer
         self.cluster = cluster
         self.coordinator_id = registration.coordinator_id
         self.request_timeout_s = request_timeout_s

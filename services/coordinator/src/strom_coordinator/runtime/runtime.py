@@ -27,6 +27,7 @@ from typing import Generic, TypeVar
 from strom.cluster import ClusterClient
 from strom.errors import StromError
 from strom_coordinator.runtime.ownership import PartitionOwnership, TopicOwnership
+from strom_coordinator.runtime.peers import PeerCoordinators
 from strom_coordinator.runtime.registration import CoordinatorRegistration
 from strom_coordinator.runtime.shard import CoordinatorShard, ShardContext, Tick
 from strom_coordinator.runtime.writer import InternalTopicWriter
@@ -72,6 +73,8 @@ class CoordinatorRuntime:
         self._topics: dict[str, HostedTopic[CoordinatorShard]] = {}
         self._ticks: list[Tick] = []
         self._running: list[asyncio.Task[None]] = []
+        #: Channels to the other coordinators, found with ``locate``.
+        self.peers = PeerCoordinators(self.locate)
 
     # -- hosting -------------------------------------------------------------------------------
 
@@ -158,7 +161,7 @@ class CoordinatorRuntime:
     def close_plan(self) -> list[CloseStep]:
         """The steps of ``close``, in order: stop the ticks and following etcd, stop placing
         and serving, stop the shards, revoke the lease (every ownership key goes with it), and
-        only then close the writers."""
+        only then close the writers and the channels to the peers."""
         topics = list(self._topics.values())
         registration = self.registration
         return [
@@ -168,6 +171,7 @@ class CoordinatorRuntime:
             *[(f"close the {t.topic} shard", t.shard.close) for t in topics],
             ("revoke the lease", registration.revoke),
             *[(f"close the {t.topic} writer", t.writer.close_all) for t in topics],
+            ("close the channels to the peers", self.peers.close),
         ]
 
     async def close(self) -> None:

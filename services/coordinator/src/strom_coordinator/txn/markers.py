@@ -3,8 +3,8 @@
 Data partitions are grouped by their leader (metadata from the coordinator's ClusterClient) and
 each leader gets one StorageNode.WriteTxnMarkers carrying the transaction's producer id, its
 epoch, the decision and this coordinator's epoch of the ``__transaction_state`` partition.
-The transaction's groups go to the coordinator owning each group (found through the
-ownership of ``__consumer_offsets``, possibly this very process) as
+The transaction's groups go to the coordinator owning each group (``runtime.peers``: found
+through the ownership of ``__consumer_offsets``, possibly this very process) as
 GroupCoordinator.WriteTxnMarkers with ``group_ids``: WriteTxnMarkers is internal, so never
 through the gateway.
 
@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 from collections import defaultdict
-from collections.abc import Callable
 
 import grpc
 
@@ -29,13 +28,13 @@ from strom.errors import (
     TransactionCoordinatorFencedError,
     UnknownTopicOrPartitionError,
 )
-from strom.protocol.v1 import common_pb2, coordinator_pb2_grpc, transaction_pb2
-from strom.security import default_security
+from strom.protocol.v1 import common_pb2, transaction_pb2
 from strom.types import TopicPartition
+from strom_coordinator.runtime.peers import PeerCoordinators
 from strom_coordinator.txn.completion import MarkerJob
 from strom_server.runtime.logs import get_logger
 
-__all__ = ["GroupLocator", "MarkerSender"]
+__all__ = ["MarkerSender"]
 
 log = get_logger(__name__)
 
@@ -44,28 +43,16 @@ _BACKOFF_S = 0.1
 _BACKOFF_MAX_S = 2.0
 _OFFSETS_TOPIC = "__consumer_offsets"
 
-#: group id -> (address "host:port" of its coordinator, its __consumer_offsets partition), or
-#: None while unknown.
-GroupLocator = Callable[[str], tuple[str, int] | None]
-
 
 class MarkerSender:
     """Implements ``txn.completion.MarkerWriter`` (see the module docstring)."""
 
     def __init__(
-        self, cluster: ClusterClient, locate_group: GroupLocator, *, timeout_s: float = 10.0
+        self, cluster: ClusterClient, peers: PeerCoordinators, *, timeout_s: float = 10.0
     ) -> None:
         self._cluster = cluster
-        self._locate_group = locate_group
+        self._peers = peers
         self._timeout_s = timeout_s
-        self._channels: dict[str, grpc.aio.Channel] = {}
-        self._stubs: dict[str, coordinator_pb2_grpc.GroupCoordinatorStub] = {}
-
-    async def close(self) -> None:
-        for channel in self._channels.values():
-            await channel.close()
-        self._channels.clear()
-        self._stubs.clear()
 
     async def write(self, job: MarkerJob) -> None:
         partitions = {TopicPartition(t, p) for t, p in job.partitions if t != _OFFSETS_TOPIC}
@@ -146,7 +133,7 @@ class MarkerSender:
         return {g for g, ok in zip(sorted(groups), results, strict=True) if ok}
 
     async def _to_group(self, job: MarkerJob, group_id: str) -> bool:
-        located = self._locate_group(group_id)
+        located = self._peers.locate(_OFFSETS_TOPIC, group_id)
         if located is None:
             log.info("group coordinator unknown; retrying", group=group_id)
             return False
@@ -157,7 +144,7 @@ class MarkerSender:
             markers=[marker], timeout_ms=int(self._timeout_s * 1000)
         )
         try:
-            response = await self._group_stub(address).WriteTxnMarkers(
+            response = await self._peers.groups(address).WriteTxnMarkers(
                 request, timeout=self._timeout_s + 1
             )
         except grpc.RpcError as exc:
@@ -185,14 +172,6 @@ class MarkerSender:
                          error_code=_E.Name(code), error=message)  # fmt: skip
                 return False
         return True
-
-    def _group_stub(self, address: str) -> coordinator_pb2_grpc.GroupCoordinatorStub:
-        stub = self._stubs.get(address)
-        if stub is None:
-            channel = default_security().channel(address)
-            self._channels[address] = channel
-            stub = self._stubs[address] = coordinator_pb2_grpc.GroupCoordinatorStub(channel)
-        return stub
 
     @staticmethod
     def _marker(job: MarkerJob, partitions: list[TopicPartition]) -> transaction_pb2.WriteTxnMarker:

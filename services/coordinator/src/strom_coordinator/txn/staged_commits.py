@@ -9,7 +9,7 @@ A commit, under the commit id's lock (requests of one commit id run one at a tim
    stored decision answers like the first call; nothing is written;
 3. every member must be Ongoing at exactly its producer id and epoch (or idle at exactly
    them: a staged transaction that wrote nothing) on its own coordinator (``MemberCalls``:
-   the local manager when this instance serves the member's id, else through the gateway),
+   the local manager when this instance serves the member's id, else its coordinator directly),
    otherwise INVALID_TXN_STATE naming it and nothing is written;
 4. the decision (Committing) is written (acks=all) before any member is touched;
 5. a drive task ends every member with EndTxn(commit) under its own identity, in parallel,

@@ -1,0 +1,133 @@
+"""``PeerCoordinators``: calls to the coordinator serving a key, straight to it over gRPC.
+
+The coordinator serving a group id or a transactional id is the owner of the key's partition
+of its internal topic, at the address it registered: the owners and registrations this
+instance follows anyway (``CoordinatorRuntime.locate``), so no FindCoordinator and no gateway
+in between. One channel per peer address (this very process included: the call then loops
+back), opened with the process's channel security (``strom_server.rpc.channels``).
+
+``call_transaction`` retries, locating the id again each time, while its owner is unknown,
+moving (an answer carrying NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS or
+COORDINATOR_NOT_AVAILABLE) or unreachable (gRPC UNAVAILABLE), with a short backoff until its
+timeout, as the gateway's router does for clients; then it returns the last answer, or raises
+COORDINATOR_NOT_AVAILABLE when no peer answered. Any other gRPC failure is raised as it is.
+
+Not thread-safe: one event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import Callable
+from typing import Any
+
+import grpc
+from google.protobuf.message import Message
+
+from strom.errors import CoordinatorNotAvailableError, ErrorCode
+from strom.protocol.v1 import coordinator_pb2_grpc, transaction_pb2_grpc
+from strom_coordinator.config import TRANSACTION_STATE_TOPIC
+from strom_server.rpc.channels import open_channel
+from strom_server.runtime.logs import get_logger
+
+__all__ = ["Locate", "PeerCoordinators", "moving"]
+
+log = get_logger(__name__)
+
+#: (topic, key) -> (address "host:port" of the coordinator serving it, its partition), or None
+#: while unknown (``CoordinatorRuntime.locate``).
+Locate = Callable[[str, str], tuple[str, int] | None]
+
+#: Answers that mean "the key's coordinator is not there right now".
+MOVING = frozenset(
+    {
+        ErrorCode.NOT_COORDINATOR,
+        ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+        ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    }
+)
+RETRY_BACKOFF_S = (0.02, 0.05, 0.1, 0.2, 0.4)
+
+
+def moving(response: Message) -> bool:
+    """Whether ``response`` (top level or any item) says the key's coordinator moved."""
+    if getattr(response, "error_code", 0) in MOVING:
+        return True
+    return any(
+        any(getattr(item, "error_code", 0) in MOVING for item in value)
+        for field, value in response.ListFields()
+        if field.message_type is not None and field.is_repeated
+    )
+
+
+class _Peer:
+    """One coordinator process: its channel and the stubs of the two services it serves."""
+
+    def __init__(self, address: str) -> None:
+        self.channel = open_channel(address)
+        self.groups = coordinator_pb2_grpc.GroupCoordinatorStub(self.channel)
+        self.transactions = transaction_pb2_grpc.TransactionCoordinatorStub(self.channel)
+
+
+class PeerCoordinators:
+    """Direct calls to the other coordinators (see the module docstring)."""
+
+    def __init__(self, locate: Locate) -> None:
+        self.locate = locate
+        self._peers: dict[str, _Peer] = {}
+
+    def groups(self, address: str) -> coordinator_pb2_grpc.GroupCoordinatorStub:
+        """The GroupCoordinator stub of the coordinator at ``address``."""
+        return self._peer(address).groups
+
+    def transactions(self, address: str) -> transaction_pb2_grpc.TransactionCoordinatorStub:
+        """The TransactionCoordinator stub of the coordinator at ``address``."""
+        return self._peer(address).transactions
+
+    async def call_transaction(
+        self, transactional_id: str, method: str, request: Message, *, timeout_s: float
+    ) -> Any:
+        """TransactionCoordinator ``method`` with ``request`` at the coordinator serving
+        ``transactional_id`` (see the module docstring)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        last: Any = None
+        why = "its coordinator is unknown"
+        for attempt in itertools.count():
+            located = self.locate(TRANSACTION_STATE_TOPIC, transactional_id)
+            if located is None:
+                why = "its coordinator is unknown"
+            else:
+                address = located[0]
+                try:
+                    response = await getattr(self.transactions(address), method)(
+                        request, timeout=max(deadline - loop.time(), 0.001)
+                    )
+                except grpc.aio.AioRpcError as exc:
+                    if exc.code() != grpc.StatusCode.UNAVAILABLE:
+                        raise
+                    why = f"coordinator {address}: {exc.code().name} {exc.details()}"
+                else:
+                    if not moving(response):
+                        return response
+                    last = response
+            delay = RETRY_BACKOFF_S[min(attempt, len(RETRY_BACKOFF_S) - 1)]
+            if loop.time() + delay >= deadline:
+                break
+            log.debug("retrying a call to a peer coordinator", method=method,
+                      transactional_id=transactional_id, why=why)  # fmt: skip
+            await asyncio.sleep(delay)
+        if last is not None:
+            return last
+        raise CoordinatorNotAvailableError(f"{method} for {transactional_id!r}: {why}")
+
+    async def close(self) -> None:
+        peers, self._peers = list(self._peers.values()), {}
+        await asyncio.gather(*(p.channel.close() for p in peers), return_exceptions=True)
+
+    def _peer(self, address: str) -> _Peer:
+        peer = self._peers.get(address)
+        if peer is None:
+            peer = self._peers[address] = _Peer(address)
+        return peer
