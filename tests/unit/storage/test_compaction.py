@@ -29,7 +29,7 @@ def _records(log: Log) -> list[Entry]:
     out: list[Entry] = []
     offset = log.log_start_offset
     while offset < log.log_end_offset:
-        data = log.read(offset, 1 << 20, isolation=FetchIsolation.LOG_END).records
+        data = log.reader.read(offset, 1 << 20, isolation=FetchIsolation.LOG_END).records
         if not data:
             break
         for pos, header in walk_batches(data):
@@ -71,7 +71,7 @@ def test_keeps_last_value_per_key_with_offsets_and_order(
     assert log.log_end_offset == 30
     # A fetch at a removed offset returns the next surviving batch.
     gone = next(o for o, _, _ in written if o not in {e[0] for e in expected})
-    data = log.read(gone, 1 << 20).records
+    data = log.reader.read(gone, 1 << 20).records
     assert walk_batches(data)[0][1].base_offset > gone
 
     # Survives a restart, and the next pass has nothing to do.
@@ -223,7 +223,7 @@ def test_compressed_multi_record_batches_keep_offsets_inside_batches(
     expected = [e for e in written if e[0] >= active_base or latest[e[1]] == e[0]]
     assert _records(log) == expected
     # Rewritten batches keep their codec and their offset range.
-    data = log.read(0, 1 << 20, isolation=FetchIsolation.LOG_END).records
+    data = log.reader.read(0, 1 << 20, isolation=FetchIsolation.LOG_END).records
     for _, header in walk_batches(data):
         assert header.compression == Compression.LZ4
         assert header.last_offset_delta == 6
@@ -270,7 +270,7 @@ def test_latest_batch_of_a_producer_survives_empty(
     for i in range(12):
         _put(log, clock, b"k", b"new%d" % i)
     LogCleaner(dedupe_buffer_bytes=1 << 16).clean(log, clock.time_ms())
-    data = log.read(0, 1 << 20, isolation=FetchIsolation.LOG_END).records
+    data = log.reader.read(0, 1 << 20, isolation=FetchIsolation.LOG_END).records
     first = walk_batches(data)[0][1]
     assert (first.base_offset, first.producer_id, first.record_count) == (0, 5, 0)
     # A rebuild of producer state from the log still knows the producer's sequence.

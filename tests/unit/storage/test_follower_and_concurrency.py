@@ -21,7 +21,7 @@ def test_follower_append_keeps_offsets(open_log: Callable[..., Log]) -> None:
     assert log.log_end_offset == 6
     with pytest.raises(CorruptRecordError):
         log.append_as_follower(simple_batch(1, base_offset=3))
-    data = log.read(0, 1 << 20, isolation=FetchIsolation.LOG_END).records
+    data = log.reader.read(0, 1 << 20, isolation=FetchIsolation.LOG_END).records
     assert [h.base_offset for _, h in walk_batches(data)] == [0, 5]
     assert walk_batches(data)[0][1].partition_leader_epoch == 4
 
@@ -53,7 +53,7 @@ def test_reads_in_threads_while_appending(open_log: Callable[..., Log]) -> None:
                 end = log.log_end_offset
                 offset = 0
                 while offset < end:
-                    data = log.read(offset, 2048, isolation=FetchIsolation.LOG_END).records
+                    data = log.reader.read(offset, 2048, isolation=FetchIsolation.LOG_END).records
                     batches = walk_batches(data)  # whole batches with valid CRCs only
                     assert batches and batches[0][1].base_offset <= offset
                     offset = batches[-1][1].next_offset
@@ -89,5 +89,5 @@ def test_follower_offsets_with_gaps_roll_at_the_batch_offset(open_log: Callable[
     log.append_as_follower(simple_batch(1, base_offset=50))  # compacted upstream: a gap
     assert [s.base_offset for s in log.segments()] == [0, 50]
     assert log.log_end_offset == 51
-    data = log.read(2, 1 << 20, isolation=FetchIsolation.LOG_END).records
+    data = log.reader.read(2, 1 << 20, isolation=FetchIsolation.LOG_END).records
     assert [h.base_offset for _, h in walk_batches(data)] == [50]

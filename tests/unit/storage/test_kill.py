@@ -49,7 +49,7 @@ def test_sigkill_while_appending(tmp_path: Path) -> None:
         assert log.log_end_offset >= acked[-1][1] + 1
         offset, seen = 0, []
         while offset < log.log_end_offset:
-            data = log.read(offset, 1 << 20, isolation=FetchIsolation.LOG_END).records
+            data = log.reader.read(offset, 1 << 20, isolation=FetchIsolation.LOG_END).records
             batches = walk_batches(data)  # every CRC checked
             seen.extend((h.base_offset, h.last_offset) for _, h in batches)
             offset = batches[-1][1].next_offset

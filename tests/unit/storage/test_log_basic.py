@@ -22,11 +22,11 @@ def test_append_assigns_offsets_and_read_returns_the_same_bytes(
     assert (info2.first_offset, info2.last_offset) == (3, 4)
     assert log.log_end_offset == 5
     log.update_high_watermark(5)
-    data = log.read(0, 1 << 20).records
+    data = log.reader.read(0, 1 << 20).records
     batches = walk_batches(data)
     assert [h.base_offset for _, h in batches] == [0, 3]
     assert batches[0][1].partition_leader_epoch == 7
-    data = log.read(4, 1 << 20).records
+    data = log.reader.read(4, 1 << 20).records
     assert [h.base_offset for _, h in walk_batches(data)] == [3]
 
 
@@ -35,9 +35,9 @@ def test_read_stops_at_high_watermark_unless_follower(open_log: Callable[..., Lo
     for _ in range(3):
         log.append_as_leader(simple_batch(1))
     log.update_high_watermark(2)
-    assert [h.base_offset for _, h in walk_batches(log.read(0, 1 << 20).records)] == [0, 1]
-    assert log.read(2, 1 << 20).records == b""
-    follower = log.read(0, 1 << 20, isolation=FetchIsolation.LOG_END).records
+    assert [h.base_offset for _, h in walk_batches(log.reader.read(0, 1 << 20).records)] == [0, 1]
+    assert log.reader.read(2, 1 << 20).records == b""
+    follower = log.reader.read(0, 1 << 20, isolation=FetchIsolation.LOG_END).records
     assert len(walk_batches(follower)) == 3
 
 
@@ -45,8 +45,8 @@ def test_out_of_range(open_log: Callable[..., Log]) -> None:
     log = open_log()
     log.append_as_leader(simple_batch(1))
     with pytest.raises(OffsetOutOfRangeError):
-        log.read(2, 100)
-    assert log.read(1, 100).records == b""
+        log.reader.read(2, 100)
+    assert log.reader.read(1, 100).records == b""
 
 
 def test_flush_messages_fsyncs_and_moves_recovery_point(open_log: Callable[..., Log]) -> None:

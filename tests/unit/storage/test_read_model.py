@@ -36,7 +36,7 @@ def test_random_reads_match_the_model(open_log: Callable[..., Log], seed: int) -
         isolation = rng.choice(list(FetchIsolation))
         # No transactions here: the last stable offset is the high watermark.
         limit = log.log_end_offset if isolation is FetchIsolation.LOG_END else hw
-        data = log.read(offset, max_bytes, isolation=isolation).records
+        data = log.reader.read(offset, max_bytes, isolation=isolation).records
         if offset >= limit:
             assert data == b""
             continue

@@ -18,7 +18,7 @@ RECORDS = [(b"k%d" % i, b"value %d " % i * 20, 1_700_000_000_000 + i) for i in r
 
 
 def stored(log: Log) -> bytes:
-    return bytes(log.read(0, 1 << 24, isolation=FetchIsolation.LOG_END).records)
+    return bytes(log.reader.read(0, 1 << 24, isolation=FetchIsolation.LOG_END).records)
 
 
 def contents(data: bytes) -> list[tuple[int, int, bytes | None, bytes | None]]:

@@ -26,7 +26,7 @@ def _all_offsets(log: Log) -> list[int]:
     out: list[int] = []
     offset = log.log_start_offset
     while offset < log.log_end_offset:
-        data = log.read(offset, 1 << 20, isolation=FetchIsolation.LOG_END).records
+        data = log.reader.read(offset, 1 << 20, isolation=FetchIsolation.LOG_END).records
         if not data:
             break
         headers = [h for _, h in walk_batches(data)]  # checks every CRC

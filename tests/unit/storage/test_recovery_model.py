@@ -16,7 +16,7 @@ def _read_all(log: Log) -> list[bytes]:
     out: list[bytes] = []
     offset = log.log_start_offset
     while offset < log.log_end_offset:
-        data = log.read(offset, 1 << 20, isolation=FetchIsolation.LOG_END).records
+        data = log.reader.read(offset, 1 << 20, isolation=FetchIsolation.LOG_END).records
         batches = walk_batches(data)
         out.extend(data[p : p + h.size] for p, h in batches)
         offset = batches[-1][1].next_offset

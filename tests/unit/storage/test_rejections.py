@@ -98,5 +98,5 @@ def test_log_append_time_stamps_the_batch(open_log: Callable[..., Log]) -> None:
     log.update_high_watermark(1)
     from strom.records.header import walk_batches
 
-    header = walk_batches(log.read(0, 1000).records)[0][1]  # CRC still valid
+    header = walk_batches(log.reader.read(0, 1000).records)[0][1]  # CRC still valid
     assert header.is_log_append_time and header.max_timestamp == info.log_append_time

@@ -68,8 +68,8 @@ def test_retention_by_time_never_deletes_active(
     assert [s.base_offset for s in log.segments()] == [4]
     assert log.log_start_offset == 4
     with pytest.raises(OffsetOutOfRangeError):
-        log.read(0, 1000)
-    assert walk_batches(log.read(4, 1 << 20).records)[0][1].base_offset == 4
+        log.reader.read(0, 1000)
+    assert walk_batches(log.reader.read(4, 1 << 20).records)[0][1].base_offset == 4
 
 
 def test_retention_by_time_stops_at_first_recent_segment(
@@ -112,13 +112,13 @@ def test_delete_records_moves_log_start(open_log: Callable[..., Log]) -> None:
     assert log.delete_records(3) == 3
     assert [s.base_offset for s in log.segments()] == [2, 4]
     with pytest.raises(OffsetOutOfRangeError):
-        log.read(2, 1000)
-    data = log.read(3, 1000).records
+        log.reader.read(2, 1000)
+    data = log.reader.read(3, 1000).records
     assert walk_batches(data)[0][1].base_offset == 3
     with pytest.raises(OffsetOutOfRangeError):
         log.delete_records(7)  # above the high watermark
     assert log.delete_records(1) == 3  # never moves back
-    assert log.offset_for_timestamp(EARLIEST_TIMESTAMP).offset == 3  # type: ignore[union-attr]
+    assert log.reader.offset_for_timestamp(EARLIEST_TIMESTAMP).offset == 3  # type: ignore[union-attr]
 
 
 def test_offsets_for_timestamp(open_log: Callable[..., Log]) -> None:
@@ -127,14 +127,14 @@ def test_offsets_for_timestamp(open_log: Callable[..., Log]) -> None:
     for i in range(10):
         log.append_as_leader(make_batch([(None, b"v", base + i * 100)]))
     log.update_high_watermark(8)
-    found = log.offset_for_timestamp(base + 250)
+    found = log.reader.offset_for_timestamp(base + 250)
     assert found is not None and (found.offset, found.timestamp) == (3, base + 300)
-    found = log.offset_for_timestamp(base + 300)
+    found = log.reader.offset_for_timestamp(base + 300)
     assert found is not None and found.offset == 3
-    assert log.offset_for_timestamp(base - 5).offset == 0  # type: ignore[union-attr]
-    assert log.offset_for_timestamp(base + 850) is None  # offset 9 is above the HW
-    assert log.offset_for_timestamp(LATEST_TIMESTAMP).offset == 8  # type: ignore[union-attr]
-    top = log.offset_for_timestamp(MAX_TIMESTAMP)
+    assert log.reader.offset_for_timestamp(base - 5).offset == 0  # type: ignore[union-attr]
+    assert log.reader.offset_for_timestamp(base + 850) is None  # offset 9 is above the HW
+    assert log.reader.offset_for_timestamp(LATEST_TIMESTAMP).offset == 8  # type: ignore[union-attr]
+    top = log.reader.offset_for_timestamp(MAX_TIMESTAMP)
     assert top is not None and top.offset == 7
 
 
@@ -150,10 +150,10 @@ def test_max_timestamp_names_the_record_inside_its_batch(open_log: Callable[...,
     log.append_as_leader(make_batch([(None, b"g", base + 30)] * 10))  # rolls the segment
     log.update_high_watermark(log.log_end_offset)
     assert log.segment_count > 1
-    top = log.offset_for_timestamp(MAX_TIMESTAMP)
+    top = log.reader.offset_for_timestamp(MAX_TIMESTAMP)
     assert top is not None and (top.offset, top.timestamp) == (3, base + 90)
     log.delete_records(4)
-    top = log.offset_for_timestamp(MAX_TIMESTAMP)  # never below the log start
+    top = log.reader.offset_for_timestamp(MAX_TIMESTAMP)  # never below the log start
     assert top is not None and (top.offset, top.timestamp) == (4, base + 90)
 
 
@@ -163,7 +163,7 @@ def test_offsets_for_timestamp_inside_a_batch(open_log: Callable[..., Log]) -> N
     log.append_as_leader(make_batch([(None, b"a", base), (None, b"b", base + 10),
                                      (None, b"c", base + 20)]))  # fmt: skip
     log.update_high_watermark(3)
-    found = log.offset_for_timestamp(base + 5)
+    found = log.reader.offset_for_timestamp(base + 5)
     assert found is not None
     assert (found.offset, found.timestamp) == (1, base + 10)  # the record, not the batch
 

@@ -72,7 +72,7 @@ def test_leader_append_of_bytes_reads_back_with_offsets_and_epoch(
     info = log.append_as_leader(memoryview(received), leader_epoch=5)
     assert (info.first_offset, info.last_offset, info.size_bytes) == (2, 9, len(received))
     log.update_high_watermark(log.log_end_offset)
-    headers = [h for _, h in walk_batches(log.read(0, 1 << 20).records)]  # CRCs checked
+    headers = [h for _, h in walk_batches(log.reader.read(0, 1 << 20).records)]  # CRCs checked
     assert [(h.base_offset, h.partition_leader_epoch) for h in headers] == [
         (0, 3),
         (2, 5),
@@ -92,7 +92,7 @@ def test_leader_append_of_scattered_batches_survives_reopening(
     reopened = open_log()
     assert reopened.log_end_offset == 12
     reopened.update_high_watermark(12)
-    offsets = [h.base_offset for _, h in walk_batches(reopened.read(0, 1 << 20).records)]
+    offsets = [h.base_offset for _, h in walk_batches(reopened.reader.read(0, 1 << 20).records)]
     assert offsets == [0, 2, 4, 6, 8, 10]
 
 

@@ -41,7 +41,7 @@ def _rows(log: Log) -> list[Row]:
     out: list[Row] = []
     offset = log.log_start_offset
     while offset < log.log_end_offset:
-        data = log.read(offset, 1 << 20, isolation=FetchIsolation.LOG_END).records
+        data = log.reader.read(offset, 1 << 20, isolation=FetchIsolation.LOG_END).records
         for pos, header in walk_batches(data):
             batch = decode_batch(bytes(data[pos : pos + header.size]))
             out.extend((r.offset, header.is_control, r.key, r.value) for r in batch.records)

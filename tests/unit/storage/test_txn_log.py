@@ -82,15 +82,15 @@ def test_commit_across_several_batches(open_log: Callable[..., Log]) -> None:
     assert log.append_as_leader(txn_batch(1, seq=5)).first_offset == 7
     replicate(log)
     assert log.high_watermark == 8 and log.last_stable_offset == 2
-    read = log.read(0, 1 << 20, isolation=COMMITTED)
+    read = log.reader.read(0, 1 << 20, isolation=COMMITTED)
     assert [h.base_offset for h in headers(read.records)] == [0]
     assert read.last_stable_offset == 2 and read.high_watermark == 8
-    assert log.read(0, 1 << 20).last_stable_offset == 2  # always reported
+    assert log.reader.read(0, 1 << 20).last_stable_offset == 2  # always reported
 
     assert end(log, committed=True) == 8
     replicate(log)
     assert log.last_stable_offset == 9
-    read = log.read(0, 1 << 20, isolation=COMMITTED)
+    read = log.reader.read(0, 1 << 20, isolation=COMMITTED)
     batches = headers(read.records)
     assert [h.base_offset for h in batches] == [0, 2, 4, 7, 8]
     assert batches[-1].is_control and batches[-1].is_transactional
@@ -110,18 +110,18 @@ def test_abort_across_several_batches_is_listed_for_the_overlapping_reads(
     replicate(log)
     assert log.last_stable_offset == 6
     assert aborted_entries(log) == [AbortedTxn(PID, 1, 5, 6)]
-    read = log.read(0, 1 << 20, isolation=COMMITTED)
+    read = log.reader.read(0, 1 << 20, isolation=COMMITTED)
     assert [h.base_offset for h in headers(read.records)] == [0, 1, 3, 5]
     assert read.aborted_transactions == ((PID, 1),)
     # Only TXN_COMMITTED reads report them.
-    assert log.read(0, 1 << 20).aborted_transactions == ()
+    assert log.reader.read(0, 1 << 20).aborted_transactions == ()
     # A read of the plain batch alone does not overlap the transaction.
     first_batch = len(simple_batch(1))
-    assert log.read(0, first_batch, isolation=COMMITTED).aborted_transactions == ()
+    assert log.reader.read(0, first_batch, isolation=COMMITTED).aborted_transactions == ()
     # Neither does a read starting after its marker.
     log.append_as_leader(simple_batch(1))  # 6
     replicate(log)
-    assert log.read(6, 1 << 20, isolation=COMMITTED).aborted_transactions == ()
+    assert log.reader.read(6, 1 << 20, isolation=COMMITTED).aborted_transactions == ()
     producer = log.active_producers()[0]
     assert producer == ActiveProducer(PID, 0, 3, TS, 3, -1) or (
         producer.coordinator_epoch == 3 and producer.current_txn_start_offset == -1
@@ -137,10 +137,10 @@ def test_lso_stalls_at_an_open_transaction_and_moves_with_marker_and_high_waterm
         log.append_as_leader(simple_batch(1))  # 1, 2, 3
     replicate(log)
     assert log.high_watermark == 4 and log.last_stable_offset == 0
-    assert log.offset_for_timestamp(LATEST_TIMESTAMP, isolation=COMMITTED).offset == 0  # type: ignore[union-attr]
-    assert log.offset_for_timestamp(LATEST_TIMESTAMP).offset == 4  # type: ignore[union-attr]
-    assert log.offset_for_timestamp(TS, isolation=COMMITTED) is None  # nothing stable yet
-    assert log.read(0, 1 << 20, isolation=COMMITTED).records == b""
+    assert log.reader.offset_for_timestamp(LATEST_TIMESTAMP, isolation=COMMITTED).offset == 0  # type: ignore[union-attr]
+    assert log.reader.offset_for_timestamp(LATEST_TIMESTAMP).offset == 4  # type: ignore[union-attr]
+    assert log.reader.offset_for_timestamp(TS, isolation=COMMITTED) is None  # nothing stable yet
+    assert log.reader.read(0, 1 << 20, isolation=COMMITTED).records == b""
     marker = end(log, committed=True)
     # Until the marker is replicated the transaction still holds the LSO back.
     assert log.last_stable_offset == 0
@@ -148,7 +148,7 @@ def test_lso_stalls_at_an_open_transaction_and_moves_with_marker_and_high_waterm
     assert log.last_stable_offset == 0
     log.update_high_watermark(marker + 1)
     assert log.last_stable_offset == marker + 1 == log.high_watermark
-    assert log.offset_for_timestamp(TS, isolation=COMMITTED).offset == 0  # type: ignore[union-attr]
+    assert log.reader.offset_for_timestamp(TS, isolation=COMMITTED).offset == 0  # type: ignore[union-attr]
 
 
 def test_interleaved_transactions_of_two_producers(open_log: Callable[..., Log]) -> None:
@@ -163,13 +163,13 @@ def test_interleaved_transactions_of_two_producers(open_log: Callable[..., Log])
     replicate(log)
     assert log.last_stable_offset == 1
     assert aborted_entries(log) == [AbortedTxn(PID, 0, 4, 1)]
-    read = log.read(0, 1 << 20, isolation=COMMITTED)
+    read = log.reader.read(0, 1 << 20, isolation=COMMITTED)
     assert [h.base_offset for h in headers(read.records)] == [0]
     assert read.aborted_transactions == ((PID, 0),)
     assert end(log, committed=True, pid=PID2, epoch=4) == 5
     replicate(log)
     assert log.last_stable_offset == 6
-    read = log.read(0, 1 << 20, isolation=COMMITTED)
+    read = log.reader.read(0, 1 << 20, isolation=COMMITTED)
     assert [h.base_offset for h in headers(read.records)] == [0, 1, 2, 3, 4, 5]
     assert read.aborted_transactions == ((PID, 0),)
     producers = {p.producer_id: p for p in log.active_producers()}
@@ -214,7 +214,7 @@ def test_transactions_at_one_epoch_for_clients_that_keep_it(
     )
     replicate(log)
     assert log.last_stable_offset == 6
-    read = log.read(0, 1 << 20, isolation=COMMITTED)
+    read = log.reader.read(0, 1 << 20, isolation=COMMITTED)
     assert read.aborted_transactions == ((PID, 3),)
     # A third one at the same epoch still works.
     assert write(log, 1, seq=4, epoch=5) == 6
@@ -324,7 +324,7 @@ def _mixed_history(log: Log) -> None:
 
 
 def _state(log: Log) -> tuple[object, ...]:
-    read = log.read(0, 1 << 20, isolation=COMMITTED)
+    read = log.reader.read(0, 1 << 20, isolation=COMMITTED)
     return (
         log.log_end_offset,
         log.last_stable_offset,
@@ -341,7 +341,7 @@ def _read_committed(log: Log) -> tuple[bytes, set[tuple[int, int]]]:
     data, offset = b"", log.log_start_offset
     aborted: set[tuple[int, int]] = set()
     while offset < log.last_stable_offset:
-        read = log.read(offset, 1 << 20, isolation=COMMITTED)
+        read = log.reader.read(offset, 1 << 20, isolation=COMMITTED)
         data += bytes(read.records)
         aborted.update(read.aborted_transactions)
         offset = headers(read.records)[-1].next_offset
@@ -443,12 +443,12 @@ def test_follower_append_reproduces_the_leader_state(
 ) -> None:
     leader = open_log()
     _mixed_history(leader)
-    data = leader.read(0, 1 << 30, isolation=FetchIsolation.LOG_END).records
+    data = leader.reader.read(0, 1 << 30, isolation=FetchIsolation.LOG_END).records
     assert data  # the first segment only: the follower fetches segment by segment
     follower = Log.open(tmp_path / "follower-0", leader.config, clock=clock)
     offset = 0
     while offset < leader.log_end_offset:
-        chunk = leader.read(offset, 1 << 30, isolation=FetchIsolation.LOG_END).records
+        chunk = leader.reader.read(offset, 1 << 30, isolation=FetchIsolation.LOG_END).records
         follower.append_as_follower(chunk)
         offset = headers(chunk)[-1].next_offset
     follower.update_high_watermark(leader.high_watermark)
@@ -544,7 +544,7 @@ def test_size_retention_renames_then_deletes_the_txnindex_with_its_segment(
     clock.advance_ms(1000)
     log.maintenance()
     assert not any(log.directory.glob("*.txnindex*"))
-    assert log.read(2, 1 << 20, isolation=COMMITTED).aborted_transactions == ()
+    assert log.reader.read(2, 1 << 20, isolation=COMMITTED).aborted_transactions == ()
 
 
 def test_a_retried_batch_of_an_ended_epoch_is_verified_before_it_counts_as_a_duplicate(

@@ -37,7 +37,7 @@ def read_committed(log: Log, max_bytes: int) -> list[bytes]:
     aborted_pids: set[int] = set()
     offset = log.log_start_offset
     while offset < log.last_stable_offset:
-        read = log.read(offset, max_bytes, isolation=FetchIsolation.TXN_COMMITTED)
+        read = log.reader.read(offset, max_bytes, isolation=FetchIsolation.TXN_COMMITTED)
         assert read.records, f"no progress at {offset}"
         pending.extend((first, pid) for pid, first in read.aborted_transactions)
         pending.sort()
@@ -140,7 +140,7 @@ def test_read_committed_sees_exactly_the_committed_records(
     follower = Log.open(tmp_path / "follower-0", log.config, clock=clock)
     offset = 0
     while offset < log.log_end_offset:
-        chunk = log.read(offset, 1 << 20, isolation=FetchIsolation.LOG_END).records
+        chunk = log.reader.read(offset, 1 << 20, isolation=FetchIsolation.LOG_END).records
         follower.append_as_follower(chunk)
         offset = [h for _, h in walk_batches(chunk)][-1].next_offset
     follower.update_high_watermark(log.high_watermark)

@@ -11,20 +11,22 @@
 * follower appends that keep the leader's offsets;
 * transactions: transactional batches (verified by the caller with the transaction
   coordinator when they start a transaction), the COMMIT/ABORT markers
-  (``append_txn_marker``), the last stable offset (LSO: nothing of an open transaction below
-  it) that ``TXN_COMMITTED`` reads stop at, and the aborted transactions such a read reports
-  (from the segments' ``.txnindex`` files);
+  (``append_txn_marker``), and the producer state behind the last stable offset (LSO: nothing
+  of an open transaction below it) that ``TXN_COMMITTED`` reads stop at;
 * roll, retention (``apply_retention``), flush policy (``flush.messages``, ``flush.ms``),
   checkpoints (recovery point, log start offset, high watermark), the producer-state snapshot
   and the clean-shutdown marker written by ``close``.
 
+Reads (Fetch, ListOffsets) go through ``log.reader``, a ``LogReader`` bounded by the offsets the
+log publishes (``reader.py``).
+
 Thread-safety: thread-safe. Appends, truncation, roll, retention, flush and close serialise on
 one ``threading.RLock``; they may run in a worker thread (``asyncio.to_thread``) so that the
 event loop never waits on a write or an fsync. The periodic fsyncs of ``maintenance`` (after a
-roll, per ``flush.ms``) run outside the lock, so appends are not held up by them. ``read``
-and ``offset_for_timestamp`` take no lock: they snapshot the published log end, log start and
-high watermark, then ``pread`` the segment files, so any number of reads run in parallel with
-each other and with an append.
+roll, per ``flush.ms``) run outside the lock, so appends are not held up by them. The reader
+takes no lock: a read snapshots the published log end, log start and high watermark, then
+``pread``s the segment files, so any number of reads run in parallel with each other and with
+an append.
 Append listeners are called in the appending thread, after the write, with the lock held; an
 asyncio caller should hop back with ``loop.call_soon_threadsafe``.
 """
@@ -32,7 +34,6 @@ asyncio caller should hop back with ``loop.call_soon_threadsafe``.
 from __future__ import annotations
 
 import dataclasses
-import enum
 import threading
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
@@ -53,16 +54,10 @@ from strom_storage.log.producer_state import (
     EndTxnMarker,
     ProducerStateManager,
 )
+from strom_storage.log.reader import LogBounds, LogReader
 from strom_storage.log.retention import deletable_segments
 from strom_storage.log.scattered import ScatteredBatches
 from strom_storage.log.segment import LogSegment
-from strom_storage.log.timestamp_lookup import (
-    EARLIEST_TIMESTAMP,
-    LATEST_TIMESTAMP,
-    MAX_TIMESTAMP,
-    OffsetAndTimestamp,
-    lookup_offset,
-)
 from strom_storage.log.txn_markers import MarkerOf, build_marker_batch, markers_in
 from strom_storage.log.validator import (
     finalize_leader_batches,
@@ -75,27 +70,7 @@ from strom_storage.log.validator import (
 if TYPE_CHECKING:
     from strom_server.runtime.clock import Clock
 
-__all__ = [
-    "EARLIEST_TIMESTAMP",
-    "LATEST_TIMESTAMP",
-    "MAX_TIMESTAMP",
-    "ActiveProducer",
-    "AppendInfo",
-    "FetchData",
-    "FetchIsolation",
-    "Log",
-    "OffsetAndTimestamp",
-]
-
-
-class FetchIsolation(enum.Enum):
-    """How far a reader may read: consumers to the high watermark (read_committed ones to the
-    last stable offset), followers to the log end."""
-
-    HIGH_WATERMARK = "high_watermark"
-    LOG_END = "log_end"
-    #: read_committed consumers: below the last stable offset (no open transaction's data).
-    TXN_COMMITTED = "txn_committed"
+__all__ = ["ActiveProducer", "AppendInfo", "Log"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,22 +103,6 @@ class AppendInfo:
         )
 
 
-@dataclass(frozen=True, slots=True)
-class FetchData:
-    """Raw bytes of whole batches plus the offsets a Fetch response reports."""
-
-    records: bytes | memoryview
-    fetch_offset: int
-    high_watermark: int
-    log_start_offset: int
-    log_end_offset: int
-    #: min(high watermark, first offset of every open transaction).
-    last_stable_offset: int = -1
-    #: (producer id, first offset) of the aborted transactions overlapping ``records``
-    #: (``TXN_COMMITTED`` reads only).
-    aborted_transactions: tuple[tuple[int, int], ...] = ()
-
-
 AppendListener = Callable[["Log", AppendInfo], None]
 
 
@@ -151,7 +110,7 @@ class Log:
     """One partition's log (see module docstring). Open with ``Log.open``.
 
     Thread-safety: thread-safe. Writers serialise on an internal lock and may run in worker
-    threads; reads take no lock and run in parallel with writes.
+    threads; reads (``reader``) take no lock and run in parallel with writes.
     """
 
     def __init__(
@@ -174,8 +133,9 @@ class Log:
         )
         self._local.last_flush_ms = clock.time_ms()
         self._producers: ProducerStateManager = loaded.producer_state
-        self._log_start_offset = loaded.log_start_offset
-        self._high_watermark = loaded.high_watermark
+        self._bounds = LogBounds(loaded.log_start_offset, loaded.high_watermark)
+        #: Fetch and ListOffsets, lock-free: ``log.reader.read(...)``
+        self.reader = LogReader(self._local, self._bounds, self._producers)
         self._listeners: list[AppendListener] = []
         self._closed = False
         self.had_clean_shutdown = loaded.had_clean_shutdown
@@ -208,7 +168,7 @@ class Log:
 
     @property
     def log_start_offset(self) -> int:
-        return self._log_start_offset
+        return self._bounds.log_start_offset
 
     @property
     def log_end_offset(self) -> int:
@@ -216,18 +176,12 @@ class Log:
 
     @property
     def high_watermark(self) -> int:
-        return self._high_watermark
+        return self._bounds.high_watermark
 
     @property
     def last_stable_offset(self) -> int:
-        """min(high watermark, first offset of every open transaction, and of every ended one
-        whose marker the high watermark has not passed yet). Lock-free."""
-        hw = self._high_watermark  # read first: an append publishes its open transaction first
-        first_unstable = self._producers.first_unstable_offset
-        if first_unstable is None:
-            return hw
-        # A transaction whose start was deleted (delete-records) holds it at the log start.
-        return min(hw, max(first_unstable, self._log_start_offset))
+        """What ``TXN_COMMITTED`` reads stop at (``LogReader.last_stable_offset``). Lock-free."""
+        return self.reader.last_stable_offset
 
     @property
     def recovery_point(self) -> int:
@@ -342,7 +296,7 @@ class Log:
                     first_offset=duplicate.first_offset,
                     last_offset=duplicate.last_offset,
                     log_append_time=duplicate.max_timestamp if self._config.log_append_time else -1,
-                    log_start_offset=self._log_start_offset,
+                    log_start_offset=self._bounds.log_start_offset,
                     max_timestamp=duplicate.max_timestamp,
                     offset_of_max_timestamp=duplicate.first_offset,
                     record_count=duplicate.offset_delta + 1,
@@ -437,7 +391,7 @@ class Log:
             first_offset=summary.first_offset,
             last_offset=summary.last_offset,
             log_append_time=append_time if append_time is not None else -1,
-            log_start_offset=self._log_start_offset,
+            log_start_offset=self._bounds.log_start_offset,
             max_timestamp=summary.max_timestamp,
             offset_of_max_timestamp=summary.offset_of_max_timestamp,
             record_count=summary.record_count,
@@ -455,79 +409,13 @@ class Log:
         for txn in completed:
             append_aborted(segment, txn)
 
-    # -- reads --------------------------------------------------------------------------------
-
-    def read(
-        self,
-        fetch_offset: int,
-        max_bytes: int,
-        *,
-        isolation: FetchIsolation = FetchIsolation.HIGH_WATERMARK,
-        max_offset: int | None = None,
-        min_one_batch: bool = True,
-    ) -> FetchData:
-        """Raw whole batches from the one holding ``fetch_offset``, up to ``max_bytes``.
-
-        Consumers (``HIGH_WATERMARK``) stop at the high watermark, read_committed consumers
-        (``TXN_COMMITTED``) at the last stable offset, followers (``LOG_END``) at the log end;
-        ``max_offset`` caps further. With ``min_one_batch`` the first batch is returned even
-        when larger than ``max_bytes``. A ``TXN_COMMITTED`` read also reports the aborted
-        transactions overlapping the returned batches. Raises ``OffsetOutOfRangeError`` below
-        the log start or above the log end.
-        """
-        end = self._local.end
-        start = self._log_start_offset
-        hw = self._high_watermark
-        first_unstable = self._producers.first_unstable_offset
-        lso = hw if first_unstable is None else min(hw, max(first_unstable, start))
-        if fetch_offset < start or fetch_offset > end.offset:
-            raise OffsetOutOfRangeError(
-                f"offset {fetch_offset} is outside [{start}, {end.offset}] of {self.directory.name}"
-            )
-        if isolation is FetchIsolation.HIGH_WATERMARK:
-            limit = hw
-        elif isolation is FetchIsolation.LOG_END:
-            limit = end.offset
-        else:
-            limit = lso
-        if max_offset is not None:
-            limit = min(limit, max_offset)
-        records: bytes | memoryview = b""
-        if fetch_offset < limit and max_bytes >= 0:
-            records = self._local.read(
-                fetch_offset, max_bytes, max_offset=limit, min_one_batch=min_one_batch, end=end
-            )
-        aborted: tuple[tuple[int, int], ...] = ()
-        if isolation is FetchIsolation.TXN_COMMITTED and records:
-            aborted = self._local.collect_aborted(fetch_offset, records)
-        return FetchData(records, fetch_offset, hw, start, end.offset, lso, aborted)
-
-    def offset_for_timestamp(
-        self, timestamp: int, *, isolation: FetchIsolation = FetchIsolation.HIGH_WATERMARK
-    ) -> OffsetAndTimestamp | None:
-        """ListOffsets: the earliest offset whose record timestamp is >= ``timestamp``.
-
-        ``EARLIEST_TIMESTAMP`` gives the log start, ``LATEST_TIMESTAMP`` the high watermark
-        (the last stable offset for ``TXN_COMMITTED``, the log end for ``LOG_END``),
-        ``MAX_TIMESTAMP`` the first record with the largest timestamp. None when no record that
-        readers may see qualifies.
-        """
-        start = self._log_start_offset
-        if isolation is FetchIsolation.HIGH_WATERMARK:
-            limit = self._high_watermark
-        elif isolation is FetchIsolation.LOG_END:
-            limit = self._local.log_end_offset
-        else:
-            limit = self.last_stable_offset
-        return lookup_offset(self._local.segments, timestamp, log_start=start, limit=limit)
-
     # -- log start, high watermark, truncation ------------------------------------------------
 
     def update_high_watermark(self, offset: int) -> int:
         """Set the high watermark (clamped to [log start, log end]); returns the value set."""
         with self._lock:
-            value = min(max(offset, self._log_start_offset), self._local.log_end_offset)
-            self._high_watermark = value
+            value = min(max(offset, self._bounds.log_start_offset), self._local.log_end_offset)
+            self._bounds.high_watermark = value
             if self._producers.unreplicated:
                 self._producers.on_high_watermark(value)
             return value
@@ -540,18 +428,18 @@ class Log:
         """
         with self._lock:
             self._check_open()
-            if offset > self._high_watermark:
+            if offset > self._bounds.high_watermark:
                 raise OffsetOutOfRangeError(
                     f"cannot delete records up to {offset}: above the high watermark "
-                    f"{self._high_watermark}"
+                    f"{self._bounds.high_watermark}"
                 )
-            if offset > self._log_start_offset:
-                self._log_start_offset = offset
+            if offset > self._bounds.log_start_offset:
+                self._bounds.log_start_offset = offset
                 self._epochs.truncate_from_start(offset)
                 with self._checkpoints.lock:
                     self._checkpoints.write({"start": offset})
                 self._delete_by_retention(self._clock.time_ms(), policies=False)
-            return self._log_start_offset
+            return self._bounds.log_start_offset
 
     increment_log_start_offset = delete_records
 
@@ -562,19 +450,19 @@ class Log:
             if offset >= self._local.log_end_offset:
                 return False
             now = self._clock.time_ms()
-            if offset < self._log_start_offset:
+            if offset < self._bounds.log_start_offset:
                 self.truncate_fully_and_start_at(offset)
                 return True
             self._local.truncate_to(offset, now)
             end = self._local.log_end_offset
             self._epochs.truncate_from_end(end)
-            self._high_watermark = min(self._high_watermark, end)
+            self._bounds.high_watermark = min(self._bounds.high_watermark, end)
             rebuild_producer_state(
                 self._producers,
                 self._local.segments,
-                self._log_start_offset,
+                self._bounds.log_start_offset,
                 end,
-                high_watermark=self._high_watermark,
+                high_watermark=self._bounds.high_watermark,
             )
             self.checkpoint()
             return True
@@ -587,8 +475,8 @@ class Log:
             self._producers.delete_snapshots_above(-1)
             self._producers.reset(offset)
             self._epochs.clear()
-            self._log_start_offset = offset
-            self._high_watermark = offset
+            self._bounds.log_start_offset = offset
+            self._bounds.high_watermark = offset
             self.checkpoint()
 
     # -- roll, flush, retention, maintenance --------------------------------------------------
@@ -652,19 +540,19 @@ class Log:
             config=self._config,
             time_and_size=policies,
             now_ms=now,
-            log_start_offset=self._log_start_offset,
-            high_watermark=self._high_watermark,
+            log_start_offset=self._bounds.log_start_offset,
+            high_watermark=self._bounds.high_watermark,
         )
         if not decision.segments:
             return 0
         self._local.remove_segments(decision.segments, now)
         first = self._local.segments.first()
         assert first is not None
-        if first.base_offset > self._log_start_offset:
-            self._log_start_offset = first.base_offset
+        if first.base_offset > self._bounds.log_start_offset:
+            self._bounds.log_start_offset = first.base_offset
             self._epochs.truncate_from_start(first.base_offset)
             with self._checkpoints.lock:
-                self._checkpoints.write({"start": self._log_start_offset})
+                self._checkpoints.write({"start": self._bounds.log_start_offset})
         return len(decision.segments)
 
     def replace_segments(self, old: list[LogSegment], cleaned: LogSegment) -> bool:
@@ -720,8 +608,8 @@ class Log:
     def _checkpoint_values(self) -> dict[str, int]:
         return {
             "recovery": self._local.recovery_point,
-            "start": self._log_start_offset,
-            "hw": self._high_watermark,
+            "start": self._bounds.log_start_offset,
+            "hw": self._bounds.high_watermark,
         }
 
     # -- lifecycle ----------------------------------------------------------------------------
@@ -754,6 +642,6 @@ class Log:
 
     def __repr__(self) -> str:
         return (
-            f"Log({self.directory.name}, start={self._log_start_offset}, "
-            f"end={self.log_end_offset}, hw={self._high_watermark})"
+            f"Log({self.directory.name}, start={self._bounds.log_start_offset}, "
+            f"end={self.log_end_offset}, hw={self._bounds.high_watermark})"
         )

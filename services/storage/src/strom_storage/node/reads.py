@@ -50,7 +50,7 @@ async def read_partitions(
                     f"node {hosted.node_id} does not lead {request.topic}-{request.partition}"
                 )
             limit = min(request.partition_max_bytes, budget)
-            data = partition.log.read(
+            data = partition.log.reader.read(
                 request.fetch_offset,
                 limit,
                 isolation=isolation,

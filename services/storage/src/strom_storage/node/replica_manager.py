@@ -433,7 +433,7 @@ class ReplicaManager:
                 isolation = FetchIsolation.TXN_COMMITTED
             else:
                 isolation = FetchIsolation.HIGH_WATERMARK
-            found = partition.log.offset_for_timestamp(timestamp, isolation=isolation)
+            found = partition.log.reader.offset_for_timestamp(timestamp, isolation=isolation)
         except Exception as exc:
             return ListOffsetsResult(topic, index, as_broker_error(exc))
         if found is None:
