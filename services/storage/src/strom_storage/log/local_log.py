@@ -3,13 +3,14 @@
 ``LocalLog`` knows files and offsets, nothing of producers, high watermarks or retention
 policy: it appends validated batches to the active segment, rolls, reads raw byte ranges and
 the aborted transactions of its ``.txnindex`` files, truncates, flushes up to an offset (also
-outside the owner's lock: ``flush_plan``), swaps in cleaned segments and deletes segments
-(after ``file.delete.delay.ms``, by renaming them ``*.deleted`` first so a concurrent reader's
-descriptor stays valid).
+with the fsyncs outside the owner's lock: ``flush_outside``), swaps in cleaned segments,
+deletes segments (after ``file.delete.delay.ms``, by renaming them ``*.deleted`` first so a
+concurrent reader's descriptor stays valid) and knows whether its files are ``closed``.
 
 Thread-safety: mutating methods are *not* thread-safe; the owning ``Log`` calls them under its
-lock. ``read`` and ``end`` may be called from any thread without the lock: the log end is
-published as one immutable ``LogEnd`` after each write, and readers never read past it.
+lock (``flush_outside`` takes that lock itself, around the fsyncs). ``read`` and ``end`` may be
+called from any thread without the lock: the log end is published as one immutable ``LogEnd``
+after each write, and readers never read past it.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from __future__ import annotations
 import os
 import struct
 from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
@@ -93,6 +95,8 @@ class LocalLog:
         #: point)
         self.truncations = 0
         self._new_files = False  # a segment was created since the directory was last fsynced
+        #: set once the files are closed or deleted (``close``, ``close_handles``, ``delete_all``)
+        self.closed = False
 
     # -- state --------------------------------------------------------------------------------
 
@@ -181,14 +185,32 @@ class LocalLog:
         self.roll_flush_to = segment.base_offset
         return segment
 
-    def flush(self, up_to_offset: int | None = None) -> None:
-        """fsync every segment holding offsets in [recovery point, ``up_to_offset``)."""
+    def flush(self, up_to_offset: int | None, now_ms: int) -> None:
+        """fsync every segment holding offsets in [recovery point, ``up_to_offset``) (None: the
+        log end); ``now_ms`` is the last flush time ``flush.ms`` counts from."""
         target = self.flush_target(up_to_offset)
-        if target is None:
+        if target is not None:
+            for segment in self.segments_to_flush(target):
+                segment.flush()
+            self.mark_flushed(target)
+        self.last_flush_ms = now_ms
+
+    def flush_outside(
+        self, owner_lock: AbstractContextManager[object], up_to_offset: int | None, now_ms: int
+    ) -> None:
+        """``flush`` with the fsyncs outside ``owner_lock`` (held only to plan the flush and to
+        complete it), so the owner's appends go on meanwhile. The recovery point moves only if
+        no truncation came in between; nothing happens once the files are closed."""
+        with owner_lock:
+            if self.closed:
+                return
+            plan = self.flush_plan(up_to_offset)
+        if plan is None:
             return
-        for segment in self.segments_to_flush(target):
-            segment.flush()
-        self.mark_flushed(target)
+        plan.run()
+        with owner_lock:
+            if not self.closed:
+                self.flushed(plan, now_ms)
 
     def flush_target(self, up_to_offset: int | None) -> int | None:
         """The offset a flush to ``up_to_offset`` would reach; None when nothing is unflushed."""
@@ -386,11 +408,13 @@ class LocalLog:
         self.delete_pending(0, force=True)
         for segment in self.segments.values():
             segment.close()
+        self.closed = True
 
     def close_handles(self) -> None:
         """Close the files without flushing (a simulated crash)."""
         for segment in self.segments.values():
             segment.close_handles()
+        self.closed = True
 
     def delete_all(self) -> None:
         """Close and remove every file of the partition, and the directory."""
@@ -401,6 +425,7 @@ class LocalLog:
         for name in os.listdir(self.directory):
             (self.directory / name).unlink(missing_ok=True)
         self.directory.rmdir()
+        self.closed = True
 
 
 def _next_offset_after(records: bytes | memoryview) -> int:

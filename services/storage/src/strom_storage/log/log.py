@@ -137,7 +137,6 @@ class Log:
         #: Fetch and ListOffsets, lock-free: ``log.reader.read(...)``
         self.reader = LogReader(self._local, self._bounds, self._producers)
         self._listeners: list[AppendListener] = []
-        self._closed = False
         self.had_clean_shutdown = loaded.had_clean_shutdown
         self.recovered_segments = loaded.recovered_segments
         self._epochs = LeaderEpochCache(directory)
@@ -242,14 +241,14 @@ class Log:
 
     @property
     def closed(self) -> bool:
-        return self._closed
+        return self._local.closed
 
     def add_append_listener(self, listener: AppendListener) -> None:
         """Call ``listener(log, info)`` after every append (see the thread-safety note)."""
         self._listeners.append(listener)
 
     def _check_open(self) -> None:
-        if self._closed:
+        if self._local.closed:
             raise StorageError(f"log {self.directory} is closed")
 
     # -- appends ------------------------------------------------------------------------------
@@ -398,7 +397,7 @@ class Log:
             size_bytes=len(data),
         )
         if self._local.unflushed_messages >= self._config.flush_messages:
-            self._flush(None, now)
+            self._local.flush(None, now)
         for listener in self._listeners:
             listener(self, info)
         return info
@@ -503,25 +502,7 @@ class Log:
         """fsync everything below ``offset`` (default: the log end); moves the recovery point."""
         with self._lock:
             self._check_open()
-            self._flush(offset, self._clock.time_ms())
-
-    def _flush_unlocked(self, offset: int | None, now: int) -> None:
-        """fsync without holding the log lock (appends go on meanwhile); the recovery point
-        moves only if no truncation happened in between."""
-        with self._lock:
-            if self._closed:
-                return
-            plan = self._local.flush_plan(offset)
-        if plan is None:
-            return
-        plan.run()
-        with self._lock:
-            if not self._closed:
-                self._local.flushed(plan, now)
-
-    def _flush(self, offset: int | None, now: int) -> None:
-        self._local.flush(offset)
-        self._local.last_flush_ms = now
+            self._local.flush(offset, self._clock.time_ms())
 
     def apply_retention(self, now_ms: int | None = None) -> int:
         """Delete whole segments past retention.ms / retention.bytes or below the log start.
@@ -562,7 +543,7 @@ class Log:
         is no longer a run of inactive segments of this log (or the log is closed).
         """
         with self._lock:
-            if self._closed:
+            if self._local.closed:
                 cleaned.delete()
                 return False
             return self._local.replace_segments(old, cleaned, self._clock.time_ms())
@@ -577,16 +558,16 @@ class Log:
         """
         now = self._clock.time_ms() if now_ms is None else now_ms
         with self._lock:
-            if self._closed:
+            if self._local.closed:
                 return
             roll_target, self._local.roll_flush_to = self._local.roll_flush_to, None
             due = self._local.flush_due(now)
         if roll_target is not None:
-            self._flush_unlocked(roll_target, now)
+            self._local.flush_outside(self._lock, roll_target, now)
         if due:
-            self._flush_unlocked(None, now)
+            self._local.flush_outside(self._lock, None, now)
         with self._lock:
-            if self._closed:
+            if self._local.closed:
                 return
             self._local.delete_pending(now)
             self._producers.remove_expired(now)
@@ -602,7 +583,7 @@ class Log:
         """Like ``checkpoint``, but the fsyncs happen after the log lock is released, so an
         append never waits for a periodic checkpoint."""
         self._checkpoints.write_after(
-            self._lock, lambda: None if self._closed else self._checkpoint_values()
+            self._lock, lambda: None if self._local.closed else self._checkpoint_values()
         )
 
     def _checkpoint_values(self) -> dict[str, int]:
@@ -617,28 +598,25 @@ class Log:
     def close(self) -> None:
         """Flush, snapshot producer state, checkpoint, close files, mark the shutdown clean."""
         with self._lock:
-            if self._closed:
+            if self._local.closed:
                 return
-            self._flush(None, self._clock.time_ms())
+            self._local.flush(None, self._clock.time_ms())
             self._producers.map_end_offset = self._local.log_end_offset
             self._producers.take_snapshot()
             self.checkpoint()
             self._local.close()
-            self._closed = True
             write_atomically(self.directory / CLEAN_SHUTDOWN_FILE, b"")
 
     def close_unclean(self) -> None:
         """Close the files without flushing or marking (tests simulating a crash use it)."""
         with self._lock:
-            if not self._closed:
+            if not self._local.closed:
                 self._local.close_handles()
-                self._closed = True
 
     def delete(self) -> None:
         """Close and remove the partition directory with everything in it."""
         with self._lock:
             self._local.delete_all()
-            self._closed = True
 
     def __repr__(self) -> str:
         return (
