@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
 import pytest
@@ -12,6 +13,7 @@ from strom.records import Compression
 from strom.records.header import walk_batches
 from strom_server.runtime.clock import ManualClock
 from strom_storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP, Log
+from strom_storage.log.retention import deletable_segments
 
 BATCH = len(simple_batch(1))
 
@@ -98,6 +100,21 @@ def test_retention_respects_high_watermark(open_log: Callable[..., Log]) -> None
     log.update_high_watermark(3)
     assert log.apply_retention() == 1  # [2,3] holds offset 3, not yet committed
     assert log.log_start_offset == 2
+
+
+def test_retention_decision_names_the_first_kept_segment(open_log: Callable[..., Log]) -> None:
+    log = open_log(segment_bytes=BATCH * 2, retention_bytes=BATCH * 3)
+    _append(log, 9)  # five segments: 2+2+2+2+1 batches
+    decide = functools.partial(
+        deletable_segments, config=log.config, now_ms=0, log_start_offset=0, high_watermark=9
+    )
+    decision = decide(log.segments())
+    assert [s.base_offset for s in decision.segments] == [0, 2, 4]
+    assert decision.reasons == ("retention.bytes",)
+    assert decision.first_kept_offset == 6
+    kept = decide(log.segments(), time_and_size=False)  # the log-start rule alone
+    assert (kept.segments, kept.reasons, kept.first_kept_offset) == ([], (), -1)
+    assert log.log_start_offset == 0  # deciding deletes nothing
 
 
 def test_compact_policy_disables_time_and_size_retention(open_log: Callable[..., Log]) -> None:

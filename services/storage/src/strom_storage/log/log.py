@@ -433,14 +433,9 @@ class Log:
                     f"{self._bounds.high_watermark}"
                 )
             if offset > self._bounds.log_start_offset:
-                self._bounds.log_start_offset = offset
-                self._epochs.truncate_from_start(offset)
-                with self._checkpoints.lock:
-                    self._checkpoints.write({"start": offset})
+                self._raise_log_start(offset)
                 self._delete_by_retention(self._clock.time_ms(), policies=False)
             return self._bounds.log_start_offset
-
-    increment_log_start_offset = delete_records
 
     def truncate_to(self, offset: int) -> bool:
         """Remove every batch at or above ``offset`` (a follower realigning); True if changed."""
@@ -524,17 +519,18 @@ class Log:
             log_start_offset=self._bounds.log_start_offset,
             high_watermark=self._bounds.high_watermark,
         )
-        if not decision.segments:
-            return 0
-        self._local.remove_segments(decision.segments, now)
-        first = self._local.segments.first()
-        assert first is not None
-        if first.base_offset > self._bounds.log_start_offset:
-            self._bounds.log_start_offset = first.base_offset
-            self._epochs.truncate_from_start(first.base_offset)
-            with self._checkpoints.lock:
-                self._checkpoints.write({"start": self._bounds.log_start_offset})
+        if decision.segments:
+            self._local.remove_segments(decision.segments, now)
+            self._raise_log_start(decision.first_kept_offset)
         return len(decision.segments)
+
+    def _raise_log_start(self, offset: int) -> None:
+        """Move the log start offset up to ``offset`` (nothing when it is not above it)."""
+        if offset > self._bounds.log_start_offset:
+            self._bounds.log_start_offset = offset
+            self._epochs.truncate_from_start(offset)
+            with self._checkpoints.lock:
+                self._checkpoints.write({"start": offset})
 
     def replace_segments(self, old: list[LogSegment], cleaned: LogSegment) -> bool:
         """Swap a cleaned segment (files ``*.cleaned``) in for ``old`` (the cleaner's commit).

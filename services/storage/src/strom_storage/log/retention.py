@@ -10,7 +10,9 @@ never deleted, so a partition always has somewhere to append):
 * log start (any policy): segments entirely below the log start offset (after delete-records).
 
 The deletable prefix is the longest of the three, cut so that no segment holding offsets at or
-above the high watermark is deleted (consumers have not been allowed to see them yet).
+above the high watermark is deleted (consumers have not been allowed to see them yet). The log
+then starts at the first segment kept, at the earliest (the log owning them executes the
+decision under its lock).
 
 Thread-safety: a pure function over a snapshot of segments.
 """
@@ -32,6 +34,9 @@ class RetentionDecision:
 
     segments: list[LogSegment]
     reasons: tuple[str, ...]
+    #: the base offset of the first segment kept (where the log then starts at the earliest;
+    #: -1 when nothing is deleted)
+    first_kept_offset: int = -1
 
 
 def deletable_segments(
@@ -75,4 +80,6 @@ def deletable_segments(
     count = max(n_time, n_size, n_start)
     while count and upper[count - 1] > high_watermark:
         count -= 1
-    return RetentionDecision(inactive[:count], tuple(reasons) if count else ())
+    if not count:
+        return RetentionDecision([], ())
+    return RetentionDecision(inactive[:count], tuple(reasons), segments[count].base_offset)
