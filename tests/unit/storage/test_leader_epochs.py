@@ -29,6 +29,15 @@ def test_cache_end_offsets_and_truncation(tmp_path: Path) -> None:
     assert [tuple(e) for e in cache.entries] == [(3, 12)]
 
 
+def test_cache_start_offsets(tmp_path: Path) -> None:
+    cache = LeaderEpochCache(tmp_path)
+    assert cache.start_offset_for(1, 7) == 7  # not started: the log end
+    cache.assign(1, 0)
+    cache.assign(3, 10)
+    assert (cache.start_offset_for(1, 40), cache.start_offset_for(3, 40)) == (0, 10)
+    assert cache.start_offset_for(2, 40) == 40  # an epoch this log skipped
+
+
 def test_log_records_epochs_from_appends(open_log: Callable[..., Log]) -> None:
     log = open_log()
     log.append_as_leader(simple_batch(2), leader_epoch=0)

@@ -110,6 +110,13 @@ class LeaderEpochCache:
         self._write()
         return True
 
+    def start_offset_for(self, epoch: int, log_end_offset: int) -> int:
+        """Where ``epoch`` starts; ``log_end_offset`` when it has not started."""
+        for entry in self._entries:
+            if entry.epoch == epoch:
+                return entry.start_offset
+        return log_end_offset
+
     def end_offset_for(self, epoch: int, log_end_offset: int) -> tuple[int, int]:
         """(largest known epoch <= ``epoch``, its end offset), Kafka's OffsetsForLeaderEpoch.
 

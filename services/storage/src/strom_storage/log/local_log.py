@@ -229,9 +229,17 @@ class LocalLog:
             self._new_files = False
         self.recovery_point = max(self.recovery_point, min(target, self._end.offset))
 
-    def flush_due(self, now_ms: int) -> bool:
-        """Whether ``flush.ms`` has passed since the last flush with messages unflushed."""
-        return self.unflushed_messages > 0 and now_ms - self.last_flush_ms >= self.config.flush_ms
+    def due_flushes(self, now_ms: int) -> list[int | None]:
+        """The flushes periodic upkeep owes at ``now_ms``, each an ``up_to_offset``: below the
+        segment the last roll started (once per roll), and the log end (None) when
+        ``flush.ms`` has passed since the last flush with messages unflushed."""
+        due: list[int | None] = []
+        if self.roll_flush_to is not None:
+            due.append(self.roll_flush_to)
+            self.roll_flush_to = None
+        if self.unflushed_messages > 0 and now_ms - self.last_flush_ms >= self.config.flush_ms:
+            due.append(None)
+        return due
 
     def flush_plan(self, up_to_offset: int | None) -> FlushPlan | None:
         """A flush to ``up_to_offset`` to run outside the owner's lock (None: nothing to do);

@@ -50,6 +50,7 @@ from strom_storage.log.loader import LoadedLog, append_aborted, load_log, rebuil
 from strom_storage.log.local_log import LocalLog
 from strom_storage.log.producer_state import (
     ActiveProducer,
+    BatchMetadata,
     CompletedTxn,
     EndTxnMarker,
     ProducerStateManager,
@@ -88,6 +89,23 @@ class AppendInfo:
     size_bytes: int
     #: True when an idempotent retry was answered with the original offsets; nothing written.
     duplicate: bool = False
+
+    @classmethod
+    def of_duplicate(
+        cls, original: BatchMetadata, log_start_offset: int, log_append_time: bool
+    ) -> AppendInfo:
+        """An idempotent retry's outcome: the ``original`` append's offsets, nothing written."""
+        return cls(
+            first_offset=original.first_offset,
+            last_offset=original.last_offset,
+            log_append_time=original.max_timestamp if log_append_time else -1,
+            log_start_offset=log_start_offset,
+            max_timestamp=original.max_timestamp,
+            offset_of_max_timestamp=original.first_offset,
+            record_count=original.offset_delta + 1,
+            size_bytes=0,
+            duplicate=True,
+        )
 
     @classmethod
     def combined(cls, infos: list[AppendInfo], size_bytes: int) -> AppendInfo:
@@ -225,10 +243,7 @@ class Log:
     def epoch_start_offset(self, epoch: int) -> int:
         """Where ``epoch`` starts in this log; the log end when it has not started."""
         with self._lock:
-            for entry in self._epochs.entries:
-                if entry.epoch == epoch:
-                    return entry.start_offset
-            return self._local.log_end_offset
+            return self._epochs.start_offset_for(epoch, self._local.log_end_offset)
 
     @property
     def producer_state(self) -> ProducerStateManager:
@@ -291,16 +306,8 @@ class Log:
             batches = validate_leader_batches(data, self._config, now)
             duplicate = self._producers.check_leader_append((h for _, h in batches), verified)
             if duplicate is not None:
-                return AppendInfo(
-                    first_offset=duplicate.first_offset,
-                    last_offset=duplicate.last_offset,
-                    log_append_time=duplicate.max_timestamp if self._config.log_append_time else -1,
-                    log_start_offset=self._bounds.log_start_offset,
-                    max_timestamp=duplicate.max_timestamp,
-                    offset_of_max_timestamp=duplicate.first_offset,
-                    record_count=duplicate.offset_delta + 1,
-                    size_bytes=0,
-                    duplicate=True,
+                return AppendInfo.of_duplicate(
+                    duplicate, self._bounds.log_start_offset, self._config.log_append_time
                 )
             final, final_batches, append_time = finalize_leader_batches(
                 data,
@@ -556,12 +563,9 @@ class Log:
         with self._lock:
             if self._local.closed:
                 return
-            roll_target, self._local.roll_flush_to = self._local.roll_flush_to, None
-            due = self._local.flush_due(now)
-        if roll_target is not None:
-            self._local.flush_outside(self._lock, roll_target, now)
-        if due:
-            self._local.flush_outside(self._lock, None, now)
+            flushes = self._local.due_flushes(now)
+        for target in flushes:
+            self._local.flush_outside(self._lock, target, now)
         with self._lock:
             if self._local.closed:
                 return
