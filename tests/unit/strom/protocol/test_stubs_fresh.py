@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[3]
+REPO = Path(__file__).resolve().parents[4]
 COMMITTED = REPO / "clients" / "src" / "strom" / "protocol" / "v1"
 
 

@@ -18,7 +18,7 @@ import pytest
 from strom.cli import server_commands
 from strom.cli.main import build_parser, main
 
-REPO = Path(__file__).resolve().parents[3]
+REPO = Path(__file__).resolve().parents[4]
 
 
 def _declared() -> dict[str, tuple[str, str]]:

@@ -14,7 +14,7 @@ from strom.records import Compression, Record, decode_batch, encode_batch, valid
 from strom.records.crc import crc32c
 from strom.records.kernel import Kernel
 
-DOC = Path(__file__).resolve().parents[3] / "docs" / "record-batch-format.md"
+DOC = Path(__file__).resolve().parents[4] / "docs" / "record-batch-format.md"
 
 
 def bitwise_crc32c(data: bytes) -> int:

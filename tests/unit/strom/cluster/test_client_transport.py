@@ -14,7 +14,7 @@ from strom import Admin, errors
 from strom.cluster import translate_errors
 from strom.errors import ERROR_CODE_METADATA_KEY, ErrorCode
 
-CLIENT_SOURCES = Path(__file__).resolve().parents[3] / "clients" / "src" / "strom"
+CLIENT_SOURCES = Path(__file__).resolve().parents[4] / "clients" / "src" / "strom"
 
 
 def _abort_with(code: grpc.StatusCode, trailer: str | None) -> grpc.GenericRpcHandler:
