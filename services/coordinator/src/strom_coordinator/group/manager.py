@@ -57,14 +57,13 @@ from strom_coordinator.group.offsets import OffsetStore
 from strom_coordinator.group.records import OFFSETS_TOPIC
 from strom_coordinator.group.stats import GroupStatsListener, NullStats
 from strom_coordinator.group.txn_offsets import TxnOffsetStore, TxnVerifier
-from strom_coordinator.partitions.hosting import HostedPartitions
+from strom_coordinator.partitions.hosting import HostedPartitions, HostedShard
 from strom_coordinator.partitions.log import PartitionLog
-from strom_server.etcd.session_lease import SessionLease
 
 __all__ = ["GroupManager"]
 
 
-class GroupManager:
+class GroupManager(HostedShard):
     """Groups and committed offsets of the hosted __consumer_offsets partitions."""
 
     def __init__(
@@ -101,47 +100,6 @@ class GroupManager:
             stats=listener,
             wall_clock_ms=now_ms,
         )
-
-    # -- hosted partitions (the runtime.shard.CoordinatorShard the runtime drives) -----------
-
-    @property
-    def partition_count(self) -> int | None:
-        """Partitions of __consumer_offsets; None until the process knows."""
-        return self._partitions.partition_count
-
-    @partition_count.setter
-    def partition_count(self, count: int | None) -> None:
-        self._partitions.partition_count = count
-
-    def use_session(self, session: SessionLease) -> None:
-        """Answer NOT_COORDINATOR for every group while ``session`` may have expired."""
-        self._partitions.session = session
-
-    def partition_for(self, group_id: str) -> int:
-        """The __consumer_offsets partition of a group (Kafka's formula)."""
-        return self._partitions.partition_for(group_id)
-
-    def begin_loading(self, partition: int) -> None:
-        """Start reading ``partition``; its groups answer COORDINATOR_LOAD_IN_PROGRESS."""
-        self._partitions.begin_loading(partition)
-
-    def replay(
-        self, partition: int, key: bytes | None, value: bytes | None, timestamp_ms: int
-    ) -> None:
-        """Apply one record of ``partition`` read during loading (malformed ones are skipped)."""
-        self._partitions.replay(partition, key, value, timestamp_ms)
-
-    def finish_loading(self, partition: int) -> None:
-        """Serve ``partition``: restored members get a session to heartbeat within."""
-        self._partitions.finish_loading(partition)
-
-    def unload(self, partition: int) -> None:
-        """Stop serving ``partition`` (pending joins and syncs answer NOT_COORDINATOR)."""
-        self._partitions.unload(partition)
-
-    def owned_partitions(self) -> set[int]:
-        """Partitions being loaded or served."""
-        return self._partitions.owned_partitions()
 
     def group_counts_by_state(self) -> dict[str, int]:
         """How many groups are in each state (for the metrics)."""

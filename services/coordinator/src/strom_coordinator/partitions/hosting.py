@@ -27,7 +27,7 @@ from strom.errors import (
 )
 from strom_server.etcd.session_lease import SessionLease
 
-__all__ = ["HostedPartitions", "PartitionState", "java_string_hash"]
+__all__ = ["HostedPartitions", "HostedShard", "PartitionState", "java_string_hash"]
 
 
 def java_string_hash(s: str) -> int:
@@ -133,3 +133,49 @@ class HostedPartitions:
         self._loading.discard(partition)
         self._served.discard(partition)
         self._state.drop_partition(partition)
+
+
+class HostedShard:
+    """What a shard (the group or the transaction manager) answers the runtime about its
+    partitions, from its ``HostedPartitions`` (``_partitions``): written once for both."""
+
+    _partitions: HostedPartitions
+
+    @property
+    def partition_count(self) -> int | None:
+        """Partitions of the shard's topic; None until the process knows."""
+        return self._partitions.partition_count
+
+    @partition_count.setter
+    def partition_count(self, count: int | None) -> None:
+        self._partitions.partition_count = count
+
+    def use_session(self, session: SessionLease) -> None:
+        """Answer NOT_COORDINATOR for every key while ``session`` may have expired."""
+        self._partitions.session = session
+
+    def partition_for(self, key: str) -> int:
+        """The partition of ``key`` (a group id, a transactional id): Kafka's formula."""
+        return self._partitions.partition_for(key)
+
+    def begin_loading(self, partition: int) -> None:
+        """Start reading ``partition``; its keys answer COORDINATOR_LOAD_IN_PROGRESS."""
+        self._partitions.begin_loading(partition)
+
+    def replay(
+        self, partition: int, key: bytes | None, value: bytes | None, timestamp_ms: int
+    ) -> None:
+        """Apply one record of ``partition`` read during loading (malformed ones are skipped)."""
+        self._partitions.replay(partition, key, value, timestamp_ms)
+
+    def finish_loading(self, partition: int) -> None:
+        """Serve ``partition``."""
+        self._partitions.finish_loading(partition)
+
+    def unload(self, partition: int) -> None:
+        """Stop serving ``partition``."""
+        self._partitions.unload(partition)
+
+    def owned_partitions(self) -> set[int]:
+        """Partitions being loaded or served."""
+        return self._partitions.owned_partitions()

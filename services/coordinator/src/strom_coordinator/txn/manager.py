@@ -30,6 +30,7 @@ from strom.errors import (
     InvalidRequestError,
     TransactionalIdNotFoundError,
 )
+from strom_coordinator.partitions.hosting import HostedShard
 from strom_coordinator.partitions.log import PartitionLog
 from strom_coordinator.txn import records, state
 from strom_coordinator.txn.completion import (
@@ -42,7 +43,6 @@ from strom_coordinator.txn.expiry import TxnExpiry
 from strom_coordinator.txn.staged_commits import MemberCalls, StagedCommits
 from strom_coordinator.txn.state import EndAnswer, TxnMetadata, TxnState
 from strom_coordinator.txn.table import FreshProducerId, TxnTable
-from strom_server.etcd.session_lease import SessionLease
 from strom_server.runtime.logs import get_logger
 
 __all__ = ["TransactionManager", "TxnConfig"]
@@ -85,7 +85,7 @@ class DescribedTransaction:
     error: BrokerResponseError | None = None
 
 
-class TransactionManager:
+class TransactionManager(HostedShard):
     """Transactional ids of the hosted ``__transaction_state`` partitions."""
 
     def __init__(
@@ -132,41 +132,6 @@ class TransactionManager:
             table, self._completions, self.staged,
             expiration_ms=config.transactional_id_expiration_ms, wall_clock_ms=now,
         )  # fmt: skip
-
-    # -- hosted partitions (the runtime.shard.CoordinatorShard the runtime drives) -----------
-
-    @property
-    def partition_count(self) -> int | None:
-        return self._partitions.partition_count
-
-    @partition_count.setter
-    def partition_count(self, count: int | None) -> None:
-        self._partitions.partition_count = count
-
-    def use_session(self, session: SessionLease) -> None:
-        """Answer NOT_COORDINATOR for every transactional id while ``session`` may have expired."""
-        self._partitions.session = session
-
-    def partition_for(self, transactional_id: str) -> int:
-        """The __transaction_state partition of a transactional id (Kafka's formula)."""
-        return self._partitions.partition_for(transactional_id)
-
-    def begin_loading(self, partition: int) -> None:
-        self._partitions.begin_loading(partition)
-
-    def replay(
-        self, partition: int, key: bytes | None, value: bytes | None, timestamp_ms: int
-    ) -> None:
-        self._partitions.replay(partition, key, value, timestamp_ms)
-
-    def finish_loading(self, partition: int) -> None:
-        self._partitions.finish_loading(partition)
-
-    def unload(self, partition: int) -> None:
-        self._partitions.unload(partition)
-
-    def owned_partitions(self) -> set[int]:
-        return self._partitions.owned_partitions()
 
     def counts_by_state(self) -> dict[str, int]:
         """How many transactional ids are in each state (for the metrics)."""
