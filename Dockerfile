@@ -2,9 +2,16 @@
 # and the CLI;
 # docker-compose.yml picks the service with its command (`python -m strom_storage ...`).
 # Dependencies come from the same pins as the venv (constraints.txt).
-FROM python:3.12-slim AS build
-RUN apt-get update \
-    && apt-get install -y --no-install-recommends gcc libc6-dev \
+# BASE is any Debian-based image with python >= 3.11 and its venv module: python:3.12-slim by
+# default, or where Docker Hub is unreachable the image docker/build-debian-base makes from
+# Debian's packages (docker build --network host --build-arg BASE=strom-base:bookworm .).
+ARG BASE=python:3.12-slim
+FROM ${BASE} AS build
+# The C extensions need a compiler and Python's headers (a Debian python3 has them in python3-dev).
+RUN headers=$(python -c 'import sysconfig; print(sysconfig.get_paths()["include"])') \
+    && dev=$(test -e "$headers/Python.h" || echo python3-dev) \
+    && apt-get update \
+    && apt-get install -y --no-install-recommends gcc libc6-dev $dev \
     && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY constraints.txt ./
@@ -16,7 +23,7 @@ RUN python -m venv /opt/strom \
         ./clients ./services/common ./services/storage ./services/controller \
         ./services/coordinator ./services/gateway ./services/registry ./services/console
 
-FROM python:3.12-slim
+FROM ${BASE}
 COPY --from=build /opt/strom /opt/strom
 RUN groupadd --system --gid 10001 strom \
     && useradd --system --uid 10001 --gid strom --home-dir /var/lib/strom --create-home strom \
