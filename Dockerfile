@@ -27,7 +27,7 @@ FROM ${BASE}
 COPY --from=build /opt/strom /opt/strom
 RUN groupadd --system --gid 10001 strom \
     && useradd --system --uid 10001 --gid strom --home-dir /var/lib/strom --create-home strom \
-    && mkdir -p /var/lib/strom/data \
+    && mkdir -p /var/lib/strom/data /var/lib/strom/etcd \
     && chown -R strom:strom /var/lib/strom
 ENV PATH=/opt/strom/bin:$PATH \
     PYTHONUNBUFFERED=1 \

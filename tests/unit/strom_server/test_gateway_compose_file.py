@@ -143,7 +143,10 @@ def test_services_match_the_local_cluster(document: dict) -> None:
 def test_dockerfile_basics() -> None:
     text = (ROOT / "Dockerfile").read_text()
     bases = [line.split()[1] for line in text.splitlines() if line.startswith("FROM ")]
-    assert bases and all(b.startswith("python:3.1") and b.endswith("-slim") for b in bases)
+    assert bases and all(b == "${BASE}" for b in bases)  # a build argument, public by default
+    default = [line for line in text.splitlines() if line.startswith("ARG BASE=")]
+    assert len(default) == 1 and default[0].startswith("ARG BASE=python:3.1")
+    assert default[0].endswith("-slim")
     assert "-c constraints.txt" in text
     assert "\nUSER strom" in text
     assert "HEALTHCHECK" in text and "strom_server.rpc.health_probe" in text

