@@ -14,7 +14,7 @@ SOURCES := constraints.txt requirements-dev.txt clients/pyproject.toml clients/s
 NODE_DIR := clients/node
 NODE_STAMP := $(NODE_DIR)/node_modules/.package-lock.json
 
-.PHONY: up test test-slow lint bench bench-quick proto chaos chaos-seeds clean node
+.PHONY: up test compose-test test-slow lint bench bench-quick proto chaos chaos-seeds clean node
 
 $(STAMP): $(SOURCES)
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Strom needs Python >= 3.11, found " + sys.version' 
@@ -36,7 +36,12 @@ $(NODE_STAMP): $(NODE_DIR)/package.json $(NODE_DIR)/package-lock.json
 node: $(NODE_STAMP)
 
 test: $(STAMP) $(NODE_STAMP)
-	$(BIN)/python -m pytest -m "not slow" $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -m "not slow and not compose" $(PYTEST_ARGS)
+
+# docker-compose.yml and docker-compose.secure.yml run for real in a container engine (started
+# when none runs; skips where containers cannot run). Not part of `make test`.
+compose-test: $(STAMP)
+	$(BIN)/python -m pytest -m compose tests/integration/compose $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -1,0 +1,225 @@
+"""docker-compose.yml for real: the Strom image built (from a Debian base made from Debian's
+packages unless STROM_IMAGE_BASE names another, e.g. python:3.12-slim), the generated file run
+with ``docker compose up -d`` on a project name and host ports of its own, every health check
+awaited, then from the host: Strom's client through the gateway, a Kafka client through the
+Kafka listener, the console's overview page, a schema registered; one storage node's process
+killed and restarted by its restart policy while the others serve. ``down -v`` at the end, even
+on failure. Starts ``dockerd --iptables=false --bridge=none`` when no engine runs (the host's
+firewall rules stay untouched); skips where the machine cannot run containers. Not part of
+``make test``: ``make compose-test``."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import time
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from strom_testkit import free_port_range, wait_until
+
+from strom import Admin, Consumer, NewTopic, Producer
+from strom_server.local.cluster import LocalClusterSpec
+from strom_server.local.compose_file import IMAGE, render
+
+confluent_kafka = pytest.importorskip("confluent_kafka")
+
+pytestmark = [pytest.mark.integration, pytest.mark.compose]
+
+ROOT = Path(__file__).resolve().parents[3]
+LOCAL_BASE = "strom-base:bookworm"
+
+
+def _run(*argv: str, timeout: float = 600, check: bool = True) -> subprocess.CompletedProcess:
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+    if check and done.returncode != 0:
+        raise AssertionError(f"{' '.join(argv)} failed ({done.returncode}): {done.stderr[-2000:]}")
+    return done
+
+
+def _engine_up() -> bool:
+    return _run("docker", "info", timeout=30, check=False).returncode == 0
+
+
+@pytest.fixture(scope="module")
+def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """A running container engine: the machine's, or dockerd started here (and stopped after)."""
+    if shutil.which("docker") is None:
+        pytest.skip("no docker CLI: this machine cannot run containers")
+    if _engine_up():
+        yield
+        return
+    if os.geteuid() != 0 or shutil.which("dockerd") is None:
+        pytest.skip("no container engine running and dockerd cannot be started (needs root)")
+    log = tmp_path_factory.mktemp("dockerd") / "dockerd.log"
+    with log.open("w") as out:
+        daemon = subprocess.Popen(
+            ["dockerd", "--iptables=false", "--bridge=none"], stdout=out, stderr=out
+        )
+    deadline = time.monotonic() + 60
+    while not _engine_up():
+        if daemon.poll() is not None or time.monotonic() > deadline:
+            daemon.kill()
+            pytest.skip(f"dockerd did not start: {log.read_text()[-500:]}")
+        time.sleep(1)
+    try:
+        yield
+    finally:
+        daemon.send_signal(signal.SIGTERM)
+        daemon.wait(timeout=60)
+
+
+def _compose() -> list[str]:
+    if _run("docker", "compose", "version", check=False).returncode == 0:
+        return ["docker", "compose"]
+    if shutil.which("docker-compose"):
+        return ["docker-compose"]
+    pytest.skip("neither `docker compose` nor docker-compose is installed")
+
+
+@pytest.fixture(scope="module")
+def image(engine: None) -> str:
+    """strom:latest built from this checkout."""
+    base = os.environ.get("STROM_IMAGE_BASE", LOCAL_BASE)
+    if base == LOCAL_BASE and _run("docker", "image", "inspect", base, check=False).returncode:
+        _run(str(ROOT / "docker" / "build-debian-base"), base, timeout=1200)
+    env = {**os.environ, "DOCKER_BUILDKIT": "0"}  # the classic builder needs no buildx plugin
+    argv = ["docker", "build", "-q", "--network", "host", "--build-arg", f"BASE={base}"]
+    done = subprocess.run(
+        [*argv, "-t", IMAGE, str(ROOT)], capture_output=True, text=True, timeout=1800, env=env
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return IMAGE
+
+
+class Project:
+    """One compose project: its file, name and published ports."""
+
+    def __init__(self, directory: Path) -> None:
+        base = free_port_range(104)
+        self.spec = LocalClusterSpec(
+            data_dir=Path("/var/lib/strom"),
+            base_port=base,
+            kafka_port=base + 100,
+            registry_port=base + 101,
+            console_port=base + 102,
+        )
+        self.file = directory / "docker-compose.yml"
+        self.file.write_text(render(self.spec))
+        self.name = f"stromtest{uuid.uuid4().hex[:8]}"
+        self.compose = [*_compose(), "-p", self.name, "-f", str(self.file)]
+
+    @property
+    def gateway(self) -> str:
+        return f"localhost:{self.spec.base_port}"
+
+    def containers(self) -> dict[str, dict]:
+        """Service name -> the container's inspect state."""
+        label = f"label=com.docker.compose.project={self.name}"
+        ids = _run("docker", "ps", "-aq", "--filter", label).stdout.split()
+        if not ids:
+            return {}
+        found = json.loads(_run("docker", "inspect", *ids).stdout)
+        return {c["Config"]["Labels"]["com.docker.compose.service"]: c for c in found}
+
+    def all_healthy(self) -> bool:
+        containers = self.containers()
+        expected = {p.name for p in self.spec.processes()}
+        return set(containers) == expected and all(
+            c["State"].get("Health", {}).get("Status") == "healthy" for c in containers.values()
+        )
+
+
+@pytest.fixture(scope="module")
+def project(image: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Project]:
+    project = Project(tmp_path_factory.mktemp("compose"))
+    try:
+        _run(*project.compose, "up", "-d", "--no-build", timeout=600)
+        wait_until(project.all_healthy, timeout_s=300, what="every service healthy", interval_s=2)
+        yield project
+    finally:
+        logs = _run(*project.compose, "logs", "--no-color", "--tail", "30", check=False)
+        _run(*project.compose, "down", "-v", "--remove-orphans", timeout=300, check=False)
+        print(logs.stdout[-20000:])
+
+
+def _roundtrip(gateway: str, topic: str, values: list[bytes]) -> list[bytes]:
+    with Producer(gateway, gateway_only=True) as producer:
+        for value in values:
+            producer.send(topic, value).result(timeout=30)
+    with Consumer(
+        topic,
+        bootstrap_servers=gateway,
+        gateway_only=True,
+        auto_offset_reset="earliest",
+        consumer_timeout_ms=5000,
+    ) as consumer:
+        return [record.value for record in consumer]
+
+
+def test_strom_client_through_the_gateway(project: Project) -> None:
+    with Admin(project.gateway, gateway_only=True) as admin:
+        admin.create_topics([NewTopic("events", 3, 3)])
+    values = [f"hello {i}".encode() for i in range(20)]
+    assert sorted(_roundtrip(project.gateway, "events", values)) == sorted(values)
+
+
+def test_kafka_client_through_the_kafka_listener(project: Project) -> None:
+    with Admin(project.gateway, gateway_only=True) as admin:
+        admin.create_topics([NewTopic("kafka-events", 3, 3)])
+    servers = f"localhost:{project.spec.kafka_address.rpartition(':')[2]}"
+    producer = confluent_kafka.Producer({"bootstrap.servers": servers})
+    for i in range(10):
+        producer.produce("kafka-events", f"kafka {i}".encode())
+    assert producer.flush(60) == 0
+    consumer = confluent_kafka.Consumer(
+        {"bootstrap.servers": servers, "group.id": "compose-test", "auto.offset.reset": "earliest"}
+    )
+    consumer.subscribe(["kafka-events"])
+    seen: list[bytes] = []
+    deadline = time.monotonic() + 60
+    try:
+        while len(seen) < 10 and time.monotonic() < deadline:
+            message = consumer.poll(1.0)
+            if message is not None and message.error() is None:
+                seen.append(message.value())
+    finally:
+        consumer.close()
+    assert sorted(seen) == sorted(f"kafka {i}".encode() for i in range(10))
+
+
+def test_console_overview_and_schema_registry(project: Project) -> None:
+    with urllib.request.urlopen(f"http://127.0.0.1:{project.spec.console_port}/", timeout=30) as r:
+        assert r.status == 200 and "Strom" in r.read().decode()
+    schema = {"type": "record", "name": "Event", "fields": [{"name": "id", "type": "long"}]}
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{project.spec.registry_port}/subjects/events-value/versions",
+        data=json.dumps({"schema": json.dumps(schema)}).encode(),
+        headers={"Content-Type": "application/vnd.schemaregistry.v1+json"},
+    )
+    with urllib.request.urlopen(request, timeout=30) as response:
+        assert isinstance(json.loads(response.read())["id"], int)
+
+
+def test_a_killed_storage_node_is_restarted(project: Project) -> None:
+    with Admin(project.gateway, gateway_only=True) as admin:
+        admin.create_topics([NewTopic("events-restart", 3, 3)])
+    victim = project.containers()["storage-1"]
+    os.kill(victim["State"]["Pid"], signal.SIGKILL)  # a crash, not a `docker stop`
+
+    def restarted() -> bool:
+        state = project.containers()["storage-1"]
+        return state["RestartCount"] > victim["RestartCount"] and (
+            state["State"].get("Health", {}).get("Status") == "healthy"
+        )
+
+    values = [f"during {i}".encode() for i in range(5)]
+    assert sorted(_roundtrip(project.gateway, "events-restart", values)) == sorted(values)
+    wait_until(restarted, timeout_s=120, what="storage-1 restarted and healthy", interval_s=1)
+    assert project.all_healthy()
