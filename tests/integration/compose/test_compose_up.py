@@ -4,22 +4,27 @@ with ``docker compose up -d`` on a project name and host ports of its own, every
 awaited, then from the host: Strom's client through the gateway, a Kafka client through the
 Kafka listener, the console's overview page, a schema registered; one storage node's process
 killed and restarted by its restart policy while the others serve. ``down -v`` at the end, even
-on failure. Starts ``dockerd --iptables=false --bridge=none`` when no engine runs (the host's
-firewall rules stay untouched); skips where the machine cannot run containers. Not part of
-``make test``: ``make compose-test``."""
+on failure. The same for docker-compose.secure.yml (``strom security init``'s CA and admin
+password copied out of the shared volume; SASL_SSL, the registry over HTTPS). Starts
+``dockerd --iptables=false --bridge=none`` when no engine runs (the host's firewall rules stay
+untouched); skips where the machine cannot run containers. Not part of ``make test``:
+``make compose-test``."""
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import shutil
 import signal
+import ssl
 import subprocess
 import time
 import urllib.request
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from strom_testkit import free_port_range, wait_until
@@ -27,6 +32,7 @@ from strom_testkit import free_port_range, wait_until
 from strom import Admin, Consumer, NewTopic, Producer
 from strom_server.local.cluster import LocalClusterSpec
 from strom_server.local.compose_file import IMAGE, render
+from strom_server.local.compose_secure import SECURITY_DIR, render_secure
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 
@@ -101,19 +107,58 @@ def image(engine: None) -> str:
 class Project:
     """One compose project: its file, name and published ports."""
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, secure: bool) -> None:
         base = free_port_range(104)
+        self.directory, self.secure = directory, secure
         self.spec = LocalClusterSpec(
             data_dir=Path("/var/lib/strom"),
             base_port=base,
             kafka_port=base + 100,
             registry_port=base + 101,
-            console_port=base + 102,
+            console_port=None if secure else base + 102,
         )
         self.file = directory / "docker-compose.yml"
-        self.file.write_text(render(self.spec))
+        self.file.write_text(render_secure(self.spec) if secure else render(self.spec))
         self.name = f"stromtest{uuid.uuid4().hex[:8]}"
         self.compose = [*_compose(), "-p", self.name, "-f", str(self.file)]
+        self.password = ""
+
+    def fetch_credentials(self) -> None:
+        """The CA and the admin's password ``strom security init`` wrote in the volume."""
+        gateway = self.containers()["gateway"]["Id"]
+        for name in ("tls/ca.crt", "admin.properties"):
+            _run("docker", "cp", f"{gateway}:{SECURITY_DIR}/{name}", str(self.directory))
+        properties = (self.directory / "admin.properties").read_text().splitlines()
+        self.password = next(p.split("=", 1)[1] for p in properties if p.startswith("sasl.pass"))
+
+    @property
+    def ca(self) -> str:
+        return str(self.directory / "ca.crt")
+
+    def client_options(self) -> dict[str, Any]:
+        """Strom client options: through the gateway, as admin over SASL_SSL when secure."""
+        if not self.secure:
+            return {"gateway_only": True}
+        return {
+            "gateway_only": True,
+            "security_protocol": "SASL_SSL",
+            "sasl_mechanism": "SCRAM-SHA-256",
+            "sasl_plain_username": "admin",
+            "sasl_plain_password": self.password,
+            "ssl_cafile": self.ca,
+        }
+
+    def kafka_config(self) -> dict[str, str]:
+        config = {"bootstrap.servers": f"localhost:{self.spec.kafka_address.rpartition(':')[2]}"}
+        if self.secure:
+            config |= {
+                "security.protocol": "SASL_SSL",
+                "sasl.mechanism": "SCRAM-SHA-256",
+                "sasl.username": "admin",
+                "sasl.password": self.password,
+                "ssl.ca.location": self.ca,
+            }
+        return config
 
     @property
     def gateway(self) -> str:
@@ -131,17 +176,26 @@ class Project:
     def all_healthy(self) -> bool:
         containers = self.containers()
         expected = {p.name for p in self.spec.processes()}
-        return set(containers) == expected and all(
-            c["State"].get("Health", {}).get("Status") == "healthy" for c in containers.values()
+        if set(containers) - {"security-init", "security-add-admin"} != expected:
+            return False
+        return all(  # the one-shot security services carry the image's health check too
+            c["State"].get("Health", {}).get("Status") == "healthy"
+            if name in expected
+            else c["State"]["Status"] == "exited" and c["State"]["ExitCode"] == 0
+            for name, c in containers.items()
         )
 
 
-@pytest.fixture(scope="module")
-def project(image: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Project]:
-    project = Project(tmp_path_factory.mktemp("compose"))
+@pytest.fixture(scope="module", params=["plain", "secure"])
+def project(
+    request: pytest.FixtureRequest, image: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Project]:
+    project = Project(tmp_path_factory.mktemp("compose"), secure=request.param == "secure")
     try:
         _run(*project.compose, "up", "-d", "--no-build", timeout=600)
         wait_until(project.all_healthy, timeout_s=300, what="every service healthy", interval_s=2)
+        if project.secure:
+            project.fetch_credentials()
         yield project
     finally:
         logs = _run(*project.compose, "logs", "--no-color", "--tail", "30", check=False)
@@ -149,37 +203,39 @@ def project(image: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pr
         print(logs.stdout[-20000:])
 
 
-def _roundtrip(gateway: str, topic: str, values: list[bytes]) -> list[bytes]:
-    with Producer(gateway, gateway_only=True) as producer:
+def _create_topic(project: Project, topic: str) -> None:
+    with Admin(project.gateway, **project.client_options()) as admin:
+        admin.create_topics([NewTopic(topic, 3, 3)])
+
+
+def _roundtrip(project: Project, topic: str, values: list[bytes]) -> list[bytes]:
+    with Producer(project.gateway, **project.client_options()) as producer:
         for value in values:
             producer.send(topic, value).result(timeout=30)
     with Consumer(
         topic,
-        bootstrap_servers=gateway,
-        gateway_only=True,
+        bootstrap_servers=project.gateway,
         auto_offset_reset="earliest",
         consumer_timeout_ms=5000,
+        **project.client_options(),
     ) as consumer:
         return [record.value for record in consumer]
 
 
 def test_strom_client_through_the_gateway(project: Project) -> None:
-    with Admin(project.gateway, gateway_only=True) as admin:
-        admin.create_topics([NewTopic("events", 3, 3)])
+    _create_topic(project, "events")
     values = [f"hello {i}".encode() for i in range(20)]
-    assert sorted(_roundtrip(project.gateway, "events", values)) == sorted(values)
+    assert sorted(_roundtrip(project, "events", values)) == sorted(values)
 
 
 def test_kafka_client_through_the_kafka_listener(project: Project) -> None:
-    with Admin(project.gateway, gateway_only=True) as admin:
-        admin.create_topics([NewTopic("kafka-events", 3, 3)])
-    servers = f"localhost:{project.spec.kafka_address.rpartition(':')[2]}"
-    producer = confluent_kafka.Producer({"bootstrap.servers": servers})
+    _create_topic(project, "kafka-events")
+    producer = confluent_kafka.Producer(project.kafka_config())
     for i in range(10):
         producer.produce("kafka-events", f"kafka {i}".encode())
     assert producer.flush(60) == 0
     consumer = confluent_kafka.Consumer(
-        {"bootstrap.servers": servers, "group.id": "compose-test", "auto.offset.reset": "earliest"}
+        {**project.kafka_config(), "group.id": "compose-test", "auto.offset.reset": "earliest"}
     )
     consumer.subscribe(["kafka-events"])
     seen: list[bytes] = []
@@ -194,22 +250,32 @@ def test_kafka_client_through_the_kafka_listener(project: Project) -> None:
     assert sorted(seen) == sorted(f"kafka {i}".encode() for i in range(10))
 
 
-def test_console_overview_and_schema_registry(project: Project) -> None:
+def test_console_overview_page(project: Project) -> None:
+    if project.secure:
+        pytest.skip("docker-compose.secure.yml has no console")
     with urllib.request.urlopen(f"http://127.0.0.1:{project.spec.console_port}/", timeout=30) as r:
         assert r.status == 200 and "Strom" in r.read().decode()
+
+
+def test_a_schema_is_registered(project: Project) -> None:
     schema = {"type": "record", "name": "Event", "fields": [{"name": "id", "type": "long"}]}
+    scheme, context = "http", None
+    headers = {"Content-Type": "application/vnd.schemaregistry.v1+json"}
+    if project.secure:
+        scheme, context = "https", ssl.create_default_context(cafile=project.ca)
+        login = base64.b64encode(f"admin:{project.password}".encode()).decode()
+        headers["Authorization"] = f"Basic {login}"
     request = urllib.request.Request(
-        f"http://127.0.0.1:{project.spec.registry_port}/subjects/events-value/versions",
+        f"{scheme}://localhost:{project.spec.registry_port}/subjects/events-value/versions",
         data=json.dumps({"schema": json.dumps(schema)}).encode(),
-        headers={"Content-Type": "application/vnd.schemaregistry.v1+json"},
+        headers=headers,
     )
-    with urllib.request.urlopen(request, timeout=30) as response:
+    with urllib.request.urlopen(request, timeout=30, context=context) as response:
         assert isinstance(json.loads(response.read())["id"], int)
 
 
 def test_a_killed_storage_node_is_restarted(project: Project) -> None:
-    with Admin(project.gateway, gateway_only=True) as admin:
-        admin.create_topics([NewTopic("events-restart", 3, 3)])
+    _create_topic(project, "events-restart")
     victim = project.containers()["storage-1"]
     os.kill(victim["State"]["Pid"], signal.SIGKILL)  # a crash, not a `docker stop`
 
@@ -220,6 +286,6 @@ def test_a_killed_storage_node_is_restarted(project: Project) -> None:
         )
 
     values = [f"during {i}".encode() for i in range(5)]
-    assert sorted(_roundtrip(project.gateway, "events-restart", values)) == sorted(values)
+    assert sorted(_roundtrip(project, "events-restart", values)) == sorted(values)
     wait_until(restarted, timeout_s=120, what="storage-1 restarted and healthy", interval_s=1)
     assert project.all_healthy()

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import sys
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -95,10 +96,15 @@ def _one_shot(command: list[str], **extra: Any) -> dict[str, Any]:
     return {"image": IMAGE, "build": ".", "command": command, **extra, "restart": "no"}
 
 
-def secure_compose_document() -> dict[str, Any]:
-    """The secure compose file as data."""
+def secure_compose_document(spec: LocalClusterSpec | None = None) -> dict[str, Any]:
+    """The secure compose file as data (``spec``'s ports; by default the local cluster's)."""
     with tempfile.TemporaryDirectory(prefix="strom-compose-") as local:
-        spec = LocalClusterSpec(data_dir=Path(local), registry_port=8081, secure=True)
+        spec = replace(
+            spec or LocalClusterSpec(data_dir=Path(local), registry_port=8081),
+            data_dir=Path(local),
+            console_port=None,
+            secure=True,
+        )
         plain = compose_document(spec)
     init_command = (
         f"strom security init --dir {SECURITY_DIR} && chown -R {_STROM_UID} {SECURITY_DIR}"
@@ -147,9 +153,9 @@ def secure_compose_document() -> dict[str, Any]:
     return {"services": services, "volumes": {**plain["volumes"], "security": {}}}
 
 
-def render_secure() -> str:
+def render_secure(spec: LocalClusterSpec | None = None) -> str:
     """docker-compose.secure.yml's text."""
-    return _render_document(secure_compose_document(), HEADER)
+    return _render_document(secure_compose_document(spec), HEADER)
 
 
 if __name__ == "__main__":
