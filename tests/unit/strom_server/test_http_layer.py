@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import socket
 import ssl
 from pathlib import Path
 
@@ -158,3 +159,32 @@ def test_https_from_the_security_settings_with_client_certificates(tmp_path: Pat
             await server.stop()
 
     asyncio.run(scenario())
+
+
+def test_accepted_connections_have_nagles_algorithm_off() -> None:
+    """asyncio sets TCP_NODELAY only on accepted sockets whose protocol says TCP; a listening
+    socket made without it (socket.create_server) left Nagle on, and every two-part response
+    waited ~40 ms for the client's delayed ACK."""
+    from strom_server.http.server import _listening_socket
+
+    async def main() -> int:
+        seen: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+
+        class Probe(asyncio.Protocol):
+            def connection_made(self, transport: asyncio.BaseTransport) -> None:
+                sock = transport.get_extra_info("socket")
+                seen.set_result(sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+                transport.close()
+
+        sock = _listening_socket("127.0.0.1", 0)
+        server = await asyncio.get_running_loop().create_server(Probe, sock=sock)
+        port = sock.getsockname()[1]
+        _, writer = await asyncio.open_connection("127.0.0.1", port)
+        try:
+            return await asyncio.wait_for(seen, 10)
+        finally:
+            writer.close()
+            server.close()
+            await server.wait_closed()
+
+    assert asyncio.run(main()) != 0

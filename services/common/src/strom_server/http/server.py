@@ -42,9 +42,7 @@ class HttpServer:
 
     async def start(self, app: Any) -> int:
         """Bind and serve ``app``; the bound port. ``OSError`` when the address is taken."""
-        host, port = split_host_port(self.listen)
-        family = socket.AF_INET6 if ":" in host else socket.AF_INET
-        sock = socket.create_server((host, port), family=family)
+        sock = _listening_socket(*split_host_port(self.listen))
         self.port = sock.getsockname()[1]
         config = uvicorn.Config(
             app,
@@ -81,3 +79,22 @@ class HttpServer:
             self.force()
         with contextlib.suppress(asyncio.CancelledError):
             await self._task
+
+
+def _listening_socket(host: str, port: int) -> socket.socket:
+    """A bound, listening TCP socket. Made with its protocol named (IPPROTO_TCP), as asyncio
+    makes its own: asyncio turns Nagle's algorithm off (TCP_NODELAY) only on accepted sockets
+    whose protocol says TCP, and with it on every response written in two parts (uvicorn
+    writes the head, then the body) waited ~40 ms for the client's delayed ACK."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if family == socket.AF_INET6:
+            sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+        sock.bind((host, port))
+        sock.listen(socket.SOMAXCONN)
+    except BaseException:
+        sock.close()
+        raise
+    return sock
