@@ -33,12 +33,13 @@ from strom.errors import (
     InvalidTopicError,
     NotControllerError,
     RequestTimedOutError,
+    StromError,
     UnknownServerError,
     UnknownTopicOrPartitionError,
 )
 from strom_controller.config import ControllerConfig
 from strom_controller.election import ControllerElection
-from strom_controller.keys import KeyLayout, PartitionRecord, encode
+from strom_controller.keys import ControllerRecord, KeyLayout, PartitionRecord, encode
 from strom_controller.leader_balancer import LeaderBalancer
 from strom_controller.managers.brokers import BrokerTracker
 from strom_controller.managers.configs import ConfigManager
@@ -191,11 +192,23 @@ class Controller:
     def is_active(self) -> bool:
         return self._serving and self._election is not None and self._election.leading
 
-    def _require_active(self) -> None:
-        if not self.is_active:
-            if self._election is None:
-                raise NotControllerError("the controller is starting")
-            raise NotControllerError(self._election.not_controller_message())
+    async def _require_active(self) -> None:
+        """Raise NotControllerError unless active, naming the active controller as etcd has it
+        now: the metadata cache of a controller that was paused may not have seen the
+        takeover yet (it read "no controller is active" or itself)."""
+        if self.is_active:
+            return
+        if self._election is None:
+            raise NotControllerError("the controller is starting")
+        raise NotControllerError(self._election.not_controller_message(await self._leader_now()))
+
+    async def _leader_now(self) -> ControllerRecord | None:
+        """The active controller's record in etcd (None: none, or etcd did not answer)."""
+        try:
+            current = await self.store.get(self.keys.controller_leader, retry=False)
+        except StromError:
+            return None
+        return ControllerRecord.from_json(current.value) if current is not None else None
 
     # --- activation ----------------------------------------------------------------------
 
@@ -311,15 +324,16 @@ class Controller:
                         epoch=election.record.epoch if election.record else None,
                     )
                     await election.step_down("a guarded write was fenced")
-                    raise NotControllerError(election.not_controller_message())
+                    winner = ControllerRecord.from_json(current.value) if current else None
+                    raise NotControllerError(election.not_controller_message(winner))
                 raise UnknownServerError("the metadata changed concurrently; retry")
             self.cache.apply_ops(chunk, txn.revision)
 
     async def _admin(self, decide: Callable[[], ControllerResult[T]]) -> Outcome[T]:
         try:
-            self._require_active()
+            await self._require_active()
             async with self._write_lock:
-                self._require_active()
+                await self._require_active()
                 result = decide()
                 await self._commit(result)
             return Outcome(result.response)
@@ -386,7 +400,7 @@ class Controller:
         out: list[Outcome[list[ConfigValue]]] = []
         for resource in resources:
             try:
-                self._require_active()
+                await self._require_active()
                 out.append(Outcome(self.configs.describe(self.cache, resource)))
             except BrokerResponseError as exc:
                 out.append(Outcome(error=exc))
@@ -471,7 +485,7 @@ class Controller:
     async def list_reassignments(
         self, partitions: Sequence[tuple[str, int]]
     ) -> list[OngoingReassignment]:
-        self._require_active()
+        await self._require_active()
         return self.reassignments.list(self.cache, partitions)
 
     # --- producer ids --------------------------------------------------------------------
@@ -484,14 +498,14 @@ class Controller:
         (stored in etcd: fences the id's previous user on the storage nodes)."""
         if not transactional_id and producer_id >= 0 and 0 <= producer_epoch < MAX_PRODUCER_EPOCH:
             try:
-                self._require_active()
+                await self._require_active()
             except NotControllerError as exc:
                 return Outcome(error=exc)
             return Outcome((producer_id, producer_epoch + 1))
         try:
-            self._require_active()
+            await self._require_active()
             async with self._write_lock:
-                self._require_active()
+                await self._require_active()
                 if not transactional_id:
                     return Outcome((await self._next_producer_id_locked(), 0))
                 fresh = None
