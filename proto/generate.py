@@ -5,8 +5,8 @@ Usage: python proto/generate.py [--out DIR]
 The .proto tree mirrors the import path (proto/strom/protocol/v1/*.proto -> strom.protocol.v1),
 so generated imports need no rewriting. Writes *_pb2.py and *_pb2.pyi for every file, and
 *_pb2_grpc.py only for files that define services. The generator is grpcio-tools, pinned in
-constraints.txt; tests/unit/strom/protocol/test_stubs_fresh.py fails when the committed stubs differ from a
-fresh run of this script.
+constraints.txt; tests/unit/strom/protocol/test_stubs_fresh.py fails when the committed stubs
+differ from a fresh run of this script.
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
 """The console's plain decisions: browse start positions, the lag history, charts, topic rows
-and paging, the overview summary (reset plans and lag: tests/unit/strom/group/test_offsets_plan.py)."""
+and paging, the overview summary (reset plans and lag:
+tests/unit/strom/group/test_offsets_plan.py)."""
 
 from __future__ import annotations
 
