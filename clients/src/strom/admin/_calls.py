@@ -111,21 +111,19 @@ class AdminCalls:
         """``method`` through the gateway, asked again after retriable errors (transport
         errors included: every staged RPC is safe to repeat) until ``request_timeout_ms``;
         raises the answer's error naming ``what``."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.timeout_s
+        deadline = Deadline(self.timeout_s)
         while True:
-            left = max(deadline - loop.time(), 0.001)
             try:
-                response = await self.call(method, request, left)
+                response = await self.call(method, request, max(deadline.left(), 0.001))
             except StromError as exc:
-                if not exc.retriable or loop.time() + RETRY_BACKOFF_S > deadline:
+                if not exc.retriable or not deadline.allows(RETRY_BACKOFF_S):
                     raise
                 await asyncio.sleep(RETRY_BACKOFF_S)
                 continue
             code = response.error_code
             if not code:
                 return response
-            if not is_retriable(code) or loop.time() + RETRY_BACKOFF_S > deadline:
+            if not is_retriable(code) or not deadline.allows(RETRY_BACKOFF_S):
                 message = response.error_message or common_pb2.ErrorCode.Name(code)
                 raise for_code(code, f"{what}: {message}")
             await asyncio.sleep(RETRY_BACKOFF_S)

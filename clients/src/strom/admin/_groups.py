@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 
 from strom.admin._calls import RETRY_BACKOFF_S, AdminCalls, node_info
 from strom.cluster import where
+from strom.cluster.retry import Deadline
 from strom.errors import (
     BrokerResponseError,
     ConfigurationError,
@@ -115,22 +116,19 @@ class GroupAdmin:
     async def delete_consumer_groups(
         self, group_ids: Sequence[str]
     ) -> dict[str, BrokerResponseError | None]:
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self._calls.timeout_s
+        deadline = Deadline(self._calls.timeout_s)
         outcome: dict[str, BrokerResponseError | None] = {}
         pending = list(dict.fromkeys(group_ids))
         while True:
             # Only groups that failed retriably are asked again: the others are already gone.
             request = coordinator_pb2.DeleteGroupsRequest(group_ids=pending)
-            response = await self._calls.call(
-                "DeleteGroups", request, max(deadline - loop.time(), 0.001)
-            )
+            response = await self._calls.call("DeleteGroups", request, max(deadline.left(), 0.001))
             for r in response.results:
                 outcome[r.group_id] = (
                     group_error(r.group_id, r.error_code, r.error_message) if r.error_code else None
                 )
             pending = [g for g in pending if (e := outcome.get(g)) is not None and e.retriable]
-            if not pending or loop.time() + RETRY_BACKOFF_S > deadline:
+            if not pending or not deadline.allows(RETRY_BACKOFF_S):
                 return {g: outcome[g] for g in dict.fromkeys(group_ids) if g in outcome}
             await asyncio.sleep(RETRY_BACKOFF_S)  # retry backoff: the coordinator is moving
 

@@ -15,6 +15,7 @@ from strom.admin.transactions import (
     TransactionDescription,
     TransactionListing,
 )
+from strom.cluster.retry import Deadline
 from strom.errors import (
     ConfigurationError,
     CoordinatorNotAvailableError,
@@ -71,8 +72,7 @@ class TransactionAdmin:
             duration_filter_ms=duration_ms,
             transactional_id_prefix=transactional_id_prefix or "",
         )
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self._calls.timeout_s
+        deadline = Deadline(self._calls.timeout_s)
         while True:
             response = await self._calls.group_call("ListTransactions", request)
             if response.error_code:
@@ -80,7 +80,7 @@ class TransactionAdmin:
                 raise for_code(response.error_code, f"list transactions: {message}")
             if not response.unreachable_coordinators:
                 break
-            if loop.time() + RETRY_BACKOFF_S > deadline:
+            if not deadline.allows(RETRY_BACKOFF_S):
                 missing = ", ".join(str(c) for c in response.unreachable_coordinators)
                 raise CoordinatorNotAvailableError(
                     f"list transactions: coordinator(s) {missing} did not answer; the listing "
@@ -163,14 +163,13 @@ class TransactionAdmin:
         if response.error_code:
             message = response.error_message or common_pb2.ErrorCode.Name(response.error_code)
             raise for_code(response.error_code, f"transactional id {transactional_id}: {message}")
-        loop = asyncio.get_running_loop()
         wait = self._calls.timeout_s if wait_timeout_ms is None else wait_timeout_ms / 1000
-        deadline = loop.time() + wait
+        deadline = Deadline(wait)
         while True:
             now = (await self.describe_transactions([transactional_id]))[transactional_id]
             if now.state not in ("Ongoing", "PrepareAbort", "PrepareCommit"):
                 return now
-            if loop.time() + RETRY_BACKOFF_S > deadline:
+            if not deadline.allows(RETRY_BACKOFF_S):
                 raise StromTimeoutError(
                     f"transactional id {transactional_id}: still {now.state} after {wait} s"
                 )

@@ -43,6 +43,7 @@ from strom.cluster import (
     storage_call,
     where,
 )
+from strom.cluster.retry import Deadline
 from strom.errors import (
     BrokerResponseError,
     ConfigurationError,
@@ -331,8 +332,7 @@ class Admin:
     ) -> dict[TopicPartition, int]:
         """Advance each partition's log start offset to the given offset (-1: the high
         watermark); returns the new low watermarks."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self._timeout
+        deadline = Deadline(self._timeout)
         remaining = dict(offsets)
         result: dict[TopicPartition, int] = {}
         while True:
@@ -373,7 +373,7 @@ class Admin:
                     self._cluster.mark_stale(tp.topic)
             if not remaining:
                 return result
-            if loop.time() + RETRY_BACKOFF_S > deadline:
+            if not deadline.allows(RETRY_BACKOFF_S):
                 raise last or StromTimeoutError("delete records did not complete in time")
             await asyncio.sleep(RETRY_BACKOFF_S)  # retry backoff after a leader move
 
