@@ -199,6 +199,24 @@ def test_send_many(cluster: LocalCluster) -> None:
         assert plain == sorted(plain)
 
 
+def test_send_many_serializes_each_record_once_while_waiting_for_metadata(
+    cluster: LocalCluster,
+) -> None:
+    """A fresh producer knows no partitions yet: send_many waits for metadata and plans again,
+    but serializes its records once (they were serialized again at every attempt)."""
+    topic = create_topic(cluster, "p-many-once", 3)
+    calls = []
+
+    def serialize(value: str) -> bytes:
+        calls.append(value)
+        return value.encode()
+
+    values = [f"v{i}" for i in range(50)]
+    with Producer(cluster.gateway, acks=1, value_serializer=serialize) as producer:
+        assert producer.send_many(topic, values).result(30) == 50
+    assert calls == values
+
+
 def test_unknown_topic_and_partition(cluster: LocalCluster) -> None:
     topic = create_topic(cluster, "p-unknown", 2)
     with Producer(cluster.gateway, max_block_ms=5000) as producer:

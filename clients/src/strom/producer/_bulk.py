@@ -4,14 +4,18 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Sequence
 from typing import Any, TypeAlias
 
+from strom.errors import ConfigurationError, UnknownTopicOrPartitionError
 from strom.producer._accumulator import RECORD_OVERHEAD
 from strom.producer._batch import ProducerBatch
+from strom.producer._waits import NeedMetadata
+from strom.producer.config import Serializer
 from strom.producer.partitioner import Partitioner, StickyPartitioner, murmur2_partition
 
-__all__ = ["BulkTracker", "Chunk", "plan_chunks"]
+__all__ = ["BulkTracker", "Chunk", "plan_chunks", "serialized"]
 
 #: (partition, timestamps, keys, values, size): records of one partition, within batch_size.
 Chunk: TypeAlias = tuple[int, list[int], list[Any], list[Any], int]
@@ -61,13 +65,32 @@ class BulkTracker:
             self._settle(self._records, self._error)
 
 
+def serialized(
+    values: Sequence[Any],
+    keys: Sequence[Any] | None,
+    key_serializer: Serializer | None,
+    value_serializer: Serializer | None,
+) -> tuple[Sequence[Any], Sequence[Any] | None]:
+    """send_many's values and keys through the serializers; keys, when given, pair up with
+    the values (ConfigurationError otherwise)."""
+    if keys is not None and len(keys) != len(values):
+        raise ConfigurationError(
+            f"send_many: {len(keys)} keys for {len(values)} values (lengths must match)"
+        )
+    if value_serializer is not None:
+        values = [value_serializer(v) for v in values]
+    if keys is not None and key_serializer is not None:
+        keys = [key_serializer(k) for k in keys]
+    return values, keys
+
+
 def plan_chunks(  # noqa: PLR0917 - send_many's whole call, positional as there
     topic: str,
-    count: int,
+    count: int | None,
     values: Sequence[Any],
     keys: Sequence[Any] | None,
     partition: int | None,
-    ts: int,
+    timestamp_ms: int | None,
     *,
     batch_size: int,
     max_record: int,
@@ -77,9 +100,15 @@ def plan_chunks(  # noqa: PLR0917 - send_many's whole call, positional as there
 ) -> list[Chunk]:
     """Serialized ``values`` (and ``keys``) of a ``topic`` with ``count`` partitions as
     chunks, in record order per partition: keyed records partition as ``send`` does, keyless
-    ones fill sticky partitions chunk by chunk. A record over ``max_record`` raises
-    ``too_large(size)``."""
-    limit = batch_size
+    ones fill sticky partitions chunk by chunk. ``count`` None (not cached) raises
+    NeedMetadata; a record over ``max_record`` raises ``too_large(size)``."""
+    if count is None:
+        raise NeedMetadata
+    if partition is not None and not 0 <= partition < count:
+        raise UnknownTopicOrPartitionError(
+            f"partition {partition} of '{topic}' does not exist ({count} partitions)"
+        )
+    ts = int(time.time() * 1000) if timestamp_ms is None else timestamp_ms
     chunks: list[Chunk] = []
     if keys is None:
         # One partition (given, or sticky: the next one after each full chunk).
@@ -90,7 +119,7 @@ def plan_chunks(  # noqa: PLR0917 - send_many's whole call, positional as there
             rsize = RECORD_OVERHEAD + (len(value) if value is not None else 0)
             if rsize > max_record:
                 raise too_large(rsize)
-            if cur_v and size + rsize > limit:
+            if cur_v and size + rsize > batch_size:
                 chunks.append((part, [ts] * len(cur_v), [None] * len(cur_v), cur_v, size))
                 if partition is None:
                     sticky.next(topic, count, part)
@@ -118,7 +147,7 @@ def plan_chunks(  # noqa: PLR0917 - send_many's whole call, positional as there
         group = groups.get(part)
         if group is None:
             group = groups[part] = ([], [], [0])
-        if group[1] and group[2][0] + rsize > limit:
+        if group[1] and group[2][0] + rsize > batch_size:
             n = len(group[1])
             chunks.append((part, [ts] * n, group[0], group[1], group[2][0]))
             group = groups[part] = ([], [], [0])

@@ -46,7 +46,7 @@ from strom.errors import (
 )
 from strom.producer._accumulator import RECORD_OVERHEAD, Accumulator, record_size
 from strom.producer._batch import DeliveryCallback, ProducerBatch, RecordFuture, RecordMetadata
-from strom.producer._bulk import BulkTracker, Chunk, plan_chunks
+from strom.producer._bulk import BulkTracker, Chunk, plan_chunks, serialized
 from strom.producer._native import cproducer
 from strom.producer._sender import Sender
 from strom.producer._transactions import (
@@ -297,6 +297,21 @@ class Producer:
                 deadline = deadline or self._deadline()
                 await self._wait_for(need, topic, deadline)
 
+    def _check_usable(self) -> None:
+        """Raise the producer's fatal error, or the error blocking its transaction."""
+        if self._sender.fatal is not None:
+            raise self._sender.fatal
+        if self._txn is not None and self._txn.block is not None:
+            raise self._txn.block
+
+    def serialize_many(
+        self, values: Sequence[Any], keys: Sequence[Any] | None
+    ) -> tuple[Sequence[Any], Sequence[Any] | None]:
+        """A send_many call's values and keys through the serializers, once (a wait for
+        metadata asks ``plan_many`` again, not this)."""
+        self._check_usable()
+        return serialized(values, keys, self._key_serializer, self._value_serializer)
+
     def plan_many(
         self,
         topic: str,
@@ -305,35 +320,17 @@ class Producer:
         partition: int | None,
         timestamp_ms: int | None,
     ) -> list[Chunk]:
-        """Split a send_many call into chunks of (partition, timestamps, keys, values, size),
-        each within batch_size, in record order per partition. Raises NeedMetadata."""
-        if self._sender.fatal is not None:
-            raise self._sender.fatal
-        if self._txn is not None and self._txn.block is not None:
-            raise self._txn.block
-        if keys is not None and len(keys) != len(values):
-            raise ConfigurationError(
-                f"send_many: {len(keys)} keys for {len(values)} values (lengths must match)"
-            )
-        if self._value_serializer is not None:
-            values = [self._value_serializer(v) for v in values]
-        if keys is not None and self._key_serializer is not None:
-            keys = [self._key_serializer(k) for k in keys]
-        count = self._cluster.partition_count(topic)
-        if count is None:
-            raise NeedMetadata
-        if partition is not None and not 0 <= partition < count:
-            raise UnknownTopicOrPartitionError(
-                f"partition {partition} of '{topic}' does not exist ({count} partitions)"
-            )
-        ts = int(time.time() * 1000) if timestamp_ms is None else timestamp_ms
+        """Split a send_many call's serialized records (``serialize_many``) into chunks of
+        (partition, timestamps, keys, values, size), each within batch_size, in record order
+        per partition. Raises NeedMetadata (the caller waits and asks again)."""
+        self._check_usable()
         return plan_chunks(
             topic,
-            count,
+            self._cluster.partition_count(topic),
             values,
             keys,
             partition,
-            ts,
+            timestamp_ms,
             batch_size=self._acc.batch_size,
             max_record=self._max_record,
             partitioner=self._partitioner,
@@ -369,6 +366,7 @@ class Producer:
             else:
                 result.set_result(count)
 
+        values, keys = self.serialize_many(values, keys)
         deadline = 0.0
         while True:
             try:

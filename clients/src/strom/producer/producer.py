@@ -159,6 +159,7 @@ class Producer:
         """Queue many records; one future for the call (the number of records acknowledged,
         or the first error). See ``strom.aio.Producer.send_many``."""
         aio = self._aio
+        values, keys = aio.serialize_many(values, keys)
         deadline = time.monotonic() + self._max_block
         while True:
             try:
