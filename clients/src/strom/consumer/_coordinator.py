@@ -37,6 +37,7 @@ from strom.consumer._join_protocol import join_protocols, leader_assignment, mem
 from strom.consumer._offset_commits import (
     CommitOffsets,
     Committed,
+    commit_offsets,
     commit_request,
     fetch_committed,
     send_commit,
@@ -365,14 +366,12 @@ class ConsumerCoordinator(GroupMembership):
     def _positions(
         self, partitions: Iterable[TopicPartition] | None = None
     ) -> dict[TopicPartition, tuple[OffsetAndMetadata, int]]:
-        """The consumed positions (with the leader epoch of the last record) to commit."""
+        """The consumed positions (with the leader epoch of the last record) to commit: of
+        every assigned partition, or of those of ``partitions`` still assigned."""
         assignment = self._subs.assignment
-        found = {}
-        for tp in assignment if partitions is None else partitions:
-            st = assignment.get(tp)
-            if st is not None and st.position is not None and not st.awaiting_committed:
-                found[tp] = (OffsetAndMetadata(st.position), st.position_epoch)
-        return found
+        if partitions is not None:
+            assignment = {tp: assignment[tp] for tp in partitions if tp in assignment}
+        return commit_offsets(assignment, None)
 
     async def commit(self, offsets: CommitOffsets, *, wait: bool = False) -> None:
         """Commit ``{tp: (offset, leader_epoch)}`` ("next offset to read"), retrying coordinator
