@@ -6,7 +6,9 @@ once when it resigns."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
+from collections.abc import AsyncIterator
 
 import pytest
 from lease_testkit import etcd, eventually, lease_alive
@@ -88,28 +90,36 @@ def test_one_candidate_wins_keeps_the_key_and_only_its_writes_pass(etcd: EtcdPro
     asyncio.run(scenario())
 
 
+@contextlib.asynccontextmanager
+async def elected(etcd: EtcdProcess, key: str) -> AsyncIterator[tuple[EtcdStore, Candidate, int]]:
+    """One candidate campaigning on ``key`` until it has won: (store, candidate, its lease);
+    stopped, resigned and closed afterwards."""
+    store = EtcdStore([etcd.endpoint])
+    a = Candidate(store, key, "a")
+    task = asyncio.create_task(a.run())
+    try:
+        await eventually(lambda: a.leading, "the election")
+        first = a.lease_id
+        assert first is not None
+        yield store, a, first
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        await a.resign()
+        await store.close()
+
+
 def test_an_expired_lease_steps_down_and_campaigns_again(etcd: EtcdProcess) -> None:
     key = "/test-campaign/b/leader"
 
     async def scenario() -> None:
-        store = EtcdStore([etcd.endpoint])
-        a = Candidate(store, key, "a")
-        task = asyncio.create_task(a.run())
-        try:
-            await eventually(lambda: a.leading, "the election")
-            first = a.lease_id
-            assert first is not None
+        async with elected(etcd, key) as (store, a, first):
             await store.revoke_lease(first)  # what an expiry in etcd does
             await eventually(lambda: a.elections_won == 2, "the second election")
             assert len(a.deposed) == 1 and "etcd reported the lease expired" in a.deposed[0]
             assert a.leading and a.lease_id not in (None, first)
             held = await store.get(key)
             assert held is not None and held.lease == a.lease_id
-        finally:
-            task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
-            await a.resign()
-            await store.close()
 
     asyncio.run(scenario())
 
@@ -118,22 +128,11 @@ def test_a_wedged_event_loop_loses_the_lease(etcd: EtcdProcess) -> None:
     key = "/test-campaign/c/leader"
 
     async def scenario() -> None:
-        store = EtcdStore([etcd.endpoint])
-        a = Candidate(store, key, "a")
-        task = asyncio.create_task(a.run())
-        try:
-            await eventually(lambda: a.leading, "the election")
-            first = a.lease_id
-            assert first is not None
+        async with elected(etcd, key) as (_, a, first):
             time.sleep(TTL_S + 1)  # noqa: ASYNC251 (the loop is wedged: its keep-alive holds back)
             await eventually(lambda: bool(a.deposed), "the step-down")
             assert "lease" in a.deposed[0]
             assert not await lease_alive(etcd, first)
-        finally:
-            task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
-            await a.resign()
-            await store.close()
 
     asyncio.run(scenario())
 
