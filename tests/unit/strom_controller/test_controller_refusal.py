@@ -101,3 +101,4 @@ def test_describe_configs_refuses_every_resource_naming_the_active_controller() 
     )
     assert [type(o.error) for o in outcomes] == [NotControllerError, NotControllerError]
     assert all("active controller is 2 at h2:9094" in str(o.error) for o in outcomes)
+    assert store.reads == 1  # not one etcd read per resource

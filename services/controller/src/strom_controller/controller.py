@@ -397,10 +397,13 @@ class Controller:
     async def describe_configs(
         self, resources: Sequence[ConfigResourceRef]
     ) -> list[Outcome[list[ConfigValue]]]:
+        try:
+            await self._require_active()  # once: a refusal reads the leader key from etcd
+        except NotControllerError as exc:
+            return [Outcome(error=exc) for _ in resources]
         out: list[Outcome[list[ConfigValue]]] = []
         for resource in resources:
             try:
-                await self._require_active()
                 out.append(Outcome(self.configs.describe(self.cache, resource)))
             except BrokerResponseError as exc:
                 out.append(Outcome(error=exc))
