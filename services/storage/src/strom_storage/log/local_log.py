@@ -33,7 +33,7 @@ from strom_storage.log.segment import LogSegment
 from strom_storage.log.segments import LogSegments
 from strom_storage.log.txn_index import AbortedTxn
 
-__all__ = ["FlushPlan", "LocalLog", "LogEnd"]
+__all__ = ["LocalLog", "LogEnd"]
 
 _OFFSET_AND_LENGTH = struct.Struct(">qi")
 
@@ -47,12 +47,12 @@ class LogEnd(NamedTuple):
 
 
 @dataclass(frozen=True, slots=True)
-class FlushPlan:
+class _FlushPlan:
     """A flush to ``target`` taken under the owner's lock and run outside it."""
 
     target: int
     segments: list[LogSegment]
-    #: ``LocalLog.truncations`` when planned: a truncation in between voids the plan
+    #: ``LocalLog._truncations`` when planned: a truncation in between voids the plan
     generation: int
 
     def run(self) -> None:
@@ -90,10 +90,10 @@ class LocalLog:
         self._pending_deletes: list[tuple[int, LogSegment]] = []
         self.last_flush_ms = 0
         #: the base of the segment the last roll started: maintenance fsyncs what is below it
-        self.roll_flush_to: int | None = None
+        self._roll_flush_to: int | None = None
         #: bumped by every truncation (a flush planned before one must not move the recovery
         #: point)
-        self.truncations = 0
+        self._truncations = 0
         self._new_files = False  # a segment was created since the directory was last fsynced
         #: set once the files are closed or deleted (``close``, ``close_handles``, ``delete_all``)
         self.closed = False
@@ -182,17 +182,17 @@ class LocalLog:
         self.segments.add(segment)
         self._end = LogEnd(self._end.offset, segment.base_offset, 0)
         self._new_files = True
-        self.roll_flush_to = segment.base_offset
+        self._roll_flush_to = segment.base_offset
         return segment
 
     def flush(self, up_to_offset: int | None, now_ms: int) -> None:
         """fsync every segment holding offsets in [recovery point, ``up_to_offset``) (None: the
         log end); ``now_ms`` is the last flush time ``flush.ms`` counts from."""
-        target = self.flush_target(up_to_offset)
+        target = self._flush_target(up_to_offset)
         if target is not None:
-            for segment in self.segments_to_flush(target):
+            for segment in self._segments_to_flush(target):
                 segment.flush()
-            self.mark_flushed(target)
+            self._mark_flushed(target)
         self.last_flush_ms = now_ms
 
     def flush_outside(
@@ -204,24 +204,24 @@ class LocalLog:
         with owner_lock:
             if self.closed:
                 return
-            plan = self.flush_plan(up_to_offset)
+            plan = self._flush_plan(up_to_offset)
         if plan is None:
             return
         plan.run()
         with owner_lock:
             if not self.closed:
-                self.flushed(plan, now_ms)
+                self._flushed(plan, now_ms)
 
-    def flush_target(self, up_to_offset: int | None) -> int | None:
+    def _flush_target(self, up_to_offset: int | None) -> int | None:
         """The offset a flush to ``up_to_offset`` would reach; None when nothing is unflushed."""
         target = self._end.offset if up_to_offset is None else min(up_to_offset, self._end.offset)
         return target if target > self.recovery_point else None
 
-    def segments_to_flush(self, target: int) -> list[LogSegment]:
+    def _segments_to_flush(self, target: int) -> list[LogSegment]:
         """The segments holding offsets in [recovery point, ``target``)."""
         return [s for s in self.segments.from_floor(self.recovery_point) if s.base_offset < target]
 
-    def mark_flushed(self, target: int) -> None:
+    def _mark_flushed(self, target: int) -> None:
         """After the segments below ``target`` were fsynced: make new file names durable and
         move the recovery point."""
         if self._new_files:
@@ -234,25 +234,25 @@ class LocalLog:
         segment the last roll started (once per roll), and the log end (None) when
         ``flush.ms`` has passed since the last flush with messages unflushed."""
         due: list[int | None] = []
-        if self.roll_flush_to is not None:
-            due.append(self.roll_flush_to)
-            self.roll_flush_to = None
+        if self._roll_flush_to is not None:
+            due.append(self._roll_flush_to)
+            self._roll_flush_to = None
         if self.unflushed_messages > 0 and now_ms - self.last_flush_ms >= self.config.flush_ms:
             due.append(None)
         return due
 
-    def flush_plan(self, up_to_offset: int | None) -> FlushPlan | None:
+    def _flush_plan(self, up_to_offset: int | None) -> _FlushPlan | None:
         """A flush to ``up_to_offset`` to run outside the owner's lock (None: nothing to do);
-        ``flushed`` completes it."""
-        target = self.flush_target(up_to_offset)
+        ``_flushed`` completes it."""
+        target = self._flush_target(up_to_offset)
         if target is None:
             return None
-        return FlushPlan(target, self.segments_to_flush(target), self.truncations)
+        return _FlushPlan(target, self._segments_to_flush(target), self._truncations)
 
-    def flushed(self, plan: FlushPlan, now_ms: int) -> None:
+    def _flushed(self, plan: _FlushPlan, now_ms: int) -> None:
         """After ``plan`` ran: move the recovery point, unless a truncation came in between."""
-        if plan.generation == self.truncations:
-            self.mark_flushed(plan.target)
+        if plan.generation == self._truncations:
+            self._mark_flushed(plan.target)
             self.last_flush_ms = now_ms
 
     def recovery_floor(self, checkpointed: int) -> int:
@@ -319,7 +319,7 @@ class LocalLog:
         """Drop every batch whose base offset is >= ``offset``; returns segments removed whole."""
         if offset >= self._end.offset:
             return []
-        self.truncations += 1
+        self._truncations += 1
         first = self.segments.first()
         if first is None or offset <= first.base_offset:
             removed = self.segments.values()
@@ -339,8 +339,8 @@ class LocalLog:
 
     def truncate_fully_and_start_at(self, offset: int, now_ms: int) -> None:
         """Delete every segment and start empty at ``offset``."""
-        self.truncations += 1
-        self.roll_flush_to = None
+        self._truncations += 1
+        self._roll_flush_to = None
         old = self.segments.values()
         self.segments.clear()
         self._delete_now(old)
