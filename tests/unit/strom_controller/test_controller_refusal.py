@@ -82,6 +82,14 @@ def test_refusal_with_no_leader_in_etcd_says_an_election_is_in_progress() -> Non
     assert "no controller is active right now" in str(refused.value)
 
 
+def test_refusal_with_no_leader_in_etcd_does_not_name_the_cache_s_stale_one() -> None:
+    # Controller 2's key is gone from etcd (its lease expired); the watch has not said so yet.
+    controller = _standby(_LeaderKeyStore(None), ControllerRecord(2, "h2", 9094, 5))
+    with pytest.raises(NotControllerError) as refused:
+        asyncio.run(controller.list_reassignments([]))
+    assert "no controller is active right now" in str(refused.value)
+
+
 def test_refusal_falls_back_to_the_cache_when_etcd_does_not_answer() -> None:
     controller = _standby(
         _LeaderKeyStore(StromError("etcd unavailable")), ControllerRecord(3, "h3", 9095, 4)

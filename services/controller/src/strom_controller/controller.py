@@ -66,7 +66,7 @@ from strom_controller.model import (
 )
 from strom_controller.topic_names import validate_topic_name
 from strom_server.etcd.lease_registration import LeaseRegistration
-from strom_server.etcd.store import Compare, EtcdStore, EtcdUnavailableError, Put
+from strom_server.etcd.store import Compare, EtcdStore, EtcdUnavailableError, KeyValue, Put
 from strom_server.runtime.clock import Clock, SystemClock
 from strom_server.runtime.logs import get_logger
 
@@ -200,15 +200,13 @@ class Controller:
             return
         if self._election is None:
             raise NotControllerError("the controller is starting")
-        raise NotControllerError(self._election.not_controller_message(await self._leader_now()))
-
-    async def _leader_now(self) -> ControllerRecord | None:
-        """The active controller's record in etcd (None: none, or etcd did not answer)."""
         try:
             current = await self.store.get(self.keys.controller_leader, retry=False)
-        except StromError:
-            return None
-        return ControllerRecord.from_json(current.value) if current is not None else None
+        except StromError:  # etcd did not answer: the cache's view is all there is
+            active = self.cache.controller
+        else:
+            active = _leader_of(current)
+        raise NotControllerError(self._election.not_controller_message(active))
 
     # --- activation ----------------------------------------------------------------------
 
@@ -324,8 +322,7 @@ class Controller:
                         epoch=election.record.epoch if election.record else None,
                     )
                     await election.step_down("a guarded write was fenced")
-                    winner = ControllerRecord.from_json(current.value) if current else None
-                    raise NotControllerError(election.not_controller_message(winner))
+                    raise NotControllerError(election.not_controller_message(_leader_of(current)))
                 raise UnknownServerError("the metadata changed concurrently; retry")
             self.cache.apply_ops(chunk, txn.revision)
 
@@ -573,3 +570,8 @@ class Controller:
             return TopicView(name, error=outcome.error)
         log.info("topic auto-created", topic=name)
         return self.cache.topic_view(name)
+
+
+def _leader_of(current: KeyValue | None) -> ControllerRecord | None:
+    """The active controller a read of the leader key names (None: the key is absent)."""
+    return ControllerRecord.from_json(current.value) if current is not None else None

@@ -78,13 +78,12 @@ class ControllerElection(LeaseCampaign):
     # --- fencing -------------------------------------------------------------------------
 
     def _not_leading(self) -> Exception:
-        return NotControllerError(self.not_controller_message())
+        return NotControllerError(self.not_controller_message(self._cache.controller))
 
-    def not_controller_message(self, active: ControllerRecord | None = None) -> str:
-        """Why this controller refuses, naming the active one: ``active`` when the caller has
-        just read it from etcd (a fenced write), else the metadata cache's (which a paused
-        controller has not brought up to date yet)."""
-        active = active or self._cache.controller
+    def not_controller_message(self, active: ControllerRecord | None) -> str:
+        """Why this controller refuses, naming ``active`` as the active one (None: none is):
+        what the caller has just read from etcd (a refusal, a fenced write), else the metadata
+        cache's (which a paused controller has not brought up to date yet)."""
         if active is None or (self.leading and active.id == self.controller_id):
             return (
                 f"controller {self.controller_id} is not the active controller and no "
