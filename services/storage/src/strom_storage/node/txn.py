@@ -4,9 +4,10 @@ DescribeProducers.
 
 Verification (KIP-890): ``Log.append_as_leader`` refuses a transactional batch that would open a
 transaction on the partition (``InvalidTxnStateError``) unless the caller names its
-(producer id, epoch) as verified. ``ReplicaManager.append`` then asks ``TxnVerifier`` (the
-transaction coordinator, through ``strom_storage.txn``) whether the partition belongs to that
-producer's ongoing transaction, and appends with ``verified=`` only when it does. Appends of a
+(producer id, epoch) as verified. ``ReplicaManager.append`` then hands the batch to
+``node.deferred_appends``, which asks ``TxnVerifier`` (the transaction coordinator, through
+``strom_storage.txn``) whether the partition belongs to that producer's ongoing transaction,
+and appends with ``verified=`` only when it does. Appends of a
 partition that arrive while one of its appends waits for a verification queue behind it
 (``VerificationQueue``), so pipelined requests still append in arrival order; requests that
 write no transactional batch never wait and never allocate anything here.
