@@ -29,7 +29,9 @@ class _LeaderKeyStore:
         self.value = value
         self.reads = 0
 
-    async def get(self, key: str, *, retry: bool = True) -> KeyValue | None:
+    async def get(
+        self, key: str, *, retry: bool = True, timeout_s: float | None = None
+    ) -> KeyValue | None:
         assert key == KEYS.controller_leader
         self.reads += 1
         if isinstance(self.value, Exception):

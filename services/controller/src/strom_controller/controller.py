@@ -72,6 +72,10 @@ from strom_server.runtime.logs import get_logger
 
 __all__ = ["Controller"]
 
+#: How long a refusal waits for etcd to name the active controller before it names the
+#: metadata cache's: a refusal must stay quick while etcd is unreachable.
+_REFUSAL_READ_S = 0.5
+
 log = get_logger(__name__)
 
 T = TypeVar("T")
@@ -201,7 +205,9 @@ class Controller:
         if self._election is None:
             raise NotControllerError("the controller is starting")
         try:
-            current = await self.store.get(self.keys.controller_leader, retry=False)
+            current = await self.store.get(
+                self.keys.controller_leader, retry=False, timeout_s=_REFUSAL_READ_S
+            )
         except StromError:  # etcd did not answer: the cache's view is all there is
             active = self.cache.controller
         else:
