@@ -80,6 +80,12 @@ HttpBuildFn = Callable[[S, HttpService], Awaitable[Any]]
 """Returns the service's ASGI app (None: stopped while starting) and adds its hooks."""
 
 
+def _configure_etcd(config: ServerConfig) -> None:
+    """etcd over TLS when ``etcd.ssl.cafile`` is set (before any ``EtcdStore`` is made)."""
+    if config.etcd_ssl_cafile:
+        configure_etcd_tls(config.etcd_ssl_cafile, config.ssl_certfile, config.ssl_keyfile)
+
+
 async def serve_config(
     config: C,
     service_name: str,
@@ -91,8 +97,7 @@ async def serve_config(
 ) -> None:
     """Build the server for ``config`` and serve it until a signal (or ``request_stop``);
     ``freeze_gc`` (a service process) tunes the garbage collector once built."""
-    if config.etcd_ssl_cafile:
-        configure_etcd_tls(config.etcd_ssl_cafile, config.ssl_certfile, config.ssl_keyfile)
+    _configure_etcd(config)
     security = await ServerSecurity.start(config)
     server = GrpcServer(
         config,
@@ -114,9 +119,12 @@ async def serve_http(
     config: S, service_name: str, build: HttpBuildFn[S], *, handle_signals: bool = True
 ) -> None:
     """Build the HTTP service for ``config`` and serve it until a signal (or
-    ``request_stop``); TLS from the security settings when ``config`` has them."""
-    tls = HttpTls.of(config) if isinstance(config, ServerConfig) else HttpTls()
-    grace = config.shutdown_grace if isinstance(config, ServerConfig) else 5.0
+    ``request_stop``); when ``config`` has the settings every service has, etcd's TLS, the
+    listener's TLS and the shutdown grace from them."""
+    tls, grace = HttpTls(), 5.0
+    if isinstance(config, ServerConfig):
+        _configure_etcd(config)
+        tls, grace = HttpTls.of(config), config.shutdown_grace
     http = HttpService(service_name, config.listen, tls=tls, grace_s=grace)
     signals = http.signals() if handle_signals else contextlib.nullcontext()
     with signals:

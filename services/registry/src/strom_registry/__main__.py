@@ -18,7 +18,7 @@ from strom_registry.election import WriterElection
 from strom_registry.http import Node, RegistryApp, build_app
 from strom_registry.registry import Registry
 from strom_registry.schemas_log import SchemasLog
-from strom_registry.security import RegistrySecurity, client_options, configure_etcd
+from strom_registry.security import RegistrySecurity, client_options
 from strom_registry.state import RegistryState
 from strom_registry.store import TopicStore
 from strom_server.etcd.keys import ClusterKeys
@@ -58,7 +58,6 @@ async def build(config: RegistryConfig, http: HttpService) -> RegistryApp | None
         replication_factor=config.kafkastore_topic_replication_factor,
         timeout_s=config.kafkastore_timeout_ms / 1000, client_options=client_options(config),
     )  # fmt: skip
-    configure_etcd(config)
     etcd = EtcdStore(config.etcd_endpoints)
     http.on_shutdown(etcd.close)
     security = await RegistrySecurity.start(config, etcd)

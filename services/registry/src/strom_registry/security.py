@@ -3,7 +3,7 @@
 - the clients on the ``_schemas`` topic connect with the options in ``command-config`` (a
   Kafka-style properties file, as ``strom --command-config`` reads);
 - etcd is reached over TLS with ``etcd.ssl.cafile`` (the service's certificate as client
-  certificate), as every service does;
+  certificate), set up by the runner as for every service (``strom_server.runner``);
 - the REST API is HTTPS for ``security.protocol`` SSL and SASL_SSL (``ssl.certfile``,
   ``ssl.keyfile``; ``ssl.client.auth`` with ``ssl.cafile`` for client certificates: the shared
   HTTP layer's ``strom_server.http.tls``), asks for HTTP Basic credentials checked against
@@ -21,13 +21,12 @@ from strom_registry.access import Access
 from strom_registry.config import RegistryConfig
 from strom_server.etcd.keys import ClusterKeys
 from strom_server.etcd.store import EtcdStore
-from strom_server.etcd.store import configure_tls as configure_etcd_tls
 from strom_server.security.acl_watch import AclWatch
 from strom_server.security.authorizer import Authorizer
 from strom_server.security.passwords import PasswordChecker
 from strom_server.security.store import SecurityStore
 
-__all__ = ["RegistrySecurity", "client_options", "configure_etcd"]
+__all__ = ["RegistrySecurity", "client_options"]
 
 
 def client_options(config: RegistryConfig) -> dict[str, Any]:
@@ -35,12 +34,6 @@ def client_options(config: RegistryConfig) -> dict[str, Any]:
     if not config.command_config:
         return {}
     return command_config_options(config.command_config, f"command-config {config.command_config}")
-
-
-def configure_etcd(config: RegistryConfig) -> None:
-    """etcd over TLS when ``etcd.ssl.cafile`` is set (before any ``EtcdStore`` is made)."""
-    if config.etcd_ssl_cafile:
-        configure_etcd_tls(config.etcd_ssl_cafile, config.ssl_certfile, config.ssl_keyfile)
 
 
 @dataclass
