@@ -7,13 +7,16 @@ from typing import Any
 
 from strom_console.__main__ import main
 from strom_console.guard import Guard
-from strom_console.security import Sessions, decide, password_ok
+from strom_console.security import PATHS
+from strom_server.http.auth import password_ok
+from strom_server.http.sessions import Sessions, decide
 
 
 def test_the_rule() -> None:
     def rule(method: str, path: str, **kw: Any) -> int:
         args = {"logged_in": False, "login_required": False, "read_only": False, "csrf_ok": False}
-        return decide(method, path, **{**args, **kw}).status
+        paths = {"public_paths": PATHS.public, "not_changes": PATHS.not_changes}
+        return decide(method, path, **{**args, **paths, **kw}).status
 
     assert rule("GET", "/topics") == 0
     assert rule("POST", "/topics/a/delete") == 403  # no CSRF token

@@ -26,9 +26,9 @@ from strom_console.config import ConsoleConfig
 from strom_console.guard import session_of
 from strom_console.sampler import Sampler, Snapshot
 from strom_console.search import SearchJobs
-from strom_console.security import Sessions
 from strom_server.http.auth import CredentialCheck, OneUser
 from strom_server.http.errors import status_for
+from strom_server.http.sessions import Sessions
 from strom_server.runtime.logs import get_logger
 
 __all__ = [

@@ -8,6 +8,7 @@ from starlette.responses import RedirectResponse, Response
 
 from strom.errors import SaslAuthenticationFailedError
 from strom_console.guard import session_of
+from strom_console.security import COOKIE
 from strom_console.web import Console, form_field
 from strom_server.runtime.logs import get_logger
 
@@ -39,9 +40,7 @@ async def login(console: Console, request: Request) -> Response:
         fresh = console.sessions.new()
         fresh.user = console.config.user
         response = RedirectResponse("/", 303)
-        response.set_cookie(
-            "strom_console_session", fresh.id, httponly=True, samesite="strict", path="/"
-        )
+        response.set_cookie(COOKIE, fresh.id, httponly=True, samesite="strict", path="/")
         log.info("login", user=fresh.user)
         return response
     return console.render(request, "login.html", 401, failed=True)
@@ -50,5 +49,5 @@ async def login(console: Console, request: Request) -> Response:
 async def logout(console: Console, request: Request) -> Response:
     console.sessions.drop(session_of(request.scope).id)
     response = RedirectResponse("/login" if console.login is not None else "/", 303)
-    response.delete_cookie("strom_console_session", path="/")
+    response.delete_cookie(COOKIE, path="/")
     return response
