@@ -71,14 +71,23 @@ def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     deadline = time.monotonic() + 60
     while not _engine_up():
         if daemon.poll() is not None or time.monotonic() > deadline:
-            daemon.kill()
+            _stop(daemon, signal.SIGKILL)
             pytest.skip(f"dockerd did not start: {log.read_text()[-500:]}")
         time.sleep(1)
     try:
         yield
     finally:
-        daemon.send_signal(signal.SIGTERM)
+        _stop(daemon, signal.SIGTERM)
+
+
+def _stop(daemon: subprocess.Popen, sig: signal.Signals) -> None:
+    """Stop the dockerd started here: ``sig``, then SIGKILL if it is still up a minute later."""
+    daemon.send_signal(sig)
+    try:
         daemon.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        daemon.kill()
+        daemon.wait()
 
 
 def _compose() -> list[str]:
