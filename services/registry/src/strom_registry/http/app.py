@@ -394,11 +394,11 @@ async def forward(node: Node, request: Request, client: httpx2.AsyncClient) -> R
 
 class RegistryApp:
     """The ASGI app (routing on the path with ``%2F`` still encoded: module docstring) and
-    the forwarding client it opened, closed by ``close``."""
+    the client forwarding writes to the writer, closed by ``close``."""
 
-    def __init__(self, app: ASGIApp, clients: list[httpx2.AsyncClient]) -> None:
+    def __init__(self, app: ASGIApp, client: httpx2.AsyncClient) -> None:
         self.app = app
-        self._clients = clients
+        self._client = client
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         raw = scope.get("raw_path")
@@ -408,22 +408,16 @@ class RegistryApp:
         await self.app(scope, receive, send)
 
     async def close(self) -> None:
-        for client in self._clients:
-            await client.aclose()
+        await self._client.aclose()
 
 
 def build_app(node: Node) -> RegistryApp:
     """The ASGI application serving ``node``."""
     routes = Routes(node)
     stats = _Metrics()
-    clients: list[httpx2.AsyncClient] = []
-
-    def client() -> httpx2.AsyncClient:
-        if not clients:
-            clients.append(httpx2.AsyncClient(
-                timeout=node.forward_timeout_s, verify=node.forward_ssl or True, trust_env=False,
-            ))  # fmt: skip
-        return clients[0]
+    client = httpx2.AsyncClient(
+        timeout=node.forward_timeout_s, verify=node.forward_ssl or True, trust_env=False
+    )
 
     async def observed(request: Request, name: str, answer: Callable[[], Awaitable[Response]]
                        ) -> Response:  # fmt: skip
@@ -452,7 +446,7 @@ def build_app(node: Node) -> RegistryApp:
         async def answer(request: Request) -> Response:
             await _authorize(node, request, handler_name, path)
             if writes and not node.is_leader():
-                return await forward(node, request, client())
+                return await forward(node, request, client)
             response = await handler(request)
             if writes:
                 _header(response, _OFFSET_HEADER, str(node.log_position()))
@@ -486,4 +480,4 @@ def build_app(node: Node) -> RegistryApp:
         api.append(Route(path, dispatch, methods=list(by_method)))
     app = Starlette(routes=[*health_routes(), *api], exception_handlers={HTTPException: refused})
     app.router.redirect_slashes = False  # /subjects/ is 404, as it was
-    return RegistryApp(app, clients)
+    return RegistryApp(app, client)
