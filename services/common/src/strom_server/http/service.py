@@ -14,12 +14,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from strom_server.http.server import HttpServer
 from strom_server.http.tls import HttpTls
 from strom_server.runtime.logs import get_logger
+from strom_server.runtime.stopping import run_hooks, stop_signals
 
 __all__ = ["HttpService", "StartedHook", "StopHook"]
 
@@ -64,17 +65,9 @@ class HttpService:
     def request_stop(self) -> None:
         self.stop_requested.set()
 
-    @contextlib.contextmanager
-    def signals(self) -> Iterator[None]:
+    def signals(self) -> contextlib.AbstractContextManager[None]:
         """SIGTERM/SIGINT stop the service while inside."""
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, self._on_signal, sig)
-        try:
-            yield
-        finally:
-            for sig in (signal.SIGTERM, signal.SIGINT):
-                loop.remove_signal_handler(sig)
+        return stop_signals(self._on_signal)
 
     def _on_signal(self, sig: signal.Signals) -> None:
         self._signals += 1
@@ -96,19 +89,11 @@ class HttpService:
                 await hook(port)
             await self.stop_requested.wait()
             log.info("stopping", grace_s=self.grace_s)
-            await self._run(self._stopping)
+            await run_hooks(self._stopping, self.grace_s)
         finally:
             await self.server.stop()
 
     async def close(self) -> None:
         """Run the shutdown hooks, last registered first."""
-        await self._run(reversed(self._shutdown))
+        await run_hooks(reversed(self._shutdown), self.grace_s)
         log.info("stopped")
-
-    async def _run(self, hooks: Any) -> None:
-        for hook in list(hooks):
-            try:
-                async with asyncio.timeout(max(self.grace_s, 1.0)):
-                    await hook()
-            except Exception:
-                log.exception("stop hook failed", hook=getattr(hook, "__qualname__", repr(hook)))

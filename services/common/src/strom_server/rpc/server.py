@@ -24,6 +24,7 @@ each bounded by the same grace period.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import signal
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeAlias
@@ -36,6 +37,7 @@ from grpc_reflection.v1alpha import reflection
 from strom_server.rpc.interceptors import HandlerGuard, RpcObserver
 from strom_server.runtime.config import ServerConfig
 from strom_server.runtime.logs import get_logger
+from strom_server.runtime.stopping import run_hooks, stop_signals
 from strom_server.runtime.telemetry import Telemetry
 from strom_server.runtime.values import split_host_port
 
@@ -231,18 +233,9 @@ class GrpcServer:
         """Start (if needed), wait for SIGTERM/SIGINT or ``request_stop``, then ``stop``."""
         if self._server is None:
             await self.start()
-        loop = asyncio.get_running_loop()
-        handled: list[signal.Signals] = []
-        if handle_signals:
-            for sig in (signal.SIGTERM, signal.SIGINT):
-                loop.add_signal_handler(sig, self._on_signal, sig)
-                handled.append(sig)
-        try:
+        with stop_signals(self._on_signal) if handle_signals else contextlib.nullcontext():
             await self._stop_requested.wait()
             await self.stop()
-        finally:
-            for sig in handled:
-                loop.remove_signal_handler(sig)
 
     def _on_signal(self, sig: signal.Signals) -> None:
         self._signals += 1
@@ -263,23 +256,11 @@ class GrpcServer:
         grace = self.config.shutdown_grace if grace is None else grace
         log.info("stopping", grace_s=grace)
         await self._health.enter_graceful_shutdown()
-        await self._run_hooks(self._draining_hooks, grace)
+        await run_hooks(reversed(self._draining_hooks), grace)
         if self._server is not None:
             await self._server.stop(grace)
-        await self._run_hooks(self._hooks, grace)
+        await run_hooks(reversed(self._hooks), grace)
         log.info("stopped")
-
-    @staticmethod
-    async def _run_hooks(hooks: list[ShutdownHook], grace: float) -> None:
-        for hook in reversed(hooks):
-            name = getattr(hook, "__qualname__", repr(hook))
-            try:
-                async with asyncio.timeout(max(grace, 1.0)):
-                    await hook()
-            except TimeoutError:
-                log.error("shutdown hook timed out", hook=name)
-            except Exception:
-                log.exception("shutdown hook failed", hook=name)
 
     async def wait_for_termination(self) -> None:
         """Wait until the underlying gRPC server has terminated."""
