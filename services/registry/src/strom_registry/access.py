@@ -26,11 +26,29 @@ from dataclasses import dataclass
 
 from strom.security.acl import Operation, ResourceType
 from strom_registry.errors import RegistryError
-from strom_server.http.auth import ANONYMOUS, BasicAuth, CredentialCheck, Unauthenticated
+from strom_server.http.auth import (
+    ANONYMOUS,
+    BasicAuth,
+    CredentialCheck,
+    Unauthenticated,
+    basic_challenge,
+)
 from strom_server.security import audit
 from strom_server.security.authorizer import Authorizer
 
-__all__ = ["ANONYMOUS", "CLUSTER", "Access", "forbidden", "subject_topic", "unauthorized"]
+__all__ = [
+    "ANONYMOUS",
+    "CHALLENGE",
+    "CLUSTER",
+    "Access",
+    "forbidden",
+    "subject_topic",
+    "unauthorized",
+]
+
+#: The ``WWW-Authenticate`` header of every 401 (HTTP Basic, the registry's realm).
+REALM = "strom-registry"
+CHALLENGE = basic_challenge(REALM)
 
 #: Kafka's name of the cluster resource.
 CLUSTER = "kafka-cluster"
@@ -70,7 +88,7 @@ class Access:
         """The caller's principal from its ``Authorization`` header (401 when required and
         missing or wrong)."""
         try:
-            return await BasicAuth(self.passwords).principal(authorization, host)
+            return await BasicAuth(self.passwords, REALM).principal(authorization, host)
         except Unauthenticated as exc:
             raise unauthorized(exc.message) from None
 

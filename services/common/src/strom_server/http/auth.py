@@ -24,12 +24,18 @@ __all__ = [
     "CredentialCheck",
     "OneUser",
     "Unauthenticated",
+    "basic_challenge",
     "basic_credentials",
     "password_ok",
 ]
 
 #: The principal of a caller when no authentication is asked for.
 ANONYMOUS = "User:ANONYMOUS"
+
+
+def basic_challenge(realm: str) -> str:
+    """The ``WWW-Authenticate`` header asking for HTTP Basic credentials of ``realm``."""
+    return f'Basic realm="{realm}"'
 
 
 class Unauthenticated(Exception):
@@ -40,7 +46,7 @@ class Unauthenticated(Exception):
     def __init__(self, message: str, realm: str = "strom") -> None:
         super().__init__(message)
         self.message = message
-        self.challenge = f'Basic realm="{realm}"'
+        self.challenge = basic_challenge(realm)
 
 
 class CredentialCheck(Protocol):

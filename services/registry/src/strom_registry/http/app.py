@@ -40,7 +40,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from strom.security.acl import Operation
 from strom_registry import errors
-from strom_registry.access import ANONYMOUS, Access, forbidden
+from strom_registry.access import ANONYMOUS, CHALLENGE, Access, forbidden
 from strom_registry.registry import Registry
 from strom_server.http.errors import status_of
 from strom_server.http.health import health_routes
@@ -431,7 +431,7 @@ def build_app(node: Node) -> RegistryApp:
                     exc = errors.store_error(f"internal error: {exc}")
                 response = _error(exc)
                 if response.status_code == 401:
-                    _header(response, "WWW-Authenticate", 'Basic realm="strom-registry"')
+                    _header(response, "WWW-Authenticate", CHALLENGE)
             span.set_attribute("http.response.status_code", response.status_code)
         attributes: dict[str, str | int] = {
             "route": name, "method": request.method, "status": response.status_code,
