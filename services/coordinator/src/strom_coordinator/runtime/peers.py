@@ -8,9 +8,10 @@ back), opened with the process's channel security (``strom_server.rpc.channels``
 
 ``call_transaction`` retries, locating the id again each time, while its owner is unknown,
 moving (an answer carrying NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS or
-COORDINATOR_NOT_AVAILABLE) or unreachable (gRPC UNAVAILABLE), with a short backoff until its
-timeout, as the gateway's router does for clients; then it returns the last answer, or raises
-COORDINATOR_NOT_AVAILABLE when no peer answered. Any other gRPC failure is raised as it is.
+COORDINATOR_NOT_AVAILABLE) or unreachable (gRPC UNAVAILABLE), with the project's backoff
+(``strom.cluster.retry``) until its timeout, as the gateway's router does for clients; then it
+returns the last answer, or raises COORDINATOR_NOT_AVAILABLE when no peer answered. Any other
+gRPC failure is raised as it is.
 
 Not thread-safe: one event loop.
 """
@@ -18,13 +19,13 @@ Not thread-safe: one event loop.
 from __future__ import annotations
 
 import asyncio
-import itertools
 from collections.abc import Callable
 from typing import Any
 
 import grpc
 from google.protobuf.message import Message
 
+from strom.cluster.retry import Backoff, Deadline
 from strom.errors import CoordinatorNotAvailableError, ErrorCode
 from strom.protocol.v1 import coordinator_pb2_grpc, transaction_pb2_grpc
 from strom_coordinator.config import TRANSACTION_STATE_TOPIC
@@ -47,7 +48,8 @@ MOVING = frozenset(
         ErrorCode.COORDINATOR_NOT_AVAILABLE,
     }
 )
-RETRY_BACKOFF_S = (0.02, 0.05, 0.1, 0.2, 0.4)
+_BACKOFF_S = 0.02
+_BACKOFF_MAX_S = 0.4
 
 
 def moving(response: Message) -> bool:
@@ -90,11 +92,11 @@ class PeerCoordinators:
     ) -> Any:
         """TransactionCoordinator ``method`` with ``request`` at the coordinator serving
         ``transactional_id`` (see the module docstring)."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout_s
+        deadline = Deadline(timeout_s)
+        backoff = Backoff(_BACKOFF_S, _BACKOFF_MAX_S)
         last: Any = None
         why = "its coordinator is unknown"
-        for attempt in itertools.count():
+        while True:
             located = self.locate(TRANSACTION_STATE_TOPIC, transactional_id)
             if located is None:
                 why = "its coordinator is unknown"
@@ -102,7 +104,7 @@ class PeerCoordinators:
                 address = located[0]
                 try:
                     response = await getattr(self.transactions(address), method)(
-                        request, timeout=max(deadline - loop.time(), 0.001)
+                        request, timeout=max(deadline.left(), 0.001)
                     )
                 except grpc.aio.AioRpcError as exc:
                     if exc.code() != grpc.StatusCode.UNAVAILABLE:
@@ -112,8 +114,8 @@ class PeerCoordinators:
                     if not moving(response):
                         return response
                     last = response
-            delay = RETRY_BACKOFF_S[min(attempt, len(RETRY_BACKOFF_S) - 1)]
-            if loop.time() + delay >= deadline:
+            delay = backoff.next()
+            if not deadline.allows(delay):
                 break
             log.debug("retrying a call to a peer coordinator", method=method,
                       transactional_id=transactional_id, why=why)  # fmt: skip
