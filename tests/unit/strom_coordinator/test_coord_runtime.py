@@ -1,7 +1,8 @@
 """The coordinator runtime without a cluster: which shard each internal topic's etcd keys
 reach, which coordinator serves a key of a topic (``locate``, what peers are called by), the
-order ``close`` stops things in, and which answers of a peer mean it is moving. Nothing here
-connects: etcd and the gateway are never asked (the clients connect lazily)."""
+order ``close`` stops things in, which answers of a peer mean it is moving and how a call to a
+peer is asked again while it moves. Nothing here connects: etcd and the gateway are never asked
+(the clients connect lazily)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import itertools
 import pytest
 
 from strom.cluster import ClusterClient
+from strom.errors import CoordinatorNotAvailableError
 from strom.protocol.v1 import common_pb2 as E
 from strom.protocol.v1 import transaction_pb2
 from strom_coordinator.config import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
@@ -22,7 +24,7 @@ from strom_coordinator.runtime.ownership import (
     offsets_ownership,
     transaction_ownership,
 )
-from strom_coordinator.runtime.peers import moving
+from strom_coordinator.runtime.peers import PeerCoordinators, moving
 from strom_coordinator.runtime.registration import CoordinatorRegistration
 from strom_coordinator.runtime.runtime import CoordinatorRuntime, HostedTopic
 from strom_coordinator.runtime.shard import ShardContext
@@ -177,3 +179,45 @@ def test_a_peers_answer_is_moving_when_it_or_any_item_names_a_coordinator_proble
     assert moving(described)
     del described.transactions[1]
     assert not moving(described)
+
+
+class _Peer:
+    """A TransactionCoordinator stub answering EndTxn with ``codes`` in turn (the last one
+    again and again)."""
+
+    def __init__(self, *codes: int) -> None:
+        self.codes = list(codes)
+        self.calls = 0
+
+    async def EndTxn(self, request: object, **call: object) -> transaction_pb2.EndTxnResponse:
+        self.calls += 1
+        code = self.codes.pop(0) if len(self.codes) > 1 else self.codes[0]
+        return transaction_pb2.EndTxnResponse(error_code=code)  # type: ignore[arg-type]
+
+
+def _peers(peer: _Peer | None) -> PeerCoordinators:
+    located = None if peer is None else ("127.0.0.1:1", 0)
+    peers = PeerCoordinators(lambda topic, key: located)
+    peers.transactions = lambda address: peer  # type: ignore[assignment,method-assign,return-value]
+    return peers
+
+
+def test_a_peer_call_is_asked_again_while_the_ids_coordinator_moves() -> None:
+    async def main() -> None:
+        request = transaction_pb2.EndTxnRequest(transactional_id="app")
+        peer = _Peer(E.NOT_COORDINATOR, E.COORDINATOR_LOAD_IN_PROGRESS, E.NONE)
+        answer = await _peers(peer).call_transaction("app", "EndTxn", request, timeout_s=5)
+        assert (answer.error_code, peer.calls) == (E.NONE, 3)
+        # Still moving at the deadline: the last answer.
+        peer = _Peer(E.NOT_COORDINATOR)
+        answer = await _peers(peer).call_transaction("app", "EndTxn", request, timeout_s=0.1)
+        assert answer.error_code == E.NOT_COORDINATOR and peer.calls > 1
+        # A final answer is not asked again.
+        peer = _Peer(E.PRODUCER_FENCED, E.NONE)
+        answer = await _peers(peer).call_transaction("app", "EndTxn", request, timeout_s=5)
+        assert (answer.error_code, peer.calls) == (E.PRODUCER_FENCED, 1)
+        # Never located: COORDINATOR_NOT_AVAILABLE once the time is up.
+        with pytest.raises(CoordinatorNotAvailableError, match="its coordinator is unknown"):
+            await _peers(None).call_transaction("app", "EndTxn", request, timeout_s=0.1)
+
+    asyncio.run(main())
