@@ -16,13 +16,11 @@ from dataclasses import dataclass
 
 from strom_coordinator.group.config import GroupConfig
 from strom_coordinator.group.records import OFFSETS_TOPIC
+from strom_coordinator.txn.records import TRANSACTION_STATE_TOPIC
 from strom_server.runtime.config import ServerConfig, override, setting
 from strom_server.runtime.values import ByteSize, HostPort, MiB, check_optional_host_port
 
 __all__ = ["DEFAULT_LISTEN", "OFFSETS_TOPIC", "TRANSACTION_STATE_TOPIC", "CoordinatorConfig"]
-
-#: The compacted internal topic of the transaction coordinator's state.
-TRANSACTION_STATE_TOPIC = "__transaction_state"
 
 #: Clear of the local cluster's gateway (9092), storage nodes (9093-9095) and controllers
 #: (9096-9097): the first coordinator of ``strom cluster up`` listens here.

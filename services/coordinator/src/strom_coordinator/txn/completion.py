@@ -16,6 +16,7 @@ from typing import Protocol
 
 from strom.cluster.retry import Backoff
 from strom.errors import NotCoordinatorError, StromError, TransactionCoordinatorFencedError
+from strom_coordinator.group.records import OFFSETS_TOPIC
 from strom_coordinator.txn import state
 from strom_coordinator.txn.state import TxnMetadata
 from strom_coordinator.txn.table import TxnTable
@@ -31,7 +32,6 @@ __all__ = [
 
 log = get_logger(__name__)
 
-OFFSETS_TOPIC = "__consumer_offsets"
 _BACKOFF_S = 0.1
 _BACKOFF_MAX_S = 2.0
 

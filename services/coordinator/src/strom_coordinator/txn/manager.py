@@ -30,6 +30,7 @@ from strom.errors import (
     InvalidRequestError,
     TransactionalIdNotFoundError,
 )
+from strom_coordinator.group.records import OFFSETS_TOPIC
 from strom_coordinator.partitions.hosting import HostedShard
 from strom_coordinator.partitions.log import PartitionLog
 from strom_coordinator.txn import records, state
@@ -49,7 +50,6 @@ __all__ = ["TransactionManager", "TxnConfig"]
 
 log = get_logger(__name__)
 
-OFFSETS_TOPIC = "__consumer_offsets"
 _BACKOFF_S = 0.1
 
 TopicPartition = tuple[str, int]

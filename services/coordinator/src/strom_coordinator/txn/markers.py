@@ -30,6 +30,7 @@ from strom.errors import (
 )
 from strom.protocol.v1 import common_pb2, transaction_pb2
 from strom.types import TopicPartition
+from strom_coordinator.group.records import OFFSETS_TOPIC
 from strom_coordinator.runtime.peers import PeerCoordinators
 from strom_coordinator.txn.completion import MarkerJob
 from strom_server.runtime.logs import get_logger
@@ -41,7 +42,6 @@ log = get_logger(__name__)
 _E = common_pb2.ErrorCode
 _BACKOFF_S = 0.1
 _BACKOFF_MAX_S = 2.0
-_OFFSETS_TOPIC = "__consumer_offsets"
 
 
 class MarkerSender:
@@ -55,7 +55,7 @@ class MarkerSender:
         self._timeout_s = timeout_s
 
     async def write(self, job: MarkerJob) -> None:
-        partitions = {TopicPartition(t, p) for t, p in job.partitions if t != _OFFSETS_TOPIC}
+        partitions = {TopicPartition(t, p) for t, p in job.partitions if t != OFFSETS_TOPIC}
         groups = set(job.groups)
         backoff = Backoff(_BACKOFF_S, _BACKOFF_MAX_S)
         while True:
@@ -133,12 +133,12 @@ class MarkerSender:
         return {g for g, ok in zip(sorted(groups), results, strict=True) if ok}
 
     async def _to_group(self, job: MarkerJob, group_id: str) -> bool:
-        located = self._peers.locate(_OFFSETS_TOPIC, group_id)
+        located = self._peers.locate(OFFSETS_TOPIC, group_id)
         if located is None:
             log.info("group coordinator unknown; retrying", group=group_id)
             return False
         address, offsets_partition = located
-        marker = self._marker(job, [TopicPartition(_OFFSETS_TOPIC, offsets_partition)])
+        marker = self._marker(job, [TopicPartition(OFFSETS_TOPIC, offsets_partition)])
         marker.group_ids.append(group_id)
         request = transaction_pb2.WriteTxnMarkersRequest(
             markers=[marker], timeout_ms=int(self._timeout_s * 1000)

@@ -46,6 +46,7 @@ from strom_coordinator.txn.staged import Decision, StagedState
 from strom_coordinator.txn.state import TxnMetadata, TxnState
 
 __all__ = [
+    "TRANSACTION_STATE_TOPIC",
     "StagedCommitKey",
     "decode_key",
     "decode_staged_value",
@@ -56,6 +57,9 @@ __all__ = [
     "staged_commit_key",
     "transaction_key",
 ]
+
+#: The compacted internal topic these records live in.
+TRANSACTION_STATE_TOPIC = "__transaction_state"
 
 
 class StagedCommitKey(NamedTuple):

@@ -19,11 +19,10 @@ from strom.errors import InvalidProducerIdMappingError, NotCoordinatorError, Str
 from strom_coordinator.partitions.hosting import HostedPartitions, PartitionState
 from strom_coordinator.partitions.log import PartitionLog
 from strom_coordinator.txn import records
+from strom_coordinator.txn.records import TRANSACTION_STATE_TOPIC
 from strom_coordinator.txn.state import FreshProducerIdNeeded, TxnMetadata
 
-__all__ = ["TRANSACTION_STATE_TOPIC", "FreshProducerId", "TxnTable"]
-
-TRANSACTION_STATE_TOPIC = "__transaction_state"
+__all__ = ["FreshProducerId", "TxnTable"]
 
 FreshProducerId = Callable[[], Awaitable[int]]
 _T = TypeVar("_T")
