@@ -1,13 +1,14 @@
 """The Gateway gRPC service: the whole public API in one place.
 
 Most RPCs only forward their request, and are made from one table, ``FORWARDED`` (RPC name ->
-``Route``): to the active controller (``routing``), to the partition leaders (``data_path``, with
-ProduceRecords/FetchRecords on top of it in ``record_rpcs``), or to the coordinators
-(``coordinator_router``: by group id, by transactional id, by commit id, or split, merged and
-sent to all by the router's own methods). The RPCs with logic of their own are written below:
-Metadata (adds the controllers), Produce (bytes in), ProduceStream (``produce_stream``),
-InitProducerId (the controller without a transactional id or with a reserved ``__strom_`` one,
-else the id's coordinator), FindCoordinator and DescribeLogDirs (``log_dirs``).
+``Route``): to the active controller (``routing.controller``), to the partition leaders
+(``routing.data_path``, with ProduceRecords/FetchRecords on top of it in ``api.record_rpcs``),
+or to the coordinators (``routing.coordinators``: by group id, by transactional id, by commit
+id, or split, merged and sent to all by the router's own methods). The RPCs with logic of
+their own are written below: Metadata (adds the controllers), Produce (bytes in), ProduceStream
+(``routing.produce_stream``), InitProducerId (the controller without a transactional id or
+with a reserved ``__strom_`` one, else the id's coordinator), FindCoordinator and
+DescribeLogDirs (``routing.log_dirs``).
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ read) and writes the responses in request order, as Kafka clients expect. At mos
 
 A frame that cannot be a request (a size below 8 or above ``max_frame_bytes``, a body that
 does not parse) closes that connection with one log line; an API or version Strom does not
-serve is answered UNSUPPORTED_VERSION (``frames.unsupported_frame``). A handler that fails
+serve is answered UNSUPPORTED_VERSION (``protocol.frames.unsupported_frame``). A handler that fails
 unexpectedly closes its connection too (after logging the error): the client reconnects and
 retries, and nothing else is affected.
 
