@@ -73,7 +73,8 @@ Record = tuple[bytes, bytes | None]
 
 class PartitionHost(Protocol):
     """The load life cycle of the hosted partitions (``partitions.hosting.HostedPartitions``
-    implements it; ``GroupManager`` and ``TransactionManager`` delegate to their own)."""
+    implements it; ``GroupManager`` and ``TransactionManager`` hand it to their own through
+    ``partitions.hosting.HostedShard``)."""
 
     partition_count: int | None
 
