@@ -24,7 +24,7 @@ from strom_coordinator.runtime.ownership import (
     offsets_ownership,
     transaction_ownership,
 )
-from strom_coordinator.runtime.peers import PeerCoordinators, moving
+from strom_coordinator.runtime.peers import PeerCoordinators
 from strom_coordinator.runtime.registration import CoordinatorRegistration
 from strom_coordinator.runtime.runtime import CoordinatorRuntime, HostedTopic
 from strom_coordinator.runtime.shard import ShardContext
@@ -33,6 +33,7 @@ from strom_coordinator.txn.completion import MarkerJob
 from strom_coordinator.txn.manager import TransactionManager, TxnConfig
 from strom_server.etcd.keys import ClusterKeys, encode_value
 from strom_server.etcd.store import EtcdStore, KeyValue
+from strom_server.rpc.errors import coordinator_moving as moving
 
 KEYS = ClusterKeys("/strom")
 _revisions = itertools.count(1)

@@ -22,7 +22,8 @@ from strom.errors import (
 )
 from strom.protocol.v1 import common_pb2, transaction_pb2
 from strom.types import TopicPartition
-from strom_coordinator.runtime.peers import MOVING, PeerCoordinators
+from strom_coordinator.runtime.peers import PeerCoordinators
+from strom_server.rpc.errors import COORDINATOR_MOVING
 
 __all__ = ["PeerTxnVerifier", "coordinator_error"]
 
@@ -78,6 +79,6 @@ def coordinator_error(code: int, message: str, what: str) -> BrokerResponseError
     one that is not there right now (moving) is COORDINATOR_NOT_AVAILABLE (retriable)."""
     if code == ErrorCode.NONE:
         return None
-    if code in MOVING:
+    if code in COORDINATOR_MOVING:
         return CoordinatorNotAvailableError(f"{what}: {ErrorCode.Name(code)} {message}")
     return for_code(code, f"{what}: {message}")

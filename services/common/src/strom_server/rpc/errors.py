@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from typing import cast
 
 import grpc
+from google.protobuf.message import Message
 
 from strom.errors import (
     ERROR_CODE_METADATA_KEY,
@@ -47,9 +48,11 @@ from strom.protocol.v1 import common_pb2
 
 __all__ = [
     "AUTHORIZATION_ERROR_CODES",
+    "COORDINATOR_MOVING",
     "ERROR_CODE_KEY",
     "REQUEST_ERROR_CODES",
     "RpcStatus",
+    "coordinator_moving",
     "error_fields",
     "status_for_exception",
 ]
@@ -91,6 +94,17 @@ AUTHORIZATION_ERROR_CODES: frozenset[int] = frozenset(
     }
 )
 """The caller may not do this: PERMISSION_DENIED."""
+
+COORDINATOR_MOVING: frozenset[int] = frozenset(
+    {
+        ErrorCode.NOT_COORDINATOR,
+        ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+        ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    }
+)
+"""A group or transaction coordinator's answers meaning "the key's coordinator is not there
+right now": ask again, perhaps elsewhere (the gateway's router, the coordinators' calls to
+each other)."""
 
 _MAX_DETAILS = 1000
 
@@ -163,3 +177,18 @@ def error_fields(error: BrokerResponseError | None) -> tuple[common_pb2.ErrorCod
         return common_pb2.NONE, ""
     # An error's ``code`` is an ErrorCode number, which the protobuf stubs type as the enum class.
     return cast(common_pb2.ErrorCode, error.code), str(error)
+
+
+def coordinator_moving(response: Message) -> int | None:
+    """The first ``COORDINATOR_MOVING`` code of a coordinator's response, top level or in any
+    item of a repeated field; None when it names none."""
+    code = getattr(response, "error_code", 0)
+    if code in COORDINATOR_MOVING:
+        return int(code)
+    for field, value in response.ListFields():
+        if field.message_type is not None and field.is_repeated:
+            for item in value:
+                item_code = getattr(item, "error_code", 0)
+                if item_code in COORDINATOR_MOVING:
+                    return int(item_code)
+    return None

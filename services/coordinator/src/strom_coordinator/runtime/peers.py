@@ -8,10 +8,10 @@ back), opened with the process's channel security (``strom_server.rpc.channels``
 
 ``call_transaction`` retries, locating the id again each time, while its owner is unknown,
 moving (an answer carrying NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS or
-COORDINATOR_NOT_AVAILABLE) or unreachable (gRPC UNAVAILABLE), with the project's backoff
-(``strom.cluster.retry``) until its timeout, as the gateway's router does for clients; then it
-returns the last answer, or raises COORDINATOR_NOT_AVAILABLE when no peer answered. Any other
-gRPC failure is raised as it is.
+COORDINATOR_NOT_AVAILABLE: ``strom_server.rpc.errors.coordinator_moving``) or unreachable (gRPC
+UNAVAILABLE), with the project's backoff (``strom.cluster.retry``) until its timeout, as the
+gateway's router does for clients; then it returns the last answer, or raises
+COORDINATOR_NOT_AVAILABLE when no peer answered. Any other gRPC failure is raised as it is.
 
 Not thread-safe: one event loop.
 """
@@ -26,13 +26,14 @@ import grpc
 from google.protobuf.message import Message
 
 from strom.cluster.retry import Backoff, Deadline
-from strom.errors import CoordinatorNotAvailableError, ErrorCode
+from strom.errors import CoordinatorNotAvailableError
 from strom.protocol.v1 import coordinator_pb2_grpc, transaction_pb2_grpc
 from strom_coordinator.config import TRANSACTION_STATE_TOPIC
 from strom_server.rpc.channels import open_channel
+from strom_server.rpc.errors import coordinator_moving
 from strom_server.runtime.logs import get_logger
 
-__all__ = ["Locate", "PeerCoordinators", "moving"]
+__all__ = ["Locate", "PeerCoordinators"]
 
 log = get_logger(__name__)
 
@@ -40,27 +41,8 @@ log = get_logger(__name__)
 #: while unknown (``CoordinatorRuntime.locate``).
 Locate = Callable[[str, str], tuple[str, int] | None]
 
-#: Answers that mean "the key's coordinator is not there right now".
-MOVING = frozenset(
-    {
-        ErrorCode.NOT_COORDINATOR,
-        ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
-        ErrorCode.COORDINATOR_NOT_AVAILABLE,
-    }
-)
 _BACKOFF_S = 0.02
 _BACKOFF_MAX_S = 0.4
-
-
-def moving(response: Message) -> bool:
-    """Whether ``response`` (top level or any item) says the key's coordinator moved."""
-    if getattr(response, "error_code", 0) in MOVING:
-        return True
-    return any(
-        any(getattr(item, "error_code", 0) in MOVING for item in value)
-        for field, value in response.ListFields()
-        if field.message_type is not None and field.is_repeated
-    )
 
 
 class _Peer:
@@ -111,7 +93,7 @@ class PeerCoordinators:
                         raise
                     why = f"coordinator {address}: {exc.code().name} {exc.details()}"
                 else:
-                    if not moving(response):
+                    if coordinator_moving(response) is None:
                         return response
                     last = response
             delay = backoff.next()

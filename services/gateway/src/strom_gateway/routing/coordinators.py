@@ -48,11 +48,11 @@ from strom.protocol.v1 import (
 )
 from strom.security import ChannelSecurity
 from strom_server.rpc.channels import open_channel
+from strom_server.rpc.errors import COORDINATOR_MOVING, coordinator_moving
 
 log = structlog.get_logger(__name__)
 
 __all__ = [
-    "COORDINATOR_ERRORS",
     "CoordinatorRouter",
     "CoordinatorSource",
     "GroupRequest",
@@ -63,15 +63,8 @@ __all__ = [
 ]
 
 RETRY_BACKOFF_S = (0.05, 0.1, 0.2, 0.4, 0.8, 1.0)
-#: Answers that mean "ask again, perhaps elsewhere".
-COORDINATOR_ERRORS = frozenset(
-    {
-        ErrorCode.NOT_COORDINATOR,
-        ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
-        ErrorCode.COORDINATOR_NOT_AVAILABLE,
-    }
-)
-#: Of those, the ones after which the cached coordinator of the group is forgotten.
+#: Of the answers that mean "ask again, perhaps elsewhere" (``COORDINATOR_MOVING``), the ones
+#: after which the cached coordinator of the group is forgotten.
 _MOVED = frozenset({ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE})
 NO_COORDINATOR = "no group coordinator is registered in etcd"
 GROUP = coordinator_pb2.GROUP
@@ -145,7 +138,7 @@ class _NotFound(Exception):
     @property
     def final(self) -> bool:
         """Not worth retrying here: no coordinator at all, or a non-retriable answer."""
-        return self.code not in COORDINATOR_ERRORS or self.message == NO_COORDINATOR
+        return self.code not in COORDINATOR_MOVING or self.message == NO_COORDINATOR
 
 
 def error_response(
@@ -202,20 +195,6 @@ def error_response(
     module = txn if hasattr(txn, f"{method}Response") else pb
     response: Message = getattr(module, f"{method}Response")(error_code=code, error_message=message)
     return response
-
-
-def coordinator_error(response: Message) -> int | None:
-    """The coordinator-level error of a response (top level or any item), if any."""
-    code = getattr(response, "error_code", 0)
-    if code in COORDINATOR_ERRORS:
-        return int(code)
-    for field, value in response.ListFields():
-        if field.message_type is not None and field.is_repeated:
-            for item in value:
-                item_code = getattr(item, "error_code", 0)
-                if item_code in COORDINATOR_ERRORS:
-                    return int(item_code)
-    return None
 
 
 def _backoff(attempt: int) -> float:
@@ -402,7 +381,7 @@ class CoordinatorRouter:
                     f"coordinator {address}: {exc.code().name} {exc.details()}",
                 )
             else:
-                code = coordinator_error(response)
+                code = coordinator_moving(response)
                 if code is None:
                     return response
                 if code in _MOVED:
@@ -610,7 +589,7 @@ class CoordinatorRouter:
                 g
                 for g in pending
                 if g not in results
-                or (g not in final and results[g].error_code in COORDINATOR_ERRORS)
+                or (g not in final and results[g].error_code in COORDINATOR_MOVING)
             ]
             delay = _backoff(attempt)
             if not pending or time.monotonic() + delay >= deadline:
