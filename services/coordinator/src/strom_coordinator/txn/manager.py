@@ -114,22 +114,12 @@ class TransactionManager(HostedShard):
             self._table, markers, coordinator_epoch=coordinator_epoch, on_fenced=on_fenced,
             stats=stats_, wall_clock_ms=now,
         )  # fmt: skip
-        table = self._table
         #: The staged commits (commit ids) of the same partitions.
         self.staged = StagedCommits(
-            log,
-            route=self._partitions.route,
-            partition_of=table.partition_of,
-            check=table.check,
-            is_served=self._partitions.is_served,
-            check_generation=table.check_generation,
-            generation=table.generation,
-            members=staged_members,
-            stats=stats_,
-            wall_clock_ms=now,
+            self._table, members=staged_members, stats=stats_, wall_clock_ms=now
         )
         self._expiry = TxnExpiry(
-            table, self._completions, self.staged,
+            self._table, self._completions, self.staged,
             expiration_ms=config.transactional_id_expiration_ms, wall_clock_ms=now,
         )  # fmt: skip
 

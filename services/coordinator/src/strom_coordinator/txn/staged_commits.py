@@ -43,10 +43,10 @@ from typing import Protocol
 from strom.cluster.retry import Backoff
 from strom.errors import InvalidRequestError, NotCoordinatorError, StromError
 from strom.types import StagedTransaction
-from strom_coordinator.partitions.log import PartitionLog
 from strom_coordinator.txn import records, staged
 from strom_coordinator.txn.staged import Decision, MemberOutcome, RequestKind, StagedState
 from strom_coordinator.txn.state import TxnMetadata
+from strom_coordinator.txn.table import TxnTable
 from strom_server.runtime.logs import get_logger
 
 __all__ = ["HALT_ENV", "MemberCalls", "StagedCommits", "StagedStatsListener"]
@@ -82,31 +82,19 @@ class StagedStatsListener(Protocol):
 class StagedCommits:
     """The decisions of the commit ids of the hosted partitions (see the module docstring).
 
-    The owning ``TransactionManager`` passes its partition routing and load generations and
-    forwards the load life cycle (``drop_partition``, ``replay``, ``partition_loaded``)."""
+    It shares the owning ``TransactionManager``'s table (``txn.table.TxnTable``: the log, the
+    partition routing and load generations); the manager forwards the load life cycle
+    (``drop_partition``, ``replay``, ``partition_loaded``)."""
 
     def __init__(
         self,
-        log: PartitionLog,
+        table: TxnTable,
         *,
-        route: Callable[[str], int],
-        partition_of: Callable[[str], int | None],
-        check: Callable[[int], int],
-        is_served: Callable[[int], bool],
-        check_generation: Callable[[int, int], None],
-        generation: Callable[[int], int],
         members: MemberCalls | None,
         stats: StagedStatsListener,
         wall_clock_ms: Callable[[], int],
     ) -> None:
-        self._log = log
-        self._route = route
-        self._partition_of = partition_of
-        self._check = check
-        self._is_served = is_served
-        self._check_generation = check_generation
-        self._generation = generation
-        #: Set by the process once the member client exists (it needs the manager).
+        self._table = table
         self.members = members
         self._stats = stats
         self._now = wall_clock_ms
@@ -125,9 +113,9 @@ class StagedCommits:
     ) -> tuple[bool, Decision]:
         """CommitStagedTransactions: (already_committed, the record after the call)."""
         staged.check_request(commit_id, sequence, members, metadata)
-        partition = self._route(commit_id)
+        partition = self._table.partitions.route(commit_id)
         async with self._lock(commit_id):
-            generation = self._check(partition)
+            generation = self._table.check(partition)
             stored = self._decisions.get(commit_id)
             if stored is not None and stored.state is StagedState.COMMITTING:
                 stored = await self._finish(self._start_drive(partition, generation, stored))
@@ -156,7 +144,7 @@ class StagedCommits:
         """DescribeStagedCommit: the last decision of ``commit_id`` (None: none)."""
         if not commit_id:
             raise InvalidRequestError("the commit id is empty")
-        self._route(commit_id)
+        self._table.partitions.route(commit_id)
         return self._decisions.get(commit_id)
 
     async def expire(self, expiration_ms: int) -> int:
@@ -173,17 +161,17 @@ class StagedCommits:
 
         removed = 0
         for commit_id in [c for c, d in self._decisions.items() if due(d)]:
-            partition = self._partition_of(commit_id)
-            if partition is None or not self._is_served(partition):
+            partition = self._table.partition_of(commit_id)
+            if partition is None or not self._table.partitions.is_served(partition):
                 continue
             try:
                 async with self._lock(commit_id):
-                    generation = self._check(partition)
+                    generation = self._table.check(partition)
                     if not due(self._decisions.get(commit_id)):
                         continue
                     key = records.staged_commit_key(commit_id)
-                    await self._log.append(partition, [(key, None)])
-                    self._check_generation(partition, generation)
+                    await self._table.log.append(partition, [(key, None)])
+                    self._table.check_generation(partition, generation)
                     del self._decisions[commit_id]
                     self._locks.pop(commit_id, None)
                     removed += 1
@@ -210,7 +198,7 @@ class StagedCommits:
     # -- the load life cycle (forwarded by the manager) ----------------------------------------
 
     def drop_partition(self, partition: int) -> None:
-        for commit_id in [c for c in self._decisions if self._partition_of(c) == partition]:
+        for commit_id in [c for c in self._decisions if self._table.partition_of(c) == partition]:
             del self._decisions[commit_id]
             task = self._drives.pop(commit_id, None)
             if task is not None:
@@ -223,10 +211,10 @@ class StagedCommits:
             self._decisions[commit_id] = records.decode_staged_value(commit_id, value)
 
     def partition_loaded(self, partition: int) -> None:
-        generation = self._generation(partition)
+        generation = self._table.generation(partition)
         for commit_id, decision in list(self._decisions.items()):
             committing = decision.state is StagedState.COMMITTING
-            if committing and self._partition_of(commit_id) == partition:
+            if committing and self._table.partition_of(commit_id) == partition:
                 log.info("finishing a staged commit of a loaded partition", commit_id=commit_id,
                          sequence=decision.sequence, members=len(decision.members))  # fmt: skip
                 self._start_drive(partition, generation, decision)
@@ -255,8 +243,8 @@ class StagedCommits:
 
     async def _write(self, partition: int, generation: int, decision: Decision) -> None:
         key = records.staged_commit_key(decision.commit_id)
-        await self._log.append(partition, [(key, records.encode_staged_value(decision))])
-        self._check_generation(partition, generation)
+        await self._table.log.append(partition, [(key, records.encode_staged_value(decision))])
+        self._table.check_generation(partition, generation)
         self._decisions[decision.commit_id] = decision
 
     def _start_drive(
@@ -308,7 +296,7 @@ class StagedCommits:
         finished = staged.finish(decision, failed, self._now())
         backoff = Backoff(_BACKOFF_S, _BACKOFF_MAX_S)
         while True:
-            self._check_generation(partition, generation)
+            self._table.check_generation(partition, generation)
             try:
                 await self._write(partition, generation, finished)
                 break
@@ -331,7 +319,7 @@ class StagedCommits:
         calls = self._calls()
         backoff = Backoff(_BACKOFF_S, _BACKOFF_MAX_S)
         while True:
-            self._check_generation(partition, generation)
+            self._table.check_generation(partition, generation)
             error: StromError | None = None
             try:
                 await calls.end(member)

@@ -4,7 +4,7 @@ under the id's lock, persisted to the ``PartitionLog`` (acks=all) and only then 
 
 Every partition has a load generation, bumped when it is loaded or unloaded: a write checks
 afterwards that its partition is still the same load (NOT_COORDINATOR otherwise). The manager,
-the marker completion and the expiry share one table.
+the marker completion, the expiry and the staged commits share one table.
 
 Safety: one event loop, not thread-safe.
 """
