@@ -28,7 +28,7 @@ from coordsvc_testkit import (
 )
 from strom_testkit import free_port, wait_until
 
-from strom_coordinator.partitions.hosting import java_string_hash
+from strom_coordinator.partitions.hosting import key_partition
 from strom_coordinator.runtime.ownership import preferred
 
 pytestmark = pytest.mark.integration
@@ -37,8 +37,7 @@ TOPIC = "orders"
 
 
 def partition_of(group: str) -> int:
-    h = java_string_hash(group)
-    return (0 if h == -(2**31) else abs(h)) % PARTITIONS
+    return key_partition(group, PARTITIONS)
 
 
 def group_served_by(coordinator_id: int) -> str:

@@ -209,10 +209,9 @@ def owner_epoch(cluster: LocalCluster, partition: int) -> tuple[int, int]:
 
 
 def txn_partition(tid: str) -> int:
-    from strom_coordinator.partitions.hosting import java_string_hash
+    from strom_coordinator.partitions.hosting import key_partition
 
-    h = java_string_hash(tid)
-    return (0 if h == -(2**31) else abs(h)) % TXN_PARTITIONS
+    return key_partition(tid, TXN_PARTITIONS)
 
 
 def test_init_producer_id_twice_fences_the_first(txn_cluster: LocalCluster) -> None:

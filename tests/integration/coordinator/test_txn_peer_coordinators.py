@@ -20,7 +20,7 @@ from strom.protocol.v1 import coordinator_pb2 as pb
 from strom.protocol.v1 import transaction_pb2 as txn
 from strom.protocol.v1.coordinator_pb2_grpc import GroupCoordinatorStub
 from strom.protocol.v1.transaction_pb2_grpc import TransactionCoordinatorStub
-from strom_coordinator.partitions.hosting import java_string_hash
+from strom_coordinator.partitions.hosting import key_partition
 from strom_coordinator.runtime.ownership import preferred
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
@@ -46,8 +46,7 @@ def _preferred_by(coordinator_id: int, prefix: str) -> str:
     """A key whose partition (of either topic: same count) ``coordinator_id`` is preferred for."""
     for i in range(1000):
         key = f"{prefix}-{i}"
-        h = java_string_hash(key)
-        if preferred({1, 2}, (0 if h == -(2**31) else abs(h)) % PARTITIONS) == coordinator_id:
+        if preferred({1, 2}, key_partition(key, PARTITIONS)) == coordinator_id:
             return key
     raise AssertionError("no such key")
 

@@ -27,7 +27,7 @@ from strom.errors import (
 )
 from strom_server.etcd.session_lease import SessionLease
 
-__all__ = ["HostedPartitions", "HostedShard", "PartitionState", "java_string_hash"]
+__all__ = ["HostedPartitions", "HostedShard", "PartitionState", "java_string_hash", "key_partition"]
 
 
 def java_string_hash(s: str) -> int:
@@ -37,6 +37,13 @@ def java_string_hash(s: str) -> int:
     for i in range(0, len(data), 2):
         h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
     return h - (1 << 32) if h >= 1 << 31 else h
+
+
+def key_partition(key: str, partitions: int) -> int:
+    """The partition of ``key`` among ``partitions``: ``abs(hashCode(key)) % partitions``, as
+    Kafka's coordinators (Java's ``Integer.MIN_VALUE`` counts as 0)."""
+    h = java_string_hash(key)
+    return (0 if h == -(2**31) else abs(h)) % partitions
 
 
 class PartitionState(Protocol):
@@ -80,8 +87,7 @@ class HostedPartitions:
         partition count is unknown."""
         if not self.partition_count:
             raise CoordinatorNotAvailableError(f"the {self.topic} partition count is unknown")
-        h = java_string_hash(key)
-        return (0 if h == -(2**31) else abs(h)) % self.partition_count
+        return key_partition(key, self.partition_count)
 
     def route(self, key: str) -> int:
         """The partition of ``key`` if this instance serves it; raises
