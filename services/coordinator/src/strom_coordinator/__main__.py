@@ -45,7 +45,8 @@ from strom_server.rpc.server import GrpcServer
 from strom_server.runner import run_service
 from strom_server.runtime.values import advertised_address
 
-#: Requests to the gateway and the storage nodes other than commits (topic creation, loading).
+#: Requests to the gateway and the storage nodes other than commits (topic creation, loading),
+#: and calls to the other coordinators (a TxnOffsetCommit's check, a staged commit's members).
 _REQUEST_TIMEOUT_MS = 30000
 
 
