@@ -42,6 +42,7 @@ from strom.protocol.v1 import (
     transaction_pb2_grpc,
 )
 from strom_server.rpc.channels import open_channel
+from strom_server.rpc.errors import COORDINATOR_MOVING
 
 log = structlog.get_logger(__name__)
 
@@ -52,14 +53,6 @@ PartitionKey = tuple[str, int]
 #: How long one verification may take before the partition answers COORDINATOR_NOT_AVAILABLE.
 DEFAULT_TIMEOUT_S = 5.0
 RETRY_BACKOFF_S = (0.02, 0.05, 0.1, 0.2, 0.4)
-#: Answers that mean "ask again, perhaps elsewhere".
-_MOVED = frozenset(
-    {
-        ErrorCode.NOT_COORDINATOR,
-        ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
-        ErrorCode.COORDINATOR_NOT_AVAILABLE,
-    }
-)
 
 
 class _Retry(Exception):
@@ -153,7 +146,7 @@ class CoordinatorTxnVerifier:
                 raise _Retry(f"{address}: {error}") from exc
             raise error from exc
         codes = [response.error_code, *(r.error_code for r in response.results)]
-        moved = next((c for c in codes if c in _MOVED), None)
+        moved = next((c for c in codes if c in COORDINATOR_MOVING), None)
         if moved is not None:
             self._cache.pop(transactional_id, None)
             raise _Retry(f"{address} answered {ErrorCode.Name(moved)}")
@@ -174,7 +167,7 @@ class CoordinatorTxnVerifier:
         except grpc.aio.AioRpcError as exc:
             raise _Retry(f"FindCoordinator on {asked}: {from_rpc_error(exc, asked)}") from exc
         if response.error_code != ErrorCode.NONE:
-            if response.error_code in _MOVED:
+            if response.error_code in COORDINATOR_MOVING:
                 raise _Retry(
                     f"FindCoordinator on {asked}: {ErrorCode.Name(response.error_code)} "
                     f"{response.error_message}"
