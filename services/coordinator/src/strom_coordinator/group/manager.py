@@ -64,7 +64,10 @@ __all__ = ["GroupManager"]
 
 
 class GroupManager(HostedShard):
-    """Groups and committed offsets of the hosted __consumer_offsets partitions."""
+    """Groups and committed offsets of the hosted __consumer_offsets partitions. Its
+    partitions' life cycle is ``HostedShard``'s: while one loads its groups answer
+    COORDINATOR_LOAD_IN_PROGRESS; once served, restored members get a session to heartbeat
+    within; unloaded, pending joins and syncs answer NOT_COORDINATOR."""
 
     def __init__(
         self,
